@@ -1,0 +1,55 @@
+# Threadline: `make run` serves, `make test` runs the whole suite. Both set up
+# everything they need on a fresh machine (virtual environment, packages, npm
+# harness, migrations).
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+NODE_STAMP := tests/clients/node_modules/.installed
+
+# The first interpreter that really runs and is 3.12 or newer. pyenv shims for
+# versions that are not selected fail when run, so each candidate is tried.
+find_python = $(shell for c in $$PYTHON python3.13 python3.12 python3 \
+	$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
+	[ -n "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; done)
+
+.PHONY: run test install install-test clean bench
+
+$(PY):
+	@base="$(find_python)"; \
+	if [ -z "$$base" ]; then \
+		echo "error: Threadline needs Python 3.12 or newer (Django 6); none was found." >&2; \
+		echo "       Install one, or point PYTHON=/path/to/python3.12 at it." >&2; exit 1; fi; \
+	echo "Creating $(VENV) with $$base"; \
+	"$$base" -m venv $(VENV)
+
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $@
+
+$(NODE_STAMP): tests/clients/package.json tests/clients/package-lock.json
+	npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install: $(STAMP)
+install-test: $(TEST_STAMP) $(NODE_STAMP)
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py serve
+
+test: install-test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install-test
+	$(PY) bench/stream.py
+
+clean:
+	rm -rf $(VENV) tests/clients/node_modules

@@ -1,0 +1,200 @@
+"""The orchestrator's own run events and the listener contract.
+
+``agents/`` reports what a run does through these typed values; surfaces (the
+AG-UI adapter, tests, logs) translate them. Nothing here knows of HTTP or AG-UI.
+Deltas carry only the new text, never the text so far, so a long reply costs
+O(n) to observe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class Phase(StrEnum):
+    PLANNING = "planning"
+    GROUNDING = "grounding"
+    EXECUTING = "executing"
+    WAITING_APPROVAL = "waiting_approval"
+    COMPACTING = "compacting"
+    PAUSED = "paused"
+    DONE = "done"
+    ERROR = "error"
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(slots=True, frozen=True)
+class PhaseChanged:
+    phase: Phase
+    started: bool  # False when the phase ends
+
+
+@dataclass(slots=True, frozen=True)
+class TextStarted:
+    message_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    message_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class TextEnded:
+    message_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningStarted:
+    reasoning_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningDelta:
+    reasoning_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningEnded:
+    reasoning_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallStarted:
+    tool_call_id: str
+    name: str
+    message_id: str  # the assistant message the call belongs to
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallArgs:
+    tool_call_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallEnded:
+    tool_call_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolResult:
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool
+    message_id: str
+    touched: tuple[tuple[str, str], ...] = ()  # (path, action) pairs the tool read or changed
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class AssistantMessage:
+    """The assistant message a model call produced, complete, in transcript shape."""
+
+    message_id: str
+    content: str
+    tool_calls: tuple[tuple[str, str, str], ...]  # (id, name, arguments JSON)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolMessage:
+    message_id: str
+    tool_call_id: str
+    content: str
+
+
+@dataclass(slots=True)
+class RunInfo:
+    run_id: str
+    thread_id: str
+    model: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+RunEvent = (
+    PhaseChanged
+    | TextStarted
+    | TextDelta
+    | TextEnded
+    | ReasoningStarted
+    | ReasoningDelta
+    | ReasoningEnded
+    | ToolCallStarted
+    | ToolCallArgs
+    | ToolCallEnded
+    | ToolResult
+)
+
+
+class RunListener(Protocol):
+    """What a run reports. ``on_finished`` is called exactly once, whatever ended the run.
+
+    ``on_event`` carries the stream (phases, text, reasoning, tool calls); the
+    other hooks carry what happens at most once per model call or run.
+    ``should_continue`` is polled between iterations; False ends the run as cancelled.
+    """
+
+    def on_start(self, run: RunInfo) -> None: ...
+    def on_model(self, model: str) -> None: ...
+    def on_event(self, event: RunEvent) -> None: ...
+    def on_message(self, message: AssistantMessage | ToolMessage) -> None: ...
+    def on_usage(self, usage: Usage) -> None: ...
+    def on_message_queued(self, request_id: str, display: str) -> None: ...
+    def on_queued_message_read(self, request_ids: list[str]) -> None: ...
+    def on_error(self, error: BaseException, message: str) -> None: ...
+    def on_finished(self, outcome: Outcome) -> None: ...
+    def should_continue(self) -> bool: ...
+
+
+class BaseListener:
+    """A listener that ignores everything; subclass and override what you need."""
+
+    def on_start(self, run: RunInfo) -> None:
+        pass
+
+    def on_model(self, model: str) -> None:
+        pass
+
+    def on_event(self, event: RunEvent) -> None:
+        pass
+
+    def on_message(self, message: AssistantMessage | ToolMessage) -> None:
+        pass
+
+    def on_usage(self, usage: Usage) -> None:
+        pass
+
+    def on_message_queued(self, request_id: str, display: str) -> None:
+        pass
+
+    def on_queued_message_read(self, request_ids: list[str]) -> None:
+        pass
+
+    def on_error(self, error: BaseException, message: str) -> None:
+        pass
+
+    def on_finished(self, outcome: Outcome) -> None:
+        pass
+
+    def should_continue(self) -> bool:
+        return True

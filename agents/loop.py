@@ -1,0 +1,327 @@
+"""The run loop: call the model, run the tools it asks for, repeat until it stops.
+
+It reports everything to its listener (agents/events.py) and keeps the model's
+view of the conversation in a SessionStore. It knows nothing of HTTP or AG-UI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agents.events import (
+    AssistantMessage,
+    Outcome,
+    Phase,
+    PhaseChanged,
+    ReasoningDelta,
+    ReasoningEnded,
+    ReasoningStarted,
+    RunInfo,
+    RunListener,
+    TextDelta,
+    TextEnded,
+    TextStarted,
+    ToolCallArgs,
+    ToolCallEnded,
+    ToolCallStarted,
+    ToolMessage,
+    ToolResult,
+    Usage,
+)
+from agents.memory import heal_turns
+from agents.providers.base import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    ModelError,
+    ModelProvider,
+    ModelReply,
+    ModelRequest,
+    TokenCount,
+)
+from agents.request import RunRequest
+from agents.tools.base import ToolContext, ToolOutput, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+@dataclass(slots=True)
+class LoopConfig:
+    model: str
+    system_prompt: str = ""
+    max_tokens: int = 8192
+    thinking_budget: int = 0
+    max_iterations: int = 50
+    stream_retries: int = 2
+    retry_backoff: float = 1.0
+
+
+class SessionStore(Protocol):
+    """Where the model's view of the conversation lives between runs."""
+
+    async def load_turns(self) -> list[dict[str, Any]]: ...
+
+    async def commit(
+        self,
+        turns: list[dict[str, Any]],
+        messages: list[AssistantMessage | ToolMessage],
+        usage: TokenCount,
+    ) -> None:
+        """Saves the turns and appends the new transcript messages, atomically."""
+        ...
+
+
+@dataclass(slots=True)
+class _Segment:
+    """One assistant message of the transcript: text and the tool calls made after it."""
+
+    message_id: str
+    text: list[str] = field(default_factory=list)
+    tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
+    has_text: bool = False
+
+
+class _CallStream:
+    """Turns one model call's stream into run events, tracking what is open."""
+
+    def __init__(self, emit: Callable[[Any], None], make_id: Callable[[str], str]) -> None:
+        self.emit = emit
+        self.make_id = make_id
+        self.segments: list[_Segment] = [_Segment(make_id("msg"))]
+        self.kinds: dict[int, str] = {}
+        self.tool_ids: dict[int, str] = {}
+        self.reasoning_id: str | None = None
+        self.tool_segments: dict[str, _Segment] = {}
+        self.emitted = False
+
+    @property
+    def segment(self) -> _Segment:
+        return self.segments[-1]
+
+    def handle(self, item: BlockStart | BlockDelta | BlockStop) -> None:
+        emit = self.emit
+        if type(item) is BlockDelta:
+            kind = self.kinds[item.index]
+            if not item.text:
+                return
+            if kind == "text":
+                self.segment.text.append(item.text)
+                emit(TextDelta(self.segment.message_id, item.text))
+            elif kind == "thinking":
+                assert self.reasoning_id is not None
+                emit(ReasoningDelta(self.reasoning_id, item.text))
+            elif kind == "tool_use":
+                emit(ToolCallArgs(self.tool_ids[item.index], item.text))
+            return
+        self.emitted = True
+        if type(item) is BlockStart:
+            self.kinds[item.index] = item.kind
+            if item.kind == "thinking":
+                self.reasoning_id = self.make_id("reasoning")
+                emit(ReasoningStarted(self.reasoning_id))
+            elif item.kind == "text":
+                if self.segment.has_text or self.segment.tool_calls:
+                    self.segments.append(_Segment(self.make_id("msg")))
+                self.segment.has_text = True
+                emit(TextStarted(self.segment.message_id))
+            elif item.kind == "tool_use":
+                self.tool_ids[item.index] = item.tool_use_id
+                self.tool_segments[item.tool_use_id] = self.segment
+                emit(ToolCallStarted(item.tool_use_id, item.tool_name, self.segment.message_id))
+        else:
+            kind = self.kinds.get(item.index)
+            if kind == "thinking" and self.reasoning_id:
+                emit(ReasoningEnded(self.reasoning_id))
+                self.reasoning_id = None
+            elif kind == "text":
+                emit(TextEnded(self.segment.message_id))
+            elif kind == "tool_use":
+                tool_id = self.tool_ids[item.index]
+                emit(ToolCallEnded(tool_id))
+
+    def finish(self, reply: ModelReply) -> list[AssistantMessage]:
+        """Emits what the stream left out and returns the transcript messages of the reply."""
+        for block in reply.content:
+            if block.get("type") != "tool_use":
+                continue
+            arguments = json.dumps(block.get("input") or {})
+            segment = self.tool_segments.get(block["id"])
+            if segment is None:
+                # The provider reported this call only in its final message: the
+                # stream must still show START, ARGS and END before the result.
+                segment = self.segment
+                self.emitted = True
+                self.emit(ToolCallStarted(block["id"], block["name"], segment.message_id))
+                self.emit(ToolCallArgs(block["id"], arguments))
+                self.emit(ToolCallEnded(block["id"]))
+            segment.tool_calls.append((block["id"], block["name"], arguments))
+        return [
+            AssistantMessage(s.message_id, "".join(s.text), tuple(s.tool_calls))
+            for s in self.segments
+            if s.has_text or s.tool_calls
+        ]
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        provider: ModelProvider,
+        tools: ToolRegistry,
+        tool_context: ToolContext,
+        config: LoopConfig,
+        store: SessionStore,
+        listener: RunListener,
+        make_id: Callable[[str], str] = new_id,
+    ) -> None:
+        self.provider = provider
+        self.tools = tools
+        self.tool_context = tool_context
+        self.config = config
+        self.store = store
+        self.listener = listener
+        self.make_id = make_id
+        self.usage = TokenCount()
+
+    async def run(self, request: RunRequest, *, run_id: str, thread_id: str) -> Outcome:
+        """Runs to the end; ``on_finished`` is called exactly once, whatever happens."""
+        listener = self.listener
+        outcome = Outcome.ERROR
+        try:
+            listener.on_start(RunInfo(run_id=run_id, thread_id=thread_id, model=self.config.model))
+            listener.on_model(self.config.model)
+            outcome = await self._run(request)
+        except asyncio.CancelledError:
+            outcome = Outcome.CANCELLED
+            raise
+        except ModelError as exc:
+            listener.on_error(exc, exc.message)
+            outcome = Outcome.ERROR
+        except Exception as exc:
+            log.exception("run %s failed", run_id)
+            listener.on_error(exc, f"internal error: {type(exc).__name__}")
+            outcome = Outcome.ERROR
+        finally:
+            listener.on_finished(outcome)
+        return outcome
+
+    async def _run(self, request: RunRequest) -> Outcome:
+        turns: list[dict[str, Any]] = []
+        if request.scenario.conversation_memory:
+            turns, _closed = heal_turns(await self.store.load_turns())
+        turns.append({"role": "user", "content": request.user_content()})
+        turns, _ = heal_turns(turns)
+        await self.store.commit(turns, [], TokenCount())
+        specs = [s for s in self.tools.specs() if request.scenario.offers(s["name"])]
+        for _iteration in range(self.config.max_iterations):
+            if not self.listener.should_continue():
+                return Outcome.CANCELLED
+            reply, messages = await self._call_model(turns, specs)
+            turns.append({"role": "assistant", "content": reply.content})
+            calls = [b for b in reply.content if b.get("type") == "tool_use"]
+            if not calls:
+                await self.store.commit(turns, list(messages), self._take_usage(reply))
+                return Outcome.SUCCESS
+            results, tool_messages = await self._run_tools(calls)
+            turns.append({"role": "user", "content": results})
+            await self.store.commit(turns, [*messages, *tool_messages], self._take_usage(reply))
+        return Outcome.PAUSED
+
+    def _take_usage(self, reply: ModelReply) -> TokenCount:
+        return reply.usage
+
+    async def _call_model(
+        self, turns: list[dict[str, Any]], specs: list[dict[str, Any]]
+    ) -> tuple[ModelReply, list[AssistantMessage]]:
+        config = self.config
+        request = ModelRequest(
+            model=config.model,
+            system=config.system_prompt,
+            messages=turns,
+            tools=specs,
+            max_tokens=config.max_tokens,
+            thinking_budget=config.thinking_budget,
+        )
+        emit = self.listener.on_event
+        emit(PhaseChanged(Phase.PLANNING, True))
+        attempt = 0
+        while True:
+            call = _CallStream(emit, self.make_id)
+            reply: ModelReply | None = None
+            try:
+                async for item in self.provider.stream(request):
+                    if type(item) is ModelReply:
+                        reply = item
+                    else:
+                        call.handle(item)  # type: ignore[arg-type]
+                if reply is None:
+                    raise ModelError("the model returned no reply", retryable=True, code="early_end")
+            except ModelError as exc:
+                if exc.retryable and not call.emitted and attempt < config.stream_retries:
+                    delay = config.retry_backoff * (2**attempt)
+                    attempt += 1
+                    log.warning("model call failed (%s); retry %d in %.1fs", exc.code, attempt, delay)
+                    await asyncio.sleep(delay)
+                    continue
+                raise
+            messages = call.finish(reply)
+            emit(PhaseChanged(Phase.PLANNING, False))
+            usage = reply.usage
+            self.listener.on_usage(
+                Usage(
+                    model=reply.model or config.model,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                )
+            )
+            for message in messages:
+                self.listener.on_message(message)
+            return reply, messages
+
+    async def _run_tools(
+        self, calls: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[ToolMessage]]:
+        emit = self.listener.on_event
+        emit(PhaseChanged(Phase.EXECUTING, True))
+        results: dict[str, ToolOutput] = {}
+        messages: dict[str, ToolMessage] = {}
+
+        async def run_one(call: dict[str, Any]) -> None:
+            arguments = call.get("input")
+            if not isinstance(arguments, dict):
+                output = ToolOutput("tool arguments must be a JSON object", True)
+            elif not self.tools.get(call["name"]):
+                output = ToolOutput(f"unknown tool {call['name']!r}", True)
+            else:
+                output = await self.tools.call(call["name"], arguments, self.tool_context)
+            message_id = self.make_id("tool")
+            results[call["id"]] = output
+            messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
+            emit(ToolResult(call["id"], call["name"], output.content, output.is_error, message_id, output.touched))
+
+        await asyncio.gather(*(run_one(call) for call in calls))
+        emit(PhaseChanged(Phase.EXECUTING, False))
+        for message in messages.values():
+            self.listener.on_message(message)
+        blocks = [
+            {
+                "type": "tool_result",
+                "tool_use_id": call["id"],
+                "content": results[call["id"]].content,
+                **({"is_error": True} if results[call["id"]].is_error else {}),
+            }
+            for call in calls
+        ]
+        return blocks, list(messages.values())

@@ -1,0 +1,68 @@
+"""What starts a run: the runtime's request contract (seeds/004, ``Request``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.events import RunListener
+
+
+@dataclass(slots=True, frozen=True)
+class Scenario:
+    """Decides memory and which tools a run is offered."""
+
+    name: str
+    conversation_memory: bool = True
+    denied_tools: frozenset[str] = frozenset()
+
+    def offers(self, tool_name: str) -> bool:
+        return tool_name not in self.denied_tools
+
+
+INTERACTIVE = Scenario("interactive")
+
+
+@dataclass(slots=True, frozen=True)
+class Image:
+    media_type: str
+    data: str = ""  # base64
+    url: str = ""
+
+
+@dataclass(slots=True)
+class RunRequest:
+    request_id: str  # what a cancel names
+    text: str
+    scenario: Scenario = INTERACTIVE
+    parent_request_id: str = ""
+    description: str = ""
+    user_id: str = ""
+    chat_id: str = ""
+    chat_type: str = "p2p"
+    group_id: str = ""
+    tenant_id: str = ""
+    conversation_id: str = ""
+    background: bool = False
+    prompt_variables: dict[str, str] = field(default_factory=dict)
+    images: list[Image] = field(default_factory=list)
+    # Other content blocks of the user's message, already in the model's shape
+    # (documents, say), kept rather than dropped.
+    extra_content: list[dict[str, Any]] = field(default_factory=list)
+    listeners: list[RunListener] = field(default_factory=list)
+
+    def user_content(self) -> str | list[dict[str, Any]]:
+        if not self.images and not self.extra_content:
+            return self.text
+        blocks: list[dict[str, Any]] = []
+        for image in self.images:
+            if image.data:
+                blocks.append(
+                    {"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}
+                )
+            else:
+                blocks.append({"type": "image", "source": {"type": "url", "url": image.url}})
+        blocks.extend(self.extra_content)
+        if self.text:
+            blocks.append({"type": "text", "text": self.text})
+        return blocks

@@ -1,0 +1,118 @@
+"""What a tool is, and the workspace no tool may leave."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ToolError(Exception):
+    """A call the tool refuses (bad arguments, a path outside the workspace); the model reads the message."""
+
+
+class Workspace:
+    """The one directory the tools work in. ``resolve`` refuses every way out of it:
+    absolute paths, ``..`` and symbolic links that point outside."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def resolve(self, path: str, *, must_exist: bool = False) -> Path:
+        if not isinstance(path, str) or path.strip() == "":
+            raise ToolError("path must be a non-empty string relative to the workspace")
+        if "\x00" in path:
+            raise ToolError("path contains a NUL byte")
+        candidate = Path(path)
+        if candidate.is_absolute():
+            raise ToolError(f"{path}: absolute paths are not allowed; give a path relative to the workspace")
+        resolved = (self.root / candidate).resolve()
+        if not resolved.is_relative_to(self.root):
+            raise ToolError(f"{path}: resolves outside the workspace")
+        if must_exist and not resolved.exists():
+            raise ToolError(f"{path}: no such file or directory")
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() or "."
+
+    def contains(self, path: Path) -> bool:
+        """True when ``path``, with its links followed, is inside the workspace."""
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except OSError:
+            return False
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    content: str
+    is_error: bool = False
+    touched: tuple[tuple[str, str], ...] = ()  # (path relative to the workspace, action)
+
+
+@dataclass(slots=True)
+class ToolContext:
+    workspace: Workspace
+
+
+ToolFunc = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
+
+
+@dataclass(slots=True, frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    func: ToolFunc
+    read_only: bool = True
+
+    def spec(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+@dataclass(slots=True)
+class ToolRegistry:
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool]) -> ToolRegistry:
+        return cls({tool.name: tool for tool in tools})
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def specs(self) -> list[dict[str, Any]]:
+        return [tool.spec() for tool in self.tools.values()]
+
+    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """Runs a tool; every failure comes back as an error output the model can read."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolOutput(f"unknown tool {name!r}; available: {', '.join(sorted(self.tools))}", True)
+        try:
+            return await tool.func(arguments, context)
+        except ToolError as exc:
+            return ToolOutput(str(exc), True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug must not kill the run; the model is told
+            return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", True)
+
+
+def require_str(arguments: dict[str, Any], name: str, *, optional: bool = False) -> str | None:
+    value = arguments.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or (not optional and value == ""):
+        raise ToolError(f"argument {name!r} must be a non-empty string")
+    return value
+
+
+def optional_int(arguments: dict[str, Any], name: str, default: int, *, minimum: int = 0) -> int:
+    value = arguments.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ToolError(f"argument {name!r} must be an integer of at least {minimum}")
+    return value

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AguiConfig(AppConfig):
+    name = "agui"
+    verbose_name = "AG-UI"

@@ -1,0 +1,147 @@
+"""The per-thread shared-state document and the targeted JSON Patch operations that change it.
+
+The document belongs to the thread, not the run (DESIGN.md §3). Its JSON
+Pointer paths are part of the contract with clients. Each change produces
+operations computed from what changed, never a diff of the whole document.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import Any
+
+from agents.events import Usage
+from agents.providers.base import ModelInfo
+
+# Top-level keys the server owns. A client (CopilotKit sends back the last state
+# it saw) may echo them; they are never copied into `client`.
+SERVER_KEYS = ("thread", "session", "agent", "model", "todos", "tokenUsage", "files", "subAgents", "client")
+
+Op = dict[str, Any]
+
+
+def model_entry(info: ModelInfo) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": info.id,
+        "name": info.name,
+        "provider": info.provider,
+        "contextWindow": info.context_window,
+    }
+    if info.offline_demo:
+        entry["offlineDemo"] = True
+    return entry
+
+
+def empty_usage(context_window: int) -> dict[str, Any]:
+    return {
+        "inputTokens": 0,
+        "outputTokens": 0,
+        "cachedInputTokens": 0,
+        "cacheWriteInputTokens": 0,
+        "reasoningTokens": 0,
+        "totalTokens": 0,
+        "lastInputTokens": 0,
+        "contextWindow": context_window,
+        "estimated": False,
+    }
+
+
+def client_part(state: Any) -> dict[str, Any]:
+    """What the client sent as ``state``, less what the server owns."""
+    if not isinstance(state, dict):
+        return {} if state is None else {"value": state}
+    return {k: v for k, v in state.items() if k not in SERVER_KEYS}
+
+
+class ThreadState:
+    """The document of one thread and the operations that bring a client's copy up to date."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    @classmethod
+    def for_run(
+        cls,
+        stored: dict[str, Any],
+        *,
+        thread_id: str,
+        title: str,
+        session_id: str,
+        agent: str,
+        model: ModelInfo,
+        client_state: Any,
+    ) -> ThreadState:
+        doc = copy.deepcopy(stored) if stored else {}
+        doc["thread"] = {"id": thread_id, "title": title}
+        doc["session"] = {"id": session_id}
+        doc["agent"] = {"name": agent}
+        doc["model"] = model_entry(model)
+        doc.setdefault("todos", [])
+        usage = doc.setdefault("tokenUsage", empty_usage(model.context_window))
+        usage["contextWindow"] = model.context_window
+        doc.setdefault("files", [])
+        doc.setdefault("subAgents", [])
+        doc["client"] = client_part(client_state)
+        return cls({key: doc[key] for key in SERVER_KEYS})
+
+    def usage_ops(self, usage: Usage) -> list[Op]:
+        current = self.document["tokenUsage"]
+        prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        updated = {
+            "inputTokens": current["inputTokens"] + prompt,
+            "outputTokens": current["outputTokens"] + usage.output_tokens,
+            "cachedInputTokens": current["cachedInputTokens"] + usage.cache_read_tokens,
+            "cacheWriteInputTokens": current["cacheWriteInputTokens"] + usage.cache_write_tokens,
+            "lastInputTokens": prompt,
+        }
+        updated["totalTokens"] = updated["inputTokens"] + updated["outputTokens"]
+        ops: list[Op] = []
+        for key, value in updated.items():
+            if current.get(key) != value:
+                current[key] = value
+                ops.append({"op": "replace", "path": f"/tokenUsage/{key}", "value": value})
+        return ops
+
+    def file_ops(self, touched: tuple[tuple[str, str], ...]) -> list[Op]:
+        files: list[dict[str, Any]] = self.document["files"]
+        ops: list[Op] = []
+        for path, action in touched:
+            entry = {"path": path, "name": path.rsplit("/", 1)[-1], "action": action}
+            index = next((i for i, f in enumerate(files) if f["path"] == path), None)
+            if index is None:
+                files.append(entry)
+                ops.append({"op": "add", "path": "/files/-", "value": entry})
+            elif files[index]["action"] != action:
+                files[index]["action"] = action
+                ops.append({"op": "replace", "path": f"/files/{index}/action", "value": action})
+        return ops
+
+
+class StateCache:
+    """The documents of recently active threads, newest last, bounded (LRU).
+
+    The database copy is written when a run ends; this copy is current the
+    moment the run's last event is out, so a next run that starts at once
+    begins from the right document.
+    """
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self._docs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def get(self, thread_id: str, default: dict[str, Any]) -> dict[str, Any]:
+        doc = self._docs.get(thread_id)
+        if doc is None:
+            return default
+        self._docs.move_to_end(thread_id)
+        return doc
+
+    def put(self, thread_id: str, document: dict[str, Any]) -> None:
+        self._docs[thread_id] = document
+        self._docs.move_to_end(thread_id)
+        while len(self._docs) > self.capacity:
+            self._docs.popitem(last=False)
+
+
+STATE_CACHE = StateCache()

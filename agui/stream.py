@@ -1,0 +1,78 @@
+"""A live run's event stream: encoding, the durable log, and fan-out to subscribers.
+
+``publish`` is the per-event hot path: encode once, keep the SSE frame for
+replay, hand the payload to the batched log, wake subscribers. Subscribers read
+from a cursor into the frame list and take everything that arrived since their
+last read as one chunk, so a fast producer never waits on a slow reader and a
+reader never costs a write per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from threads.eventlog import EventLogWriter
+
+HEARTBEAT = b": ping\n\n"
+TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+def sse_frame(seq: int, payload: bytes) -> bytes:
+    return b"id: %d\ndata: %s\n\n" % (seq, payload)
+
+
+class RunStream:
+    def __init__(self, log: EventLogWriter | None) -> None:
+        self.frames: list[bytes] = []
+        self.log = log
+        self.closed = False
+        self._waiters: list[asyncio.Event] = []
+
+    @property
+    def last_seq(self) -> int:
+        return len(self.frames)
+
+    def publish(self, event: dict[str, Any]) -> None:
+        payload = orjson.dumps(event)
+        frames = self.frames
+        seq = len(frames) + 1
+        frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))
+        if self.log is not None:
+            self.log.append(seq, event["type"], payload.decode())
+        for waiter in self._waiters:
+            waiter.set()
+
+    def close(self) -> None:
+        """No more events; subscribers finish once they have read everything."""
+        self.closed = True
+        for waiter in self._waiters:
+            waiter.set()
+
+    async def subscribe(self, after: int, heartbeat: float) -> AsyncIterator[bytes]:
+        """Yields every frame after sequence ``after``, then follows the run until it closes."""
+        cursor = max(0, after)
+        wake = asyncio.Event()
+        self._waiters.append(wake)
+        try:
+            while True:
+                frames = self.frames
+                if cursor < len(frames):
+                    end = len(frames)
+                    chunk = frames[cursor] if end == cursor + 1 else b"".join(frames[cursor:end])
+                    cursor = end
+                    yield chunk
+                    continue
+                if self.closed:
+                    return
+                wake.clear()
+                try:
+                    async with asyncio.timeout(heartbeat):
+                        await wake.wait()
+                except TimeoutError:
+                    yield HEARTBEAT
+        finally:
+            self._waiters.remove(wake)

@@ -1,0 +1,227 @@
+"""Agent run events → AG-UI events, kept well formed for the clients that enforce the order.
+
+The translator is a RunListener. It tracks what is open (text messages, tool
+calls, reasoning spans, steps) so that whatever ends the run, open parts are
+closed before the one terminal event (DESIGN.md §3, ordering rules). Events are
+plain dicts with camelCase keys in the models' field order, optional keys
+omitted, so encoding them gives the frames the ag-ui-protocol models would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agents.events import (
+    AssistantMessage,
+    BaseListener,
+    Outcome,
+    PhaseChanged,
+    ReasoningDelta,
+    ReasoningEnded,
+    ReasoningStarted,
+    RunEvent,
+    RunInfo,
+    TextDelta,
+    TextEnded,
+    TextStarted,
+    ToolCallArgs,
+    ToolCallEnded,
+    ToolCallStarted,
+    ToolMessage,
+    ToolResult,
+    Usage,
+)
+from agui.state import ThreadState
+
+Publish = Callable[[dict[str, Any]], None]
+
+
+class AguiTranslator(BaseListener):
+    def __init__(
+        self,
+        publish: Publish,
+        *,
+        thread_id: str,
+        run_id: str,
+        v1: bool,
+        state: ThreadState,
+        should_continue: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.publish = publish
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.v1 = v1
+        self.state = state
+        self._should_continue = should_continue
+        self.started = False
+        self.finished = False
+        self.open_texts: dict[str, None] = {}
+        self.open_tools: dict[str, None] = {}
+        self.closed_tools: set[str] = set()
+        self.open_reasoning: dict[str, None] = {}
+        self.open_steps: dict[str, None] = {}
+        self.error_message = ""
+        self.error_code = ""
+        self.messages: list[AssistantMessage | ToolMessage] = []
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            TextDelta: self._text_delta,
+            ToolCallArgs: self._tool_args,
+            ReasoningDelta: self._reasoning_delta,
+            TextStarted: self._text_started,
+            TextEnded: self._text_ended,
+            ToolCallStarted: self._tool_started,
+            ToolCallEnded: self._tool_ended,
+            ToolResult: self._tool_result,
+            ReasoningStarted: self._reasoning_started,
+            ReasoningEnded: self._reasoning_ended,
+            PhaseChanged: self._phase,
+        }
+
+    # -- run boundaries -------------------------------------------------
+
+    def start(self) -> None:
+        """RUN_STARTED then STATE_SNAPSHOT; called as soon as the run exists, before the loop."""
+        if self.started:
+            return
+        self.started = True
+        event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
+        if self.v1:
+            event["protocolVersion"] = "1.0"
+        self.publish(event)
+        self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
+
+    def on_start(self, run: RunInfo) -> None:
+        self.start()
+
+    def should_continue(self) -> bool:
+        return self._should_continue()
+
+    def on_error(self, error: BaseException, message: str) -> None:
+        self.error_message = message
+        self.error_code = getattr(error, "code", "") or type(error).__name__
+
+    def on_finished(self, outcome: Outcome) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.start()
+        self._close_open()
+        publish = self.publish
+        if outcome is Outcome.ERROR:
+            publish({"type": "RUN_ERROR", "message": self.error_message or "the run failed", "code": self.error_code or "error"})
+            return
+        if outcome is Outcome.CANCELLED and self.v1:
+            publish({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id, "outcome": {"type": "cancelled"}})
+            return
+        if outcome in (Outcome.PAUSED, Outcome.CANCELLED, Outcome.INTERRUPTED):
+            publish({"type": "CUSTOM", "name": f"threadline.{outcome.value}", "value": {"reason": outcome.value}})
+        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
+        if self.v1:
+            finished["outcome"] = {"type": "success"}
+        publish(finished)
+
+    def _close_open(self) -> None:
+        publish = self.publish
+        for message_id in list(self.open_texts):
+            publish({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+        self.open_texts.clear()
+        for tool_call_id in list(self.open_tools):
+            publish({"type": "TOOL_CALL_END", "toolCallId": tool_call_id})
+        self.open_tools.clear()
+        for reasoning_id in list(self.open_reasoning):
+            publish({"type": "REASONING_MESSAGE_END", "messageId": reasoning_id})
+            publish({"type": "REASONING_END", "messageId": reasoning_id})
+        self.open_reasoning.clear()
+        for step in reversed(list(self.open_steps)):
+            publish({"type": "STEP_FINISHED", "stepName": step})
+        self.open_steps.clear()
+
+    # -- the stream -----------------------------------------------------
+
+    def on_event(self, event: RunEvent) -> None:
+        self._handlers[type(event)](event)
+
+    def _text_delta(self, event: TextDelta) -> None:
+        self.publish({"type": "TEXT_MESSAGE_CONTENT", "messageId": event.message_id, "delta": event.delta})
+
+    def _tool_args(self, event: ToolCallArgs) -> None:
+        self.publish({"type": "TOOL_CALL_ARGS", "toolCallId": event.tool_call_id, "delta": event.delta})
+
+    def _reasoning_delta(self, event: ReasoningDelta) -> None:
+        self.publish({"type": "REASONING_MESSAGE_CONTENT", "messageId": event.reasoning_id, "delta": event.delta})
+
+    def _text_started(self, event: TextStarted) -> None:
+        self.open_texts[event.message_id] = None
+        self.publish({"type": "TEXT_MESSAGE_START", "messageId": event.message_id, "role": "assistant"})
+
+    def _text_ended(self, event: TextEnded) -> None:
+        if self.open_texts.pop(event.message_id, 0) is None:
+            self.publish({"type": "TEXT_MESSAGE_END", "messageId": event.message_id})
+
+    def _tool_started(self, event: ToolCallStarted) -> None:
+        if event.tool_call_id in self.open_tools or event.tool_call_id in self.closed_tools:
+            return  # a toolCallId is never reused
+        self.open_tools[event.tool_call_id] = None
+        self.publish(
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": event.tool_call_id,
+                "toolCallName": event.name,
+                "parentMessageId": event.message_id,
+            }
+        )
+
+    def _tool_ended(self, event: ToolCallEnded) -> None:
+        if self.open_tools.pop(event.tool_call_id, 0) is None:
+            self.closed_tools.add(event.tool_call_id)
+            self.publish({"type": "TOOL_CALL_END", "toolCallId": event.tool_call_id})
+
+    def _tool_result(self, event: ToolResult) -> None:
+        if event.tool_call_id not in self.closed_tools:
+            # A result for a call the stream never opened (or never closed)
+            # opens and closes it first: a bare result aborts the clients.
+            self._tool_started(ToolCallStarted(event.tool_call_id, event.name, event.message_id))
+            self._tool_ended(ToolCallEnded(event.tool_call_id))
+        self.publish(
+            {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": event.message_id,
+                "toolCallId": event.tool_call_id,
+                "content": event.content,
+                "role": "tool",
+            }
+        )
+        if event.touched:
+            self._state_delta(self.state.file_ops(event.touched))
+
+    def _reasoning_started(self, event: ReasoningStarted) -> None:
+        self.open_reasoning[event.reasoning_id] = None
+        self.publish({"type": "REASONING_START", "messageId": event.reasoning_id})
+        self.publish({"type": "REASONING_MESSAGE_START", "messageId": event.reasoning_id, "role": "reasoning"})
+
+    def _reasoning_ended(self, event: ReasoningEnded) -> None:
+        if self.open_reasoning.pop(event.reasoning_id, 0) is None:
+            self.publish({"type": "REASONING_MESSAGE_END", "messageId": event.reasoning_id})
+            self.publish({"type": "REASONING_END", "messageId": event.reasoning_id})
+
+    def _phase(self, event: PhaseChanged) -> None:
+        name = event.phase.value
+        if event.started:
+            if name not in self.open_steps:
+                self.open_steps[name] = None
+                self.publish({"type": "STEP_STARTED", "stepName": name})
+        elif self.open_steps.pop(name, 0) is None:
+            self.publish({"type": "STEP_FINISHED", "stepName": name})
+
+    # -- per model call -------------------------------------------------
+
+    def on_usage(self, usage: Usage) -> None:
+        self._state_delta(self.state.usage_ops(usage))
+
+    def on_message(self, message: AssistantMessage | ToolMessage) -> None:
+        self.messages.append(message)
+
+    def _state_delta(self, ops: list[dict[str, Any]]) -> None:
+        if ops:
+            self.publish({"type": "STATE_DELTA", "delta": ops})

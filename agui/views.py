@@ -1,0 +1,211 @@
+"""The AG-UI endpoints. Views translate HTTP; runs, state and persistence live elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from agents.models import Agent
+from agents.runtime import provider_for
+from agui.decode import DecodedInput, InputError, decode_run_input
+from agui.http import error_response, sse_response, token_error
+from agui.runs import REGISTRY, start_run
+from agui.state import STATE_CACHE, ThreadState, model_entry
+from agui.stream import TERMINAL_TYPES, RunStream, sse_frame
+from threads import selectors
+from threads.models import Run
+from threads.services import ThreadConflict, run_open
+
+
+def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
+    messages = decoded.raw["messages"]
+    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
+        return messages[-1]  # type: ignore[no-any-return]
+    return None
+
+
+async def _agent(name: str) -> Agent | None:
+    return await Agent.objects.filter(name=name, enabled=True).afirst()
+
+
+def _read_body(request: HttpRequest) -> bytes | HttpResponse:
+    limit = settings.AGUI_MAX_BODY_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        return error_response(400, "invalid_request", "Content-Length is not a number")
+    if declared > limit:
+        return error_response(413, "body_too_large", f"the body is {declared} bytes; the limit is {limit}")
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return error_response(413, "body_too_large", f"the body is larger than the limit of {limit} bytes")
+    if len(body) > limit:
+        return error_response(413, "body_too_large", f"the body is larger than the limit of {limit} bytes")
+    return body
+
+
+async def run(request: HttpRequest, agent_name: str) -> HttpResponse:
+    """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
+    if request.method != "POST":
+        return error_response(405, "method_not_allowed", "POST a RunAgentInput to this URL")
+    if denied := token_error(request):
+        return denied
+    body = _read_body(request)
+    if isinstance(body, HttpResponse):
+        return body
+    try:
+        decoded = decode_run_input(body)
+    except InputError as exc:
+        return error_response(400, "invalid_input", exc.message, exc.field)
+    agent = await _agent(agent_name)
+    if agent is None:
+        return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
+    inp = decoded.model
+    message = _new_user_message(decoded)
+    busy = REGISTRY.live_for_thread(inp.thread_id)
+    try:
+        opened = await sync_to_async(run_open)(
+            agent=agent,
+            agui_thread_id=inp.thread_id,
+            agui_run_id=inp.run_id,
+            new_user_message=message,
+            protocol_version=inp.protocol_version or "",
+            live_run_ids=REGISTRY.live_run_pks(),
+            busy=busy is not None,
+        )
+    except ThreadConflict as exc:
+        return error_response(409, "conflict", str(exc))
+    if opened.run is None:
+        return await _hydrate(decoded, agent, opened.thread)
+    assert message is not None
+    live = start_run(agent=agent, decoded=decoded, opened=opened, message=message)
+    return sse_response(live.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
+
+
+async def _hydrate(decoded: DecodedInput, agent: Agent, thread: Any) -> HttpResponse:
+    """Replays the thread's messages and state in a run of its own, without running the agent."""
+    inp = decoded.model
+    transcript = await sync_to_async(selectors.thread_transcript)(thread=thread)
+    if not decoded.speaks_v1:
+        transcript = [m for m in transcript if m.get("role") in ("user", "assistant", "tool", "system", "developer")]
+    state = ThreadState.for_run(
+        STATE_CACHE.get(inp.thread_id, thread.state),
+        thread_id=inp.thread_id,
+        title=thread.title,
+        session_id=str(thread.session.pk),
+        agent=agent.name,
+        model=provider_for(agent).info,
+        client_state=inp.state,
+    )
+    stream = RunStream(log=None)
+    started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": inp.thread_id, "runId": inp.run_id}
+    if decoded.speaks_v1:
+        started["protocolVersion"] = "1.0"
+    stream.publish(started)
+    stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
+    stream.publish({"type": "STATE_SNAPSHOT", "snapshot": state.document})
+    finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": inp.thread_id, "runId": inp.run_id}
+    if decoded.speaks_v1:
+        finished["outcome"] = {"type": "success"}
+    stream.publish(finished)
+    stream.close()
+    return sse_response(stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
+
+
+def _after(request: HttpRequest) -> int | HttpResponse:
+    raw = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
+    try:
+        after = int(raw)
+    except ValueError:
+        return error_response(400, "invalid_input", "Last-Event-ID / after must be an event sequence number", "after")
+    if after < 0:
+        return error_response(400, "invalid_input", "after must not be negative", "after")
+    return after
+
+
+async def _replay_stored(run: Run, after: int) -> AsyncIterator[bytes]:
+    """Events of a run this process does not own, from the log, following it until it ends."""
+    cursor = after
+    while True:
+        events = await sync_to_async(selectors.run_events_after)(run=run, after=cursor, limit=2000)
+        for event in events:
+            cursor = event.seq
+            yield sse_frame(event.seq, event.payload.encode())
+            if event.type in TERMINAL_TYPES:
+                return
+        if not events:
+            status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
+            if status != Run.Status.RUNNING:
+                return
+            yield b": waiting\n\n"
+            await asyncio.sleep(0.25)
+
+
+async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None) -> HttpResponse:
+    """GET: the events of a run after Last-Event-ID (or ?after=), then the live rest of it."""
+    if request.method != "GET":
+        return error_response(405, "method_not_allowed", "GET this URL to follow a run")
+    if denied := token_error(request):
+        return denied
+    after = _after(request)
+    if isinstance(after, HttpResponse):
+        return after
+    agent = await _agent(agent_name)
+    if agent is None:
+        return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
+    if run_id is None:
+        thread = await sync_to_async(selectors.thread_get)(agui_thread_id=thread_id)
+        run = await sync_to_async(selectors.thread_latest_run)(thread=thread) if thread else None
+    else:
+        run = await sync_to_async(selectors.run_get)(agui_run_id=run_id, agui_thread_id=thread_id)
+    if run is None or run.thread.agent_id != agent.pk:
+        return error_response(404, "unknown_run", "no such run on this thread")
+    live = REGISTRY.live_by_pk(run.pk)
+    if live is not None:
+        return sse_response(live.stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
+    return sse_response(_replay_stored(run, after))
+
+
+async def info(request: HttpRequest) -> HttpResponse:
+    """GET /agui/info: the agents served here and what the server supports. No secrets."""
+    if denied := token_error(request):
+        return denied
+    agents = [a async for a in Agent.objects.filter(enabled=True).order_by("name")]
+    base = request.build_absolute_uri("/agui/")
+    payload = {
+        "server": "threadline",
+        "protocolVersions": ["1.0", "0.x"],
+        "agents": [
+            {
+                "name": agent.name,
+                "description": agent.description,
+                "url": f"{base}{agent.name}",
+                "model": model_entry(provider_for(agent).info),
+            }
+            for agent in agents
+        ],
+        "capabilities": {
+            "streaming": True,
+            "frontendTools": False,
+            "humanInTheLoop": False,
+            "sharedState": True,
+            "interrupts": False,
+            "reasoning": True,
+            "subAgents": False,
+            "reattach": True,
+            "hydrate": True,
+        },
+    }
+    return JsonResponse(payload, json_dumps_params={"indent": None})
+
+
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    return error_response(404, "not_found", "no such AG-UI route")
+

@@ -1,0 +1,118 @@
+"""Strict parsing of the environment: a value that is not understood stops start-up.
+
+Every helper raises ``ImproperlyConfigured`` naming the variable, so a typo in a
+deployment fails loudly instead of silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str, env: Mapping[str, str] | None) -> str | None:
+    value = (os.environ if env is None else env).get(name)
+    return None if value is None else value.strip()
+
+
+def env_str(name: str, default: str = "", env: Mapping[str, str] | None = None) -> str:
+    value = _raw(name, env)
+    return default if value is None or value == "" else value
+
+
+def env_bool(name: str, default: bool = False, env: Mapping[str, str] | None = None) -> bool:
+    value = _raw(name, env)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def env_int(
+    name: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    value = _raw(name, env)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is below the minimum of {minimum}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}={number} is above the maximum of {maximum}")
+    return number
+
+
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, env: Mapping[str, str] | None = None
+) -> float:
+    value = _raw(name, env)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    if number != number or (minimum is not None and number < minimum):
+        raise ImproperlyConfigured(f"{name}={value!r} must be a number of at least {minimum}")
+    return number
+
+
+def env_host(name: str, default: str, env: Mapping[str, str] | None = None) -> str:
+    """An IP address or a plain host name to bind to."""
+    value = env_str(name, default, env)
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    labels = value.split(".")
+    if all(label and len(label) < 64 and label.replace("-", "").isalnum() for label in labels):
+        return value
+    raise ImproperlyConfigured(f"{name}={value!r} is neither an IP address nor a host name")
+
+
+def env_url(
+    name: str, default: str = "", *, schemes: tuple[str, ...], env: Mapping[str, str] | None = None
+) -> str:
+    value = env_str(name, default, env)
+    if not value:
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in schemes or not (parts.netloc or parts.path):
+        raise ImproperlyConfigured(f"{name} must be a URL with one of the schemes {', '.join(schemes)}")
+    return value
+
+
+def env_origins(name: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list of exact origins (scheme://host[:port]), no paths, no wildcards."""
+    value = env_str(name, "", env)
+    origins: list[str] = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        parts = urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("",) or "*" in item:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an exact origin like https://app.example.com"
+            )
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return origins

@@ -1,0 +1,192 @@
+"""Settings, read from the environment and validated at start-up (README: Configuration)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from project.env import env_bool, env_float, env_host, env_int, env_origins, env_str, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("THREADLINE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+HOST = env_host("HOST", "127.0.0.1")
+PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _secret_file(name: str, nbytes: int) -> str:
+    """A secret generated once and kept in the data dir (mode 0600), stable across restarts."""
+    path = DATA_DIR / name
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        value = secrets.token_urlsafe(nbytes)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value + "\n")
+        return value
+
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and not _is_loopback(HOST):
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is required when the server binds to a non-loopback HOST without DJANGO_DEBUG"
+        )
+    SECRET_KEY = _secret_file("django-secret-key", 48)
+
+ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "").split(",") if h.strip()] or (
+    ["127.0.0.1", "localhost", "[::1]", "testserver"] + ([] if _is_loopback(HOST) else [HOST])
+)
+
+# The AG-UI bearer token. When unset one is generated and kept in the data dir,
+# as Jupyter does, so the printed token stays valid across restarts.
+AGUI_TOKEN = env_str("AGUI_TOKEN")
+AGUI_TOKEN_GENERATED = not AGUI_TOKEN
+if AGUI_TOKEN_GENERATED:
+    AGUI_TOKEN = _secret_file("agui-token", 32)
+AGUI_ALLOWED_ORIGINS = env_origins("AGUI_ALLOWED_ORIGINS")
+AGUI_MAX_BODY_BYTES = env_int("AGUI_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
+SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)
+AGUI_HEARTBEAT_SECONDS = env_float("AGUI_HEARTBEAT_SECONDS", 15.0, minimum=0.05)
+# How long the durable event log may lag behind the stream, and how many events
+# it gathers before writing (one INSERT per batch, never one per event).
+EVENT_LOG_FLUSH_SECONDS = env_float("EVENT_LOG_FLUSH_SECONDS", 0.05, minimum=0.001)
+EVENT_LOG_BATCH = env_int("EVENT_LOG_BATCH", 2000, minimum=1)
+
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env_url("ANTHROPIC_BASE_URL", schemes=("http", "https"))
+ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-4-5")
+ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 2, minimum=0, maximum=10)
+ANTHROPIC_TIMEOUT_SECONDS = env_float("ANTHROPIC_TIMEOUT_SECONDS", 600.0, minimum=1.0)
+# Retries of failures the SDK does not retry itself (an in-stream error, an
+# early end, a dropped connection), only while nothing of the reply was shown.
+MODEL_STREAM_RETRIES = env_int("MODEL_STREAM_RETRIES", 2, minimum=0, maximum=10)
+MODEL_RETRY_BACKOFF_SECONDS = env_float("MODEL_RETRY_BACKOFF_SECONDS", 1.0, minimum=0.0)
+# Pace of the offline demo model's stream, so a person can watch it type.
+DEMO_MODEL_DELAY_SECONDS = env_float("DEMO_MODEL_DELAY_SECONDS", 0.02, minimum=0.0)
+
+AGENT_WORKSPACE = Path(env_str("AGENT_WORKSPACE", str(BASE_DIR))).resolve()
+if not AGENT_WORKSPACE.is_dir():
+    raise ImproperlyConfigured(f"AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} is not a directory")
+AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
+
+REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "corsheaders",
+    "channels",
+    "rest_framework",
+    "agents",
+    "threads",
+    "agui",
+]
+
+MIDDLEWARE = [
+    "corsheaders.middleware.CorsMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+# The AG-UI routes are served by a handler of their own with only what they
+# need (agui/asgi.py): the standard stack costs over a millisecond per request
+# and nothing on that path uses sessions, CSRF or messages.
+AGUI_MIDDLEWARE = ["corsheaders.middleware.CorsMiddleware"]
+
+CORS_ALLOWED_ORIGINS = AGUI_ALLOWED_ORIGINS
+CORS_URLS_REGEX = r"^/agui/.*$"
+CORS_ALLOW_HEADERS = ["authorization", "content-type", "last-event-id", "accept"]
+CORS_EXPOSE_HEADERS = ["content-type"]
+
+ROOT_URLCONF = "project.urls"
+ASGI_APPLICATION = "project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'threadline.sqlite3'}"), conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the admin read while a run writes its event log.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
+            "transaction_mode": "IMMEDIATE",
+        }
+    )
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ThreadsConfig(AppConfig):
+    name = "threads"
+    verbose_name = "Threads"

@@ -1,0 +1,63 @@
+"""The durable run event log, written in batches.
+
+Appending is a list append on the hot path; a single writer task gathers what
+arrived during ``flush_seconds`` (or up to ``batch`` events) and writes it with
+one bulk INSERT, so the log never costs a database round trip per event.
+``close`` writes what is left and returns when everything is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from threads.models import RunEvent
+
+log = logging.getLogger(__name__)
+
+
+class EventLogWriter:
+    def __init__(self, run_pk: object, *, flush_seconds: float, batch: int) -> None:
+        self.run_pk = run_pk
+        self.flush_seconds = flush_seconds
+        self.batch = batch
+        self._pending: list[RunEvent] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._task = asyncio.get_running_loop().create_task(self._writer(), name=f"eventlog-{run_pk}")
+        self.written = 0
+        self.failed: BaseException | None = None
+
+    def append(self, seq: int, type_: str, payload: str) -> None:
+        self._pending.append(RunEvent(run_id=self.run_pk, seq=seq, type=type_, payload=payload))
+        if len(self._pending) == 1 or len(self._pending) >= self.batch:
+            self._wake.set()
+
+    async def _writer(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._closed and len(self._pending) < self.batch:
+                await asyncio.sleep(self.flush_seconds)
+            while self._pending:
+                chunk, self._pending = self._pending, []
+                await self._write(chunk)
+            if self._closed:
+                return
+
+    async def _write(self, chunk: list[RunEvent]) -> None:
+        for attempt in range(3):
+            try:
+                await RunEvent.objects.abulk_create(chunk, batch_size=500)
+                self.written += len(chunk)
+                return
+            except Exception as exc:  # the database may be briefly locked or gone
+                log.warning("event log write for run %s failed (attempt %d): %s", self.run_pk, attempt + 1, exc)
+                self.failed = exc
+                await asyncio.sleep(0.2 * (attempt + 1))
+        log.error("event log for run %s lost %d events after retries", self.run_pk, len(chunk))
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        await asyncio.shield(self._task)

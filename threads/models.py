@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import models
+
+from agents.models import Agent
+
+
+class Thread(models.Model):
+    """An AG-UI conversation: the client's threadId, bound to one agent and one session."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agui_thread_id = models.CharField(max_length=200, unique=True)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="threads")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="threads"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    # The shared-state document of the thread (AG-UI STATE_SNAPSHOT), kept
+    # across runs and restarts.
+    state = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["agent", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or self.agui_thread_id
+
+
+class Session(models.Model):
+    """The agent's side of a thread: the conversation the model sees (Anthropic turns)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    thread = models.OneToOneField(Thread, on_delete=models.CASCADE, related_name="session")
+    turns = models.JSONField(default=list, blank=True)
+    paused_reason = models.CharField(max_length=64, blank=True)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"session of {self.thread_id}"
+
+
+class Message(models.Model):
+    """One message of the thread's transcript, in AG-UI shape, as a client builds it."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    message_id = models.CharField(max_length=200)
+    role = models.CharField(max_length=16)
+    body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["thread", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "position"], name="message_position_unique"),
+            models.UniqueConstraint(fields=["thread", "message_id"], name="message_id_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.message_id}"
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        PAUSED = "paused", "Paused"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agui_run_id = models.CharField(max_length=200, db_index=True)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING, db_index=True)
+    outcome = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    protocol_version = models.CharField(max_length=16, blank=True)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    event_count = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["thread", "-started_at"])]
+
+    def __str__(self) -> str:
+        return self.agui_run_id
+
+
+class RunEvent(models.Model):
+    """One AG-UI event of a run, in order. ``payload`` is the event's JSON exactly as it was streamed.
+
+    It is kept as text rather than a JSONField so the log stores the bytes the
+    client saw without encoding them a second time on the hot path.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.type}"
+
+    @property
+    def data(self) -> Any:
+        return orjson.loads(self.payload)

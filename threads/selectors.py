@@ -1,0 +1,31 @@
+"""Reads of threads, runs, messages and the event log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threads.models import Message, Run, RunEvent, Thread
+
+
+def thread_get(*, agui_thread_id: str) -> Thread | None:
+    return Thread.objects.select_related("agent", "session").filter(agui_thread_id=agui_thread_id).first()
+
+
+def thread_transcript(*, thread: Thread) -> list[dict[str, Any]]:
+    return list(Message.objects.filter(thread=thread).order_by("position").values_list("body", flat=True))
+
+
+def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | None:
+    runs = Run.objects.select_related("thread").filter(agui_run_id=agui_run_id)
+    if agui_thread_id is not None:
+        runs = runs.filter(thread__agui_thread_id=agui_thread_id)
+    return runs.order_by("-started_at").first()
+
+
+def thread_latest_run(*, thread: Thread) -> Run | None:
+    return Run.objects.filter(thread=thread).order_by("-started_at").first()
+
+
+def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[RunEvent]:
+    events = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")
+    return list(events[:limit] if limit else events)

@@ -1,0 +1,152 @@
+"""Writes that touch several models: opening runs, committing a session, finishing runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from agents.events import AssistantMessage, ToolMessage
+from agents.models import Agent
+from agents.providers.base import TokenCount
+from threads.models import Message, Run, Session, Thread
+
+
+class ThreadConflict(Exception):
+    """The request names a thread or run in a way the server will not accept (HTTP 409)."""
+
+
+@dataclass(slots=True)
+class OpenedThread:
+    thread: Thread
+    session: Session
+    stored_message_ids: set[str]
+    run: Run | None  # None when the request brought no new message (a hydrate)
+
+
+def _title_from(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    text = " ".join(str(content or "").split())
+    return text[:80] + ("…" if len(text) > 80 else "")
+
+
+def _append_messages(thread_id: Any, bodies: list[dict[str, Any]]) -> None:
+    if not bodies:
+        return
+    last = Message.objects.filter(thread_id=thread_id).aggregate(last=Max("position"))["last"]
+    start = 0 if last is None else last + 1
+    Message.objects.bulk_create(
+        [
+            Message(thread_id=thread_id, position=start + i, message_id=body["id"], role=body["role"], body=body)
+            for i, body in enumerate(bodies)
+        ]
+    )
+
+
+@transaction.atomic
+def run_open(
+    *,
+    agent: Agent,
+    agui_thread_id: str,
+    agui_run_id: str,
+    new_user_message: dict[str, Any] | None,
+    protocol_version: str,
+    live_run_ids: set[Any],
+    busy: bool,
+) -> OpenedThread:
+    """Opens the thread (creating it and its session on first use) and, when the
+    request brings a new user message, a run with that message stored.
+
+    Runs left ``running`` by a process that is gone (not in ``live_run_ids``)
+    are marked interrupted: the session heals on this use.
+    """
+    thread, created = Thread.objects.select_for_update().get_or_create(
+        agui_thread_id=agui_thread_id, defaults={"agent": agent}
+    )
+    if thread.agent_id != agent.pk:
+        raise ThreadConflict(f"thread {agui_thread_id} belongs to agent {thread.agent.name!r}")
+    session, _ = Session.objects.get_or_create(thread=thread)
+    stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
+    if new_user_message is None or new_user_message["id"] in stored:
+        return OpenedThread(thread, session, stored, None)
+    if busy:
+        # One active run per thread (DESIGN.md §2): a second message is refused
+        # rather than interleaved into the history of the run in flight.
+        raise ThreadConflict(
+            f"a run is in progress on thread {agui_thread_id}; wait for it to finish or reattach to it"
+        )
+    if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
+        raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
+    Run.objects.filter(thread=thread, status=Run.Status.RUNNING).exclude(id__in=live_run_ids).update(
+        status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=timezone.now()
+    )
+    run = Run(thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
+    run.full_clean()
+    run.save()
+    try:
+        _append_messages(thread.pk, [new_user_message])
+    except IntegrityError:
+        raise ThreadConflict(f"message {new_user_message['id']} is already on another thread") from None
+    if not thread.title:
+        thread.title = _title_from(new_user_message)
+    thread.save(update_fields=["title", "updated_at"])
+    return OpenedThread(thread, session, stored | {new_user_message["id"]}, run)
+
+
+def _transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
+    if isinstance(message, ToolMessage):
+        return {"id": message.message_id, "role": "tool", "toolCallId": message.tool_call_id, "content": message.content}
+    body: dict[str, Any] = {"id": message.message_id, "role": "assistant"}
+    if message.content:
+        body["content"] = message.content
+    if message.tool_calls:
+        body["toolCalls"] = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, name, arguments in message.tool_calls
+        ]
+    return body
+
+
+@transaction.atomic
+def session_commit(
+    *,
+    session_id: Any,
+    run_id: Any,
+    turns: list[dict[str, Any]],
+    messages: list[AssistantMessage | ToolMessage],
+    usage: TokenCount,
+) -> None:
+    """Saves the model's view of the conversation and appends the new transcript messages."""
+    session = Session.objects.select_for_update().get(pk=session_id)
+    session.turns = turns
+    session.input_tokens = F("input_tokens") + usage.input_tokens
+    session.output_tokens = F("output_tokens") + usage.output_tokens
+    session.cache_read_tokens = F("cache_read_tokens") + usage.cache_read_tokens
+    session.cache_write_tokens = F("cache_write_tokens") + usage.cache_write_tokens
+    session.save()
+    Run.objects.filter(pk=run_id).update(
+        input_tokens=F("input_tokens") + usage.input_tokens,
+        output_tokens=F("output_tokens") + usage.output_tokens,
+        cache_read_tokens=F("cache_read_tokens") + usage.cache_read_tokens,
+        cache_write_tokens=F("cache_write_tokens") + usage.cache_write_tokens,
+    )
+    _append_messages(session.thread_id, [_transcript_body(m) for m in messages])
+
+
+@transaction.atomic
+def run_finish(
+    *, run_id: Any, status: str, outcome: str, error: str, event_count: int, state: dict[str, Any]
+) -> None:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    run.status = status
+    run.outcome = outcome
+    run.error = error
+    run.event_count = event_count
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "outcome", "error", "event_count", "finished_at"])
+    Thread.objects.filter(pk=run.thread_id).update(state=state, updated_at=timezone.now())
