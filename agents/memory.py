@@ -22,8 +22,8 @@ def heal_turns(turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     healed: list[dict[str, Any]] = []
     closed = 0
     for turn in turns:
-        if not healed and turn["role"] == "user":
-            kept = [b for b in _blocks(turn["content"]) if b.get("type") != "tool_result"]
+        if not healed and turn["role"] == "user" and not isinstance(turn["content"], str):
+            kept = [b for b in turn["content"] if b.get("type") != "tool_result"]
             if not kept:
                 continue
             turn = {"role": "user", "content": kept}

@@ -8,12 +8,14 @@ client that goes away does not stop it, and a reattach can follow it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 
 from agents.events import AssistantMessage, Outcome, ToolMessage
 from agents.loop import AgentLoop
@@ -79,13 +81,14 @@ class RunRegistry:
 
     async def shutdown(self, grace: float) -> None:
         tasks = [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]
-        if not tasks:
-            return
-        _done, pending = await asyncio.wait(tasks, timeout=grace)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=5)
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        # Runs do their database work on asgiref's shared thread; close its connection.
+        await sync_to_async(connections.close_all, thread_sensitive=True)()
 
     async def drain(self) -> None:
         """Waits for every run to finish and be recorded (used at shutdown and by tests)."""
@@ -197,8 +200,11 @@ def start_run(*, agent: Agent, decoded: DecodedInput, opened: OpenedThread, mess
     )
     request = build_request(decoded, message, request_id=inp.run_id)
     REGISTRY.by_thread[inp.thread_id] = live
+    # A fresh context: the run outlives the request, so it must not inherit the
+    # request's thread-sensitive executor (asgiref would keep a thread and a
+    # database connection alive for it after the request ends).
     live.task = asyncio.get_running_loop().create_task(
-        _execute(live, loop, request, translator), name=f"run-{inp.run_id}"
+        _execute(live, loop, request, translator), name=f"run-{inp.run_id}", context=contextvars.Context()
     )
     return live
 

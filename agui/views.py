@@ -20,7 +20,7 @@ from agui.state import STATE_CACHE, ThreadState, model_entry
 from agui.stream import TERMINAL_TYPES, RunStream, sse_frame
 from threads import selectors
 from threads.models import Run
-from threads.services import ThreadConflict, run_open
+from threads.services import OpenedThread, ThreadConflict, run_open
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -83,15 +83,16 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponse:
     except ThreadConflict as exc:
         return error_response(409, "conflict", str(exc))
     if opened.run is None:
-        return await _hydrate(decoded, agent, opened.thread)
+        return await _hydrate(decoded, agent, opened)
     assert message is not None
     live = start_run(agent=agent, decoded=decoded, opened=opened, message=message)
     return sse_response(live.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
 
 
-async def _hydrate(decoded: DecodedInput, agent: Agent, thread: Any) -> HttpResponse:
+async def _hydrate(decoded: DecodedInput, agent: Agent, opened: OpenedThread) -> HttpResponse:
     """Replays the thread's messages and state in a run of its own, without running the agent."""
     inp = decoded.model
+    thread = opened.thread
     transcript = await sync_to_async(selectors.thread_transcript)(thread=thread)
     if not decoded.speaks_v1:
         transcript = [m for m in transcript if m.get("role") in ("user", "assistant", "tool", "system", "developer")]
@@ -99,7 +100,7 @@ async def _hydrate(decoded: DecodedInput, agent: Agent, thread: Any) -> HttpResp
         STATE_CACHE.get(inp.thread_id, thread.state),
         thread_id=inp.thread_id,
         title=thread.title,
-        session_id=str(thread.session.pk),
+        session_id=str(opened.session.pk),
         agent=agent.name,
         model=provider_for(agent).info,
         client_state=inp.state,

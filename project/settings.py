@@ -73,7 +73,7 @@ EVENT_LOG_BATCH = env_int("EVENT_LOG_BATCH", 2000, minimum=1)
 
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_url("ANTHROPIC_BASE_URL", schemes=("http", "https"))
-ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-4-5")
+ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-5-5")
 ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 2, minimum=0, maximum=10)
 ANTHROPIC_TIMEOUT_SECONDS = env_float("ANTHROPIC_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 # Retries of failures the SDK does not retry itself (an in-stream error, an
@@ -188,5 +188,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }

@@ -9,6 +9,7 @@ one bulk INSERT, so the log never costs a database round trip per event.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 
 from threads.models import RunEvent
@@ -24,7 +25,11 @@ class EventLogWriter:
         self._pending: list[RunEvent] = []
         self._wake = asyncio.Event()
         self._closed = False
-        self._task = asyncio.get_running_loop().create_task(self._writer(), name=f"eventlog-{run_pk}")
+        # A fresh context, like the run's: the writer must not use (and keep
+        # alive) the thread-sensitive executor of the request that started it.
+        self._task = asyncio.get_running_loop().create_task(
+            self._writer(), name=f"eventlog-{run_pk}", context=contextvars.Context()
+        )
         self.written = 0
         self.failed: BaseException | None = None
 

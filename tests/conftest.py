@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from django.test import override_settings
+
+
+@dataclass
+class LiveServer:
+    """The real ASGI application served by uvicorn on a loopback port, in a thread of this process."""
+
+    url: str
+    loop: asyncio.AbstractEventLoop
+    token: str = "test-token"
+
+    def drain(self, timeout: float = 30) -> None:
+        """Waits until every run the server owns has finished and been recorded."""
+        from agui.runs import REGISTRY
+
+        asyncio.run_coroutine_threadsafe(REGISTRY.drain(), self.loop).result(timeout)
+
+    def call(self, coro: Any, timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+@pytest.fixture(scope="session")
+def live_server_thread() -> Iterator[LiveServer]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config("project.asgi:application", lifespan="on", log_level="warning")
+    server = uvicorn.Server(config)
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def serve() -> None:
+        loop = asyncio.new_event_loop()
+        loops.append(loop)
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.serve(sockets=[sock]))
+        loop.close()
+
+    thread = threading.Thread(target=serve, name="uvicorn", daemon=True)
+    thread.start()
+    for _ in range(3000):
+        if server.started:
+            break
+        threading.Event().wait(0.01)
+    assert server.started, "the test server did not start"
+    yield LiveServer(url=f"http://127.0.0.1:{port}", loop=loops[0])
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture
+def coder(transactional_db: None) -> Any:
+    from agents.models import Agent
+
+    agent, _ = Agent.objects.get_or_create(name="coder", defaults={"system_prompt": "You are a test agent."})
+    return agent
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "README.md").write_text("# Demo project\n\nA small project for tests.\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("def main():\n    return 'hello'\n")
+    with override_settings(AGENT_WORKSPACE=root):
+        yield root
+
+
+@pytest.fixture
+def server(live_server_thread: LiveServer, coder: Any, workspace: Path) -> Iterator[LiveServer]:
+    """The server with the demo model, a workspace and the coder agent; runs are drained after the test."""
+    yield live_server_thread
+    live_server_thread.drain()
+
+
+@pytest.fixture
+def fake_api() -> Iterator[Any]:
+    """A loopback fake of the Anthropic Messages API; the server's provider points at it."""
+    from tests.fakes.anthropic_api import FakeAnthropic
+
+    with FakeAnthropic() as fake, override_settings(ANTHROPIC_API_KEY="sk-test-fake", ANTHROPIC_BASE_URL=fake.base_url):
+        yield fake

@@ -1,0 +1,22 @@
+"""Settings for the test suite: the project's settings with a throwaway data dir and no real key."""
+
+import os
+import tempfile
+
+_DATA = tempfile.mkdtemp(prefix="threadline-test-")
+os.environ["THREADLINE_DATA_DIR"] = _DATA
+os.environ["AGUI_TOKEN"] = "test-token"
+# Tests never talk to the real API: a key in the developer's environment is ignored.
+os.environ["ANTHROPIC_API_KEY"] = ""
+os.environ.pop("ANTHROPIC_BASE_URL", None)
+os.environ.pop("DATABASE_URL", None)
+os.environ.pop("REDIS_URL", None)
+
+from project.settings import *  # noqa: E402,F403
+from project.settings import DATABASES  # noqa: E402
+
+DATABASES["default"]["TEST"] = {"NAME": os.path.join(_DATA, "test.sqlite3")}
+EVENT_LOG_FLUSH_SECONDS = 0.005
+DEMO_MODEL_DELAY_SECONDS = 0.0
+MODEL_RETRY_BACKOFF_SECONDS = 0.01
+ANTHROPIC_MAX_RETRIES = 0
