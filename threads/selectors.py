@@ -23,7 +23,7 @@ def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | Non
 
 
 def thread_latest_run(*, thread: Thread) -> Run | None:
-    return Run.objects.filter(thread=thread).order_by("-started_at").first()
+    return Run.objects.select_related("thread").filter(thread=thread).order_by("-started_at").first()
 
 
 def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[RunEvent]:

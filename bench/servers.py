@@ -1,0 +1,333 @@
+"""The server processes bench/stream.py measures, one per subprocess.
+
+    python bench/servers.py KIND --fd N [--server uvicorn|daphne]
+
+KIND is one of
+  bare                 baseline 1: a bare ASGI app writing pre-encoded SSE frames
+  django               baseline 2: a plain Django async view (StreamingHttpResponse), Django's ASGIHandler
+  threadline           the full stack (project.asgi:application) as configured by the environment
+                       (bench/stream.py points ANTHROPIC_BASE_URL at FakeAnthropic)
+  threadline-scripted  the full stack with an in-process scripted model: this launcher replaces
+                       agents.runtime.provider_for in THIS process only; product code is untouched
+
+The listening socket is created by the parent and inherited as file descriptor N,
+so there is no race for the port. Both servers run with the same settings for
+every KIND: uvicorn with uvloop and httptools (or daphne), access log off.
+
+Environment flags (bench only):
+  BENCH_PROFILE=path  cProfile the event-loop thread for the life of the server; stats written at exit
+  BENCH_TRACE=path    time the phases before the first byte of each /agui/ request; JSON written at exit
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+for entry in (BENCH_DIR, REPO):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+
+# --------------------------------------------------------------------------- baseline 1
+
+
+def bare_app() -> Any:
+    from frames import frames_for, tokens_from_query, YIELD_EVERY
+
+    headers = [
+        (b"content-type", b"text/event-stream; charset=utf-8"),
+        (b"cache-control", b"no-cache"),
+        (b"x-accel-buffering", b"no"),
+    ]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        while True:  # read the request body, as any server app must
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        frames = frames_for(tokens_from_query(scope.get("query_string", b"")))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for i, frame in enumerate(frames):
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+# --------------------------------------------------------------------------- baseline 2
+
+
+def django_app() -> Any:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "django_min"
+    from django.core.asgi import get_asgi_application
+
+    return get_asgi_application()
+
+
+# --------------------------------------------------------------------------- the full stack
+
+
+class ScriptedProvider:
+    """A model provider with the DemoProvider interface that streams N one-token text deltas.
+
+    N comes from ``bench-tokens=N`` in the last user message (10 when absent).
+    Like a network read, it yields to the event loop every 64 deltas.
+    """
+
+    TOKEN = "tok "
+    YIELD_EVERY = 64
+
+    def __init__(self) -> None:
+        from agents.providers.base import ModelInfo
+
+        self.info = ModelInfo(
+            id="bench-scripted", name="bench scripted model", provider="bench", context_window=200_000
+        )
+
+    @staticmethod
+    def _tokens(request: Any) -> int:
+        for message in reversed(request.messages):
+            if message.get("role") == "user":
+                match = re.search(r"bench-tokens=(\d+)", json.dumps(message.get("content")))
+                return int(match.group(1)) if match else 10
+        return 10
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        from agents.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply, TokenCount
+
+        n = self._tokens(request)
+        token = self.TOKEN
+        every = self.YIELD_EVERY
+        yield BlockStart(0, "text")
+        for i in range(n):
+            yield BlockDelta(0, token)
+            if i % every == every - 1:
+                await asyncio.sleep(0)
+        yield BlockStop(0)
+        yield ModelReply(
+            content=[{"type": "text", "text": token * n}],
+            stop_reason="end_turn",
+            usage=TokenCount(input_tokens=25, output_tokens=n),
+            model=self.info.id,
+        )
+
+
+def _install_scripted_provider() -> None:
+    """Replaces provider_for everywhere it was imported (``from agents.runtime import provider_for``)."""
+    import agents.runtime
+
+    original = agents.runtime.provider_for
+    provider = ScriptedProvider()
+
+    def scripted_provider_for(agent: Any) -> ScriptedProvider:
+        return provider
+
+    import agui.runs  # noqa: F401  (loaded now so the sweep below reaches their bindings)
+    import agui.views  # noqa: F401
+
+    patched = []
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "provider_for", None) is original:
+            setattr(module, "provider_for", scripted_provider_for)
+            patched.append(name)
+    if "agui.runs" not in patched or "agui.views" not in patched:
+        raise SystemExit(f"bench: could not install the scripted provider (patched {patched})")
+
+
+def threadline_app(scripted: bool) -> Any:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    import django
+
+    django.setup()
+    if scripted:
+        _install_scripted_provider()
+    from project.asgi import application
+
+    return application
+
+
+# --------------------------------------------------------------------------- TTFB trace
+
+
+class Trace:
+    """Per-request timings of what happens before the first byte of an /agui/ response."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, float]] = []
+        self.current: dict[str, float] | None = None
+
+    def add(self, label: str, seconds: float) -> None:
+        if self.current is not None:
+            self.current[label] = self.current.get(label, 0.0) + seconds
+
+
+def install_trace(application: Any) -> tuple[Any, Trace]:
+    import django.db.models.query as query_module
+    from django.core import signals
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    import agui.views as views
+    from agui.asgi import AguiHandler
+
+    trace = Trace()
+    clock = time.perf_counter
+
+    def timed_async(label: str, fn: Any) -> Any:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                trace.add(label, clock() - start)
+
+        return wrapper
+
+    def timed_sync(label: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                trace.add(label, clock() - start)
+
+        return wrapper
+
+    def traced_sync_to_async(original: Any) -> Any:
+        def factory(func: Any, *s2a_args: Any, **s2a_kwargs: Any) -> Any:
+            label = getattr(func, "__name__", "sync")
+            inner = timed_sync(f"{label}: in thread", func)
+            adapted = original(inner, *s2a_args, **s2a_kwargs)
+            return timed_async(f"{label}: awaited", adapted)
+
+        return factory
+
+    views.sync_to_async = traced_sync_to_async(views.sync_to_async)
+    query_module.sync_to_async = traced_sync_to_async(query_module.sync_to_async)  # afirst(), abulk_create()
+    views._agent = timed_async("views._agent (Agent afirst)", views._agent)
+    views.decode_run_input = timed_sync("views.decode_run_input", views.decode_run_input)
+    views.start_run = timed_sync("runs.start_run", views.start_run)
+    signals.request_started.asend = timed_async("signal request_started (asend)", signals.request_started.asend)
+    AguiHandler.read_body = timed_async("handler.read_body", AguiHandler.read_body)
+    AguiHandler.get_response_async = timed_async(
+        "handler.get_response_async (middleware+view)", AguiHandler.get_response_async
+    )
+    BaseDatabaseWrapper.connect = timed_sync("db connect (new connection)", BaseDatabaseWrapper.connect)
+
+    async def traced(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/agui/") or scope["method"] != "POST":
+            await application(scope, receive, send)
+            return
+        record: dict[str, float] = {}
+        trace.current = record
+        start = clock()
+
+        async def traced_send(message: dict[str, Any]) -> None:
+            now = clock()
+            if message["type"] == "http.response.start":
+                record["= ASGI call -> response.start"] = now - start
+            elif "= ASGI call -> first body" not in record and message.get("body"):
+                record["= ASGI call -> first body"] = now - start
+                trace.current = None  # what follows is the run, not the first byte
+            await send(message)
+
+        try:
+            await application(scope, receive, traced_send)
+        finally:
+            trace.records.append(record)
+            if trace.current is record:
+                trace.current = None
+
+    return traced, trace
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def serve_uvicorn(app: Any, sock: socket.socket, lifespan: str) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, loop="uvloop", http="httptools", lifespan=lifespan, log_level="warning", access_log=False
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_daphne(app: Any, sock: socket.socket) -> None:
+    from daphne.server import Server
+
+    sock.listen(1024)
+    Server(
+        application=app,
+        endpoints=[f"fd:fileno={sock.fileno()}:domain=INET"],
+        signal_handlers=True,
+        verbosity=0,
+    ).run()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["bare", "django", "threadline", "threadline-scripted"])
+    parser.add_argument("--fd", type=int, required=True, help="inherited listening socket")
+    parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
+    args = parser.parse_args()
+
+    if args.server == "daphne":
+        import daphne.server  # noqa: F401  (installs Twisted's asyncio reactor before anything imports Twisted)
+
+    sock = socket.socket(fileno=args.fd)
+    if args.kind == "bare":
+        app, lifespan = bare_app(), "on"
+    elif args.kind == "django":
+        app, lifespan = django_app(), "off"  # Django's ASGIHandler does not speak lifespan
+    else:
+        app, lifespan = threadline_app(scripted=args.kind == "threadline-scripted"), "on"
+
+    trace = None
+    if os.environ.get("BENCH_TRACE"):
+        app, trace = install_trace(app)
+
+    profiler = None
+    if os.environ.get("BENCH_PROFILE"):
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    try:
+        if args.server == "daphne":
+            serve_daphne(app, sock)
+        else:
+            serve_uvicorn(app, sock, lifespan)
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(os.environ["BENCH_PROFILE"])
+        if trace is not None:
+            with open(os.environ["BENCH_TRACE"], "w") as fh:
+                json.dump(trace.records, fh)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Threadline as a real server process (``manage.py serve``), for restart and multi-service tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, *, data_dir: Path, workspace: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = "proc-token"
+        self.env = {
+            key: value for key, value in os.environ.items()
+            if not key.startswith(("ANTHROPIC_", "DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"))
+        }
+        self.env.update({
+            "THREADLINE_DATA_DIR": str(data_dir),
+            "AGENT_WORKSPACE": str(workspace),
+            "AGUI_TOKEN": self.token,
+            "PORT": str(self.port),
+            "DEMO_MODEL_DELAY_SECONDS": "0",
+            "MODEL_RETRY_BACKOFF_SECONDS": "0.01",
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        })
+        self.log = data_dir / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def manage(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=120
+        )
+
+    def start(self) -> ServerProcess:
+        migrated = self.manage("migrate", "--noinput")
+        assert migrated.returncode == 0, migrated.stderr
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "manage.py", "serve"], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/agui/info", headers=self.headers, timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server did not start:\n{self.log.read_text()}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def stop(self) -> None:
+        """A graceful stop (SIGTERM), as a service manager does."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+
+    def kill(self) -> None:
+        """The process dies with no chance to clean up."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)

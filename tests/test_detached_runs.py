@@ -1,0 +1,134 @@
+"""Runs outlive their request: disconnects, reattach with Last-Event-ID, busy threads."""
+
+from __future__ import annotations
+
+import httpx
+import orjson
+
+from tests.fakes.anthropic_api import split_tokens, text_turn
+from tests.helpers import run_input, user, v1
+from tests.sse import get_stream, parse_frames, post_run
+from threads.models import Run, RunEvent
+
+HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
+
+
+def _read_some_frames_then_disconnect(url: str, body: dict, count: int) -> list[bytes]:
+    """Posts a run, reads ``count`` SSE frames and drops the connection."""
+    seen = bytearray()
+    with httpx.stream("POST", url, content=orjson.dumps(body), headers=HEADERS, timeout=10) as response:
+        assert response.status_code == 200
+        for chunk in response.iter_raw():
+            seen += chunk
+            if seen.count(b"\n\n") >= count:
+                break
+    frames = bytes(seen).split(b"\n\n")[:count]
+    return [f + b"\n\n" for f in frames]
+
+
+def test_a_client_that_disconnects_does_not_stop_the_run(server, fake_api):
+    paused = text_turn(split_tokens("one two three four five six seven eight nine ten")).pause(after_events=6)
+    fake_api.script([paused])
+    frames = _read_some_frames_then_disconnect(
+        f"{server.url}/agui/coder", v1(run_input("t-gone", "r1", user("count"))), 4
+    )
+    assert paused.paused.wait(5)
+    paused.resume.set()  # the model goes on after the client has gone
+    server.drain()
+    run = Run.objects.get(agui_run_id="r1")
+    assert run.status == Run.Status.SUCCEEDED
+    logged = list(RunEvent.objects.filter(run=run).order_by("seq"))
+    assert len(logged) == run.event_count
+    assert logged[-1].type == "RUN_FINISHED"
+    text = "".join(e.data["delta"] for e in logged if e.type == "TEXT_MESSAGE_CONTENT")
+    assert text == "one two three four five six seven eight nine ten"
+    # The first frames the client saw are the log's first events.
+    assert [orjson.loads(f.split(b"data: ", 1)[1]) for f in frames] == [e.data for e in logged[:4]]
+
+    # Reattach after the run ended: exactly the events after the last one seen.
+    replay = get_stream(
+        f"{server.url}/agui/coder/threads/t-gone/runs/r1/events", headers={"Last-Event-ID": "4"}
+    )
+    assert replay.status == 200
+    assert [f.id for f in replay.frames] == list(range(5, run.event_count + 1))
+    assert [f.raw for f in replay.frames] == [e.payload.encode() for e in logged[4:]]
+
+
+def test_reattach_follows_a_live_run_without_gaps_or_duplicates(server, fake_api):
+    paused = text_turn(split_tokens("alpha beta gamma delta epsilon")).pause(after_events=6)
+    fake_api.script([paused])
+    _read_some_frames_then_disconnect(f"{server.url}/agui/coder", v1(run_input("t-live", "r1", user("go"))), 3)
+    assert paused.paused.wait(5)
+    with httpx.stream(
+        "GET", f"{server.url}/agui/coder/threads/t-live/events", headers={**HEADERS, "Last-Event-ID": "3"}, timeout=10
+    ) as response:
+        assert response.status_code == 200
+        body = bytearray()
+        for chunk in response.iter_raw():
+            body += chunk
+            if b"data: " in body:
+                paused.resume.set()  # the rest arrives live, to this subscriber
+        frames, _ = parse_frames(bytes(body))
+    server.drain()
+    run = Run.objects.get(agui_run_id="r1")
+    assert [f.id for f in frames] == list(range(4, run.event_count + 1))
+    assert frames[-1].event["type"] == "RUN_FINISHED"
+
+
+def test_after_query_parameter_works_like_last_event_id(server, fake_api):
+    fake_api.script([text_turn(["a", "b"])])
+    first = post_run(server.url, "coder", v1(run_input("t-after", "r1", user("x"))))
+    server.drain()
+    replay = get_stream(f"{server.url}/agui/coder/threads/t-after/runs/r1/events?after=2")
+    assert [f.raw for f in replay.frames] == [f.raw for f in first.frames[2:]]
+
+
+def test_reattach_rejects_bad_cursors_and_unknown_runs(server, fake_api):
+    fake_api.script([text_turn(["a"])])
+    post_run(server.url, "coder", v1(run_input("t-cur", "r1", user("x"))))
+    server.drain()
+    bad = get_stream(f"{server.url}/agui/coder/threads/t-cur/runs/r1/events", headers={"Last-Event-ID": "abc"})
+    assert bad.status == 400 and bad.json()["error"]["field"] == "after"
+    missing = get_stream(f"{server.url}/agui/coder/threads/t-cur/runs/nope/events")
+    assert missing.status == 404
+    missing_thread = get_stream(f"{server.url}/agui/coder/threads/nope/events")
+    assert missing_thread.status == 404
+
+
+def test_a_second_message_while_a_run_is_busy_is_refused(server, fake_api):
+    paused = text_turn(["slow ", "reply"]).pause(after_events=4)
+    fake_api.script([paused, text_turn(["second"])])
+    _read_some_frames_then_disconnect(f"{server.url}/agui/coder", v1(run_input("t-busy", "r1", user("one", "u1"))), 2)
+    assert paused.paused.wait(5)
+    busy = post_run(server.url, "coder", v1(run_input("t-busy", "r2", user("one", "u1"), user("two", "u2"))))
+    assert busy.status == 409
+    assert "in progress" in busy.json()["error"]["message"]
+    paused.resume.set()
+    server.drain()
+    # Nothing of the refused message was written; the history is intact and it can be sent again.
+    after = post_run(server.url, "coder", v1(run_input("t-busy", "r2", user("one", "u1"), user("two", "u2"))))
+    assert after.status == 200 and after.types[-1] == "RUN_FINISHED"
+    server.drain()
+    history = fake_api.requests[1].body["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]
+    assert history[-1]["content"] == "two"
+
+
+def test_the_next_message_right_after_a_run_ends_is_accepted(server, fake_api):
+    fake_api.script([text_turn(["one"]), text_turn(["two"])])
+    first = post_run(server.url, "coder", v1(run_input("t-next", "r1", user("a", "u1"))))
+    second = post_run(server.url, "coder", v1(run_input("t-next", "r2", user("a", "u1"), user("b", "u2"))))
+    assert first.types[-1] == second.types[-1] == "RUN_FINISHED"
+
+
+def test_a_hydrate_does_not_run_the_agent_or_write_a_run(server, fake_api):
+    fake_api.script([text_turn(["hello"])])
+    post_run(server.url, "coder", v1(run_input("t-hyd", "r1", user("hi", "u1"))))
+    server.drain()
+    again = post_run(server.url, "coder", v1(run_input("t-hyd", "r2", user("hi", "u1"))))
+    assert again.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    messages = again.events[1]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == "hello"
+    assert Run.objects.count() == 1
+    assert len(fake_api.requests) == 1

@@ -1,0 +1,93 @@
+"""A thread survives a restart of the server process, and a killed run heals on next use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
+from tests.helpers import run_input, user, v1
+from tests.procs import ServerProcess
+from tests.sse import post_run
+
+
+def conversation_survives_restart(tmp_path: Path, env: dict[str, str]) -> None:
+    """Shared by the SQLite test here and the PostgreSQL/Redis one in test_services."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("remember me\n")
+    with FakeAnthropic() as fake:
+        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, **env}
+        server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
+        try:
+            fake.script([text_turn(split_tokens("First answer."))])
+            first = post_run(server.url, "coder", v1(run_input("t-restart", "r1", user("one", "u1"))), token=server.token)
+            assert first.types[-1] == "RUN_FINISHED"
+            server.stop()
+            server.start()
+            hydrated = post_run(server.url, "coder", run_input("t-restart", "r-h", user("one", "u1")), token=server.token)
+            assert hydrated.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+            assert [m["role"] for m in hydrated.events[1]["messages"]] == ["user", "assistant"]
+            assert hydrated.events[2]["snapshot"]["tokenUsage"]["inputTokens"] == 25
+
+            fake.script([text_turn(["Second answer."])])
+            second = post_run(
+                server.url, "coder", v1(run_input("t-restart", "r2", user("one", "u1"), user("two", "u2"))),
+                token=server.token,
+            )
+            assert second.types[-1] == "RUN_FINISHED"
+            history = fake.requests[-1].body["messages"]
+            assert history == [
+                {"role": "user", "content": "one"},
+                {"role": "assistant", "content": [{"type": "text", "text": "First answer."}]},
+                {"role": "user", "content": "two"},
+            ]
+        finally:
+            server.kill()
+
+
+def test_a_conversation_continues_after_a_restart(tmp_path):
+    conversation_survives_restart(tmp_path, {})
+
+
+def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heals(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url}
+        server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
+        try:
+            hanging = text_turn(["never ", "finished"]).pause(after_events=4, timeout=30)
+            fake.script([hanging])
+            import httpx, orjson
+
+            with httpx.stream(
+                "POST", f"{server.url}/agui/coder", timeout=10,
+                content=orjson.dumps(v1(run_input("t-kill", "r1", user("one", "u1")))),
+                headers={**server.headers, "Content-Type": "application/json"},
+            ) as response:
+                assert response.status_code == 200
+                assert hanging.paused.wait(10)
+                server.kill()
+            hanging.resume.set()
+            server.start()
+            fake.script([text_turn(["Healed."])])
+            after = post_run(
+                server.url, "coder", v1(run_input("t-kill", "r2", user("one", "u1"), user("two", "u2"))),
+                token=server.token,
+            )
+            assert after.types[-1] == "RUN_FINISHED"
+            # Both user messages reach the model as one well-formed turn.
+            assert fake.requests[-1].body["messages"] == [
+                {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}
+            ]
+            status = server.manage(
+                "shell", "-c",
+                "from threads.models import Run; print(sorted(Run.objects.values_list('agui_run_id', 'status')))",
+            )
+            assert "('r1', 'interrupted')" in status.stdout, status.stderr
+            assert "('r2', 'succeeded')" in status.stdout
+        finally:
+            server.kill()

@@ -1,0 +1,112 @@
+"""Threadline on PostgreSQL and Redis, as it runs on several processes.
+
+These tests run whenever the services are reachable. Without them they skip,
+loudly; with REQUIRE_SERVICES=1 (as CI sets) a missing service is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
+from tests.helpers import run_input, user, v1
+from tests.procs import ServerProcess
+from tests.sse import parse_frames
+from tests.test_restart import conversation_survives_restart
+
+pytestmark = pytest.mark.services
+PG_ADMIN = "postgresql://127.0.0.1:5432/test"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _unavailable(what: str, why: object) -> None:
+    message = f"{what} is not reachable ({why}); the multi-process tests did NOT run"
+    if os.environ.get("REQUIRE_SERVICES") == "1":
+        pytest.fail(message + " and REQUIRE_SERVICES=1 makes that a failure")
+    warnings.warn(message, pytest.PytestWarning)  # shown in the summary, so a skip is never silent
+    pytest.skip(message)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    import psycopg
+
+    name = f"threadline_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
+    except psycopg.Error as exc:
+        _unavailable("PostgreSQL at 127.0.0.1:5432", exc)
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://127.0.0.1:5432/{name}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def redis_url() -> str:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=3) as sock:
+            sock.sendall(b"PING\r\n")
+            assert sock.recv(16).startswith(b"+PONG")
+    except (OSError, AssertionError) as exc:
+        _unavailable("Redis at 127.0.0.1:6379", exc)
+    return REDIS_URL
+
+
+def test_a_conversation_continues_after_a_restart_on_postgres_and_redis(tmp_path, postgres_url, redis_url):
+    conversation_survives_restart(tmp_path, {"DATABASE_URL": postgres_url, "REDIS_URL": redis_url})
+
+
+def test_another_process_can_follow_a_run_it_does_not_own(tmp_path: Path, postgres_url, redis_url):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {
+            "ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url,
+            "DATABASE_URL": postgres_url, "REDIS_URL": redis_url,
+        }
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        owner = ServerProcess(data_dir=tmp_path / "a", workspace=workspace, env=env).start()
+        other = ServerProcess(data_dir=tmp_path / "b", workspace=workspace, env=env).start()
+        try:
+            slow = text_turn(split_tokens("one two three four five six")).pause(after_events=5)
+            fake.script([slow])
+            headers = {**owner.headers, "Content-Type": "application/json"}
+            body = orjson.dumps(v1(run_input("t-multi", "r1", user("go"))))
+            with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
+                seen = bytearray()
+                for chunk in resp.iter_raw():
+                    seen += chunk
+                    if seen.count(b"\n\n") >= 3:
+                        break
+            assert slow.paused.wait(10)
+            first_three, _ = parse_frames(b"\n\n".join(bytes(seen).split(b"\n\n")[:3]) + b"\n\n")
+            with httpx.stream(
+                "GET", f"{other.url}/agui/coder/threads/t-multi/events",
+                headers={**other.headers, "Last-Event-ID": "3"}, timeout=20,
+            ) as follow:
+                assert follow.status_code == 200
+                rest = bytearray()
+                for chunk in follow.iter_raw():
+                    rest += chunk
+                    if b"data: " in rest:
+                        slow.resume.set()
+            frames, _ = parse_frames(bytes(rest))
+            assert [f.id for f in frames] == list(range(4, 4 + len(frames)))
+            assert frames[-1].event["type"] == "RUN_FINISHED"
+            text = "".join(f.event.get("delta", "") for f in [*first_three, *frames] if f.event["type"] == "TEXT_MESSAGE_CONTENT")
+            assert text == "one two three four five six"
+        finally:
+            owner.kill()
+            other.kill()
