@@ -26,6 +26,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -308,6 +309,11 @@ def main() -> None:
     trace = None
     if os.environ.get("BENCH_TRACE"):
         app, trace = install_trace(app)
+
+    # uvicorn re-raises the signal that stopped it once it has shut down; exit
+    # through Python instead so the profile and the trace below get written.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(0))
 
     profiler = None
     if os.environ.get("BENCH_PROFILE"):
