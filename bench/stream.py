@@ -393,7 +393,11 @@ class Target:
     name: str
     proc: ServerProc
     fake: FakeModel | None = None
+    db_path: Path | None = None  # the Threadline server's SQLite file, read to see when a run is recorded
+    settle: bool = True
     rates: list[float] = field(default_factory=list)
+    durable_rates: list[float] = field(default_factory=list)
+    log_lag: list[float] = field(default_factory=list)
     stream_seconds: list[float] = field(default_factory=list)
     ttfb: list[float] = field(default_factory=list)
     first_event: list[float] = field(default_factory=list)
@@ -403,15 +407,16 @@ class Target:
     def is_threadline(self) -> bool:
         return self.name in ("sdk", "scripted")
 
-    def request_args(self, tokens: int) -> tuple[str, str, bytes, dict[str, str]]:
+    def request_args(self, tokens: int) -> tuple[str, str, bytes, dict[str, str], str]:
         if not self.is_threadline:
             body = json.dumps({"threadId": "t", "runId": "r", "messages": []}).encode()
-            return "POST", f"/stream?n={tokens}", body, {"Content-Type": "application/json"}
+            return "POST", f"/stream?n={tokens}", body, {"Content-Type": "application/json"}, ""
+        run_id = f"r-{uuid.uuid4().hex}"
         message = {"id": f"m-{uuid.uuid4().hex}", "role": "user", "content": f"Stream please. bench-tokens={tokens}"}
         body = json.dumps(
             {
                 "threadId": f"t-{uuid.uuid4().hex}",
-                "runId": f"r-{uuid.uuid4().hex}",
+                "runId": run_id,
                 "messages": [message],
                 "tools": [],
                 "context": [],
@@ -421,7 +426,33 @@ class Target:
             }
         ).encode()
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
-        return "POST", "/agui/coder", body, headers
+        return "POST", "/agui/coder", body, headers, run_id
+
+    async def recorded(self, run_id: str, timeout: float = 120.0) -> tuple[float, int, int]:
+        """Waits until the run is recorded as finished (its event log written, then run_finish);
+        returns (when, the run's event_count, RunEvent rows stored)."""
+        import sqlite3
+
+        assert self.db_path is not None
+        deadline = CLOCK() + timeout
+        db = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            while True:
+                row = db.execute(
+                    "SELECT id, status, event_count FROM threads_run WHERE agui_run_id = ?", (run_id,)
+                ).fetchone()
+                if row is not None and row[1] != "running":
+                    when = CLOCK()
+                    stored = db.execute("SELECT count(*) FROM threads_runevent WHERE run_id = ?", (row[0],)).fetchone()[0]
+                    if row[1] != "succeeded":
+                        raise RuntimeError(f"{self.name}: run {run_id} was recorded as {row[1]}")
+                    return when, row[2], stored
+                if CLOCK() > deadline:
+                    raise RuntimeError(f"{self.name}: run {run_id} was not recorded within {timeout}s")
+                self.proc.check_alive()
+                await asyncio.sleep(0.002)
+        finally:
+            db.close()
 
     def queue(self, tokens: int, times: int, long: bool) -> None:
         if self.fake is not None:
@@ -443,27 +474,41 @@ class Target:
                 raise RuntimeError("scripted: the scripted provider is not the one serving the run")
         return count_frames(body)
 
-    async def one(self, client: Client, tokens: int, long: bool) -> Response:
+    async def one(self, client: Client, tokens: int, long: bool) -> tuple[Response, str]:
         self.proc.check_alive()
         self.queue(tokens, 1, long)
-        method, path, body, headers = self.request_args(tokens)
-        return await client.request(method, path, body, headers)
+        method, path, body, headers, run_id = self.request_args(tokens)
+        return await client.request(method, path, body, headers), run_id
+
+    async def settled(self, run_id: str) -> None:
+        """Nothing of the previous run still working in the server (its log and end are written)."""
+        if self.is_threadline and self.settle and run_id:
+            await self.recorded(run_id)
 
     async def warm_up(self, client: Client, short: int, count: int) -> None:
         if self.fake is not None:
             self.fake.command(f"text {short} {count}")
         for _ in range(count):
-            method, path, body, headers = self.request_args(short)
+            method, path, body, headers, run_id = self.request_args(short)
             self.check(await client.request(method, path, body, headers), short)
-        long = await self.one(client, 1000, long=True)
+            await self.settled(run_id)
+        long, run_id = await self.one(client, 1000, long=True)
         self.check(long, 1000)
+        await self.settled(run_id)
 
     async def measure_stream(self, client: Client, tokens: int) -> None:
-        response = await self.one(client, tokens, long=True)
+        response, run_id = await self.one(client, tokens, long=True)
         frames = self.check(response, tokens)
         self.frames = frames
         self.rates.append(frames / response.elapsed)
         self.stream_seconds.append(response.elapsed)
+        if self.is_threadline:
+            when, event_count, stored = await self.recorded(run_id)
+            if not (event_count == stored == frames):
+                raise RuntimeError(f"{self.name}: {frames} frames streamed but the run recorded "
+                                   f"event_count={event_count} and {stored} RunEvent rows")
+            self.durable_rates.append(frames / (when - response.t_sent))
+            self.log_lag.append(when - (response.t_end or when))
 
     async def measure_ttfb(self, client: Client, tokens: int, count: int, gap: float) -> None:
         if self.fake is not None:
@@ -472,11 +517,12 @@ class Target:
             if gap:
                 await asyncio.sleep(gap)
             self.proc.check_alive()
-            method, path, body, headers = self.request_args(tokens)
+            method, path, body, headers, run_id = self.request_args(tokens)
             response = await client.request(method, path, body, headers)
             self.check(response, tokens)
             self.ttfb.append(response.ttfb)
             self.first_event.append(response.first_event)
+            await self.settled(run_id)
 
 
 async def wait_ready(target: Target, timeout: float = 90.0) -> None:
@@ -593,9 +639,10 @@ async def profile_streams(target: Target, client: Client, tokens: int, streams: 
     started = CLOCK()
     try:
         for _ in range(streams):
-            response = await target.one(client, tokens, long=True)
+            response, run_id = await target.one(client, tokens, long=True)
             frames += target.check(response, tokens)
-        await asyncio.sleep(0.3)  # the log writes and run_finish after the last byte are part of the cost
+            # The log writes and run_finish after the last byte are part of the cost: wait for them.
+            await target.recorded(run_id)
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -656,7 +703,8 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
     out.append(f"Server software: {soft}. Long reply: {args.tokens} tokens; events/s = {args.stat} of "
                f"{args.repeat} run(s). TTFB: {args.ttfb_tokens}-token reply, median of "
                f"{args.repeat}x{args.ttfb_requests} requests after {args.warmup} warm-up.")
-    header = f"{'server':44} {'events/s':>10} {'x Django':>9} {'TTFB ms':>9} {'p90 ms':>8} {'x Django':>9} {'1st event ms':>13}"
+    header = (f"{'server':42} {'events/s':>9} {'x Django':>8} {'TTFB ms':>8} {'p90 ms':>7} {'x Django':>8} "
+              f"{'1st event':>9} {'durable/s':>9} {'log lag s':>9}")
     out.append(header)
     out.append("-" * len(header))
     for name in ALL_SERVERS:
@@ -667,13 +715,21 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
         ttfb = statistics.median(t.ttfb) if t.ttfb else float("nan")
         p90 = sorted(t.ttfb)[int(0.9 * (len(t.ttfb) - 1))] if t.ttfb else float("nan")
         first = statistics.median(t.first_event) if t.first_event else float("nan")
-        out.append(f"{LABELS[name]:44} {rate:10,.0f} {rate / d_rate:9.2f} {ttfb * 1e3:9.3f} {p90 * 1e3:8.3f} "
-                   f"{ttfb / d_ttfb:9.2f} {first * 1e3:13.3f}")
+        durable = summary(t.durable_rates, args.stat, True) if t.durable_rates else None
+        lag = statistics.median(t.log_lag) if t.log_lag else None
+        out.append(f"{LABELS[name]:42} {rate:9,.0f} {rate / d_rate:8.2f} {ttfb * 1e3:8.3f} {p90 * 1e3:7.3f} "
+                   f"{ttfb / d_ttfb:8.2f} {first * 1e3:9.3f} "
+                   f"{f'{durable:,.0f}' if durable else '-':>9} {f'{lag:.2f}' if lag is not None else '-':>9}")
         data["servers"][name] = {
             "label": LABELS[name], "events_per_s": rate, "events_per_s_runs": t.rates, "frames": t.frames,
             "ttfb_ms_median": ttfb * 1e3, "ttfb_ms_p90": p90 * 1e3, "first_event_ms_median": first * 1e3,
             "rate_vs_django": rate / d_rate, "ttfb_vs_django": ttfb / d_ttfb,
+            "durable_events_per_s": durable, "log_lag_s": lag,
         }
+    out.append("  (events/s: SSE data frames / (last byte - request sent). TTFB: request sent -> first response byte; "
+               "1st event: -> first data frame, ms.")
+    out.append("   durable/s: frames / (request sent -> run recorded, event log and run row written); "
+               "log lag: last byte -> recorded.)")
     out.append("")
     out.append(f"Targets: full stack >= {TARGET_RATE}x Django's events/s and TTFB <= {TARGET_TTFB}x Django's.")
     all_met = True
@@ -703,8 +759,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=int, default=20_000, help="tokens (text deltas) of the long reply")
     parser.add_argument("--ttfb-tokens", type=int, default=10, help="tokens of the short reply timed for TTFB")
     parser.add_argument("--ttfb-requests", type=int, default=30, help="TTFB requests per repeat")
-    parser.add_argument("--ttfb-gap", type=float, default=0.02,
-                        help="seconds between TTFB requests (lets the previous run's log write finish)")
+    parser.add_argument("--ttfb-gap", type=float, default=0.0, help="extra seconds between TTFB requests")
+    parser.add_argument("--no-settle", action="store_true",
+                        help="do not wait for each Threadline run to be recorded before the next request "
+                             "(TTFB then includes contention with the previous run's log write)")
     parser.add_argument("--warmup", type=int, default=5, help="warm-up requests per server")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each measures every server once")
     parser.add_argument("--stat", choices=["median", "best"], default="median", help="how repeats combine (events/s)")
@@ -779,7 +837,8 @@ class Bench:
         proc = ServerProc(name, kind, env, self.args.server, self.tmp / f"server-{name}{tag}.log")
         self.procs.append(proc)
         proc.start()
-        return Target(name, proc, fake)
+        db_path = Path(env["THREADLINE_DATA_DIR"]) / "threadline.sqlite3" if "THREADLINE_DATA_DIR" in env else None
+        return Target(name, proc, fake, db_path=db_path, settle=not self.args.no_settle)
 
     async def run(self) -> int:
         args = self.args
