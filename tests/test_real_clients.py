@@ -8,6 +8,7 @@ import jsonpatch
 import pytest
 
 from tests.agui_client import run_client
+from tests.sse import EVENT
 from tests.fakes.anthropic_api import split_tokens, text, text_turn, thinking, tool_turn, tool_use, turn
 from threads import selectors
 from threads.models import Thread
@@ -51,6 +52,8 @@ def _check_protocol(result: dict[str, Any], version: str, terminal: str = "RUN_F
     types = [e["type"] for e in result["received"]]
     assert types[0] == "RUN_STARTED" and types[-1] == terminal
     assert not result.get("warnings"), result["warnings"]
+    for event in result["received"]:
+        EVENT.validate_python(event)  # every frame is a valid AG-UI 1.0 event
     if version == "0":
         assert all("protocolVersion" not in e and "outcome" not in e for e in result["received"])
     else:

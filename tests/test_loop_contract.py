@@ -1,0 +1,120 @@
+"""The listener contract of a run: on_finished exactly once, whatever ends it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agents.events import BaseListener, Outcome, RunInfo, Usage
+from agents.loop import AgentLoop, LoopConfig
+from agents.providers.anthropic import AnthropicProvider
+from agents.request import RunRequest
+from agents.tools.base import ToolContext, ToolRegistry, Workspace
+from agents.tools.readonly import READ_ONLY_TOOLS
+from agui.runs import DbSessionStore
+from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
+from threads.models import Run, Session, Thread
+
+
+class Recorder(BaseListener):
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.stop_after = stop_after
+        self.polls = 0
+
+    def on_start(self, run: RunInfo) -> None:
+        self.calls.append(("start", run.run_id))
+
+    def on_usage(self, usage: Usage) -> None:
+        self.calls.append(("usage", usage.input_tokens))
+
+    def on_error(self, error: BaseException, message: str) -> None:
+        self.calls.append(("error", message))
+
+    def on_finished(self, outcome: Outcome) -> None:
+        self.calls.append(("finished", outcome))
+
+    def should_continue(self) -> bool:
+        self.polls += 1
+        return self.stop_after is None or self.polls <= self.stop_after
+
+    @property
+    def finished(self) -> list[Outcome]:
+        return [value for name, value in self.calls if name == "finished"]
+
+
+@pytest.fixture
+def store(coder):
+    thread = Thread.objects.create(agui_thread_id="t-loop", agent=coder)
+    session = Session.objects.create(thread=thread)
+    run = Run.objects.create(thread=thread, agui_run_id="r-loop")
+    return DbSessionStore(session_id=session.pk, run_pk=run.pk, turns=[])
+
+
+async def _run(fake: FakeAnthropic, store: DbSessionStore, listener: Recorder, tmp_path: Path,
+               max_iterations: int = 10) -> Outcome:
+    provider = AnthropicProvider(api_key="sk-fake", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
+    loop = AgentLoop(
+        provider=provider,
+        tools=ToolRegistry.of(READ_ONLY_TOOLS),
+        tool_context=ToolContext(Workspace(tmp_path)),
+        config=LoopConfig(model="claude-sonnet-5-5", max_iterations=max_iterations, stream_retries=0),
+        store=store,
+        listener=listener,
+    )
+    try:
+        return await loop.run(RunRequest(request_id="r-loop", text="hi"), run_id="r-loop", thread_id="t-loop")
+    finally:
+        await provider.client.close()
+
+
+async def test_success_finishes_once(store, tmp_path):
+    with FakeAnthropic([tool_turn("glob", {"pattern": "*"}), text_turn(["done"])]) as fake:
+        recorder = Recorder()
+        assert await _run(fake, store, recorder, tmp_path) is Outcome.SUCCESS
+    assert recorder.calls[0] == ("start", "r-loop")
+    assert recorder.finished == [Outcome.SUCCESS]
+    assert recorder.calls[-1] == ("finished", Outcome.SUCCESS)
+    assert recorder.polls == 2  # polled before each model call
+    session = await sync_to_async(Session.objects.get)(pk=store.session_id)
+    assert [t["role"] for t in session.turns] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_model_error_is_reported_then_finishes_once(store, tmp_path):
+    with FakeAnthropic([text_turn(["x"]).error_mid_stream(after_events=4)]) as fake:
+        recorder = Recorder()
+        assert await _run(fake, store, recorder, tmp_path) is Outcome.ERROR
+    assert [name for name, _ in recorder.calls] == ["start", "error", "finished"]
+    assert recorder.finished == [Outcome.ERROR]
+
+
+async def test_should_continue_false_cancels_between_iterations(store, tmp_path):
+    with FakeAnthropic([tool_turn("glob", {"pattern": "*"}), text_turn(["never"])]) as fake:
+        recorder = Recorder(stop_after=1)
+        assert await _run(fake, store, recorder, tmp_path) is Outcome.CANCELLED
+        assert len(fake.requests) == 1
+    assert recorder.finished == [Outcome.CANCELLED]
+
+
+async def test_the_iteration_cap_pauses(store, tmp_path):
+    with FakeAnthropic([tool_turn("glob", {"pattern": "*"}), tool_turn("glob", {"pattern": "*"})]) as fake:
+        recorder = Recorder()
+        assert await _run(fake, store, recorder, tmp_path, max_iterations=2) is Outcome.PAUSED
+    assert recorder.finished == [Outcome.PAUSED]
+
+
+async def test_a_cancelled_task_finishes_once_and_propagates(store, tmp_path):
+    hanging = text_turn(["a", "b"]).pause(after_events=3)
+    with FakeAnthropic([hanging]) as fake:
+        recorder = Recorder()
+        task = asyncio.create_task(_run(fake, store, recorder, tmp_path))
+        await asyncio.to_thread(hanging.paused.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        hanging.resume.set()
+    assert recorder.finished == [Outcome.CANCELLED]
