@@ -158,6 +158,134 @@ def _install_scripted_provider() -> None:
         raise SystemExit(f"bench: could not install the scripted provider (patched {patched})")
 
 
+# --------------------------------------------------------------------------- what-if experiments
+#
+# BENCH_WHATIF=fast-log,agent-cache,lean-open swaps in prototypes of the changes
+# the benchmark report suggests, IN THIS PROCESS ONLY, to measure what they would
+# buy. They are sketches for measurement, not product code.
+
+
+def _whatif_fast_log() -> None:
+    """The event log keeps plain tuples on the hot path and writes them with one executemany per batch."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    import agui.runs
+    from threads.eventlog import EventLogWriter
+    from threads.models import RunEvent
+
+    meta = RunEvent._meta
+    run_field = meta.get_field("run")
+    created_field = meta.get_field("created_at")
+    columns = ", ".join(
+        connection.ops.quote_name(meta.get_field(name).column) for name in ("run", "seq", "type", "payload", "created_at")
+    )
+    sql = f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s)"
+
+    class FastEventLogWriter(EventLogWriter):
+        def append(self, seq: int, type_: str, payload: str) -> None:
+            pending = self._pending
+            pending.append((seq, type_, payload))  # type: ignore[arg-type]
+            if len(pending) == 1 or len(pending) >= self.batch:
+                self._wake.set()
+
+        def _insert(self, chunk: list[tuple[int, str, str]]) -> None:
+            run = run_field.target_field.get_db_prep_value(self.run_pk, connection, prepared=False)  # type: ignore[union-attr]
+            now = created_field.get_db_prep_value(timezone.now(), connection, prepared=False)
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.executemany(sql, [(run, seq, type_, payload, now) for seq, type_, payload in chunk])
+
+        async def _write(self, chunk: list[Any]) -> None:
+            await sync_to_async(self._insert)(chunk)
+            self.written += len(chunk)
+            if hasattr(self, "writes"):
+                self.writes += 1
+
+    agui.runs.EventLogWriter = FastEventLogWriter  # type: ignore[misc]
+
+
+def _whatif_agent_cache() -> None:
+    """The view looks the agent up once per process instead of once per request."""
+    import agui.views as views
+
+    original = views._agent
+    cache: dict[str, Any] = {}
+
+    async def cached_agent(name: str) -> Any:
+        agent = cache.get(name)
+        if agent is None:
+            agent = cache[name] = await original(name)
+        return agent
+
+    views._agent = cached_agent
+
+
+def _whatif_lean_open() -> None:
+    """run_open for a thread seen for the first time: four INSERTs in one transaction, no
+    get_or_create savepoints, no full_clean() queries, no lookups that a new thread cannot match."""
+    from django.db import IntegrityError, transaction
+
+    import agui.views as views
+    from threads import services
+    from threads.models import Message, Run, Session, Thread
+
+    original = services.run_open
+
+    def lean_run_open(**kwargs: Any) -> Any:
+        message = kwargs["new_user_message"]
+        if message is None or Thread.objects.filter(agui_thread_id=kwargs["agui_thread_id"]).exists():
+            return original(**kwargs)
+        try:
+            with transaction.atomic():
+                thread = Thread.objects.create(
+                    agui_thread_id=kwargs["agui_thread_id"], agent=kwargs["agent"], title=services._title_from(message)
+                )
+                session = Session.objects.create(thread=thread)
+                run = Run.objects.create(
+                    thread=thread, agui_run_id=kwargs["agui_run_id"], protocol_version=kwargs["protocol_version"]
+                )
+                Message.objects.create(
+                    thread=thread, position=0, message_id=message["id"], role=message["role"], body=message
+                )
+        except IntegrityError:
+            return original(**kwargs)  # raced with another request, or a reused message id: the full path decides
+        return services.OpenedThread(thread, session, {message["id"]}, run)
+
+    views.run_open = lean_run_open
+
+
+def _whatif_db_thread() -> None:
+    """AG-UI requests do their database work on one long-lived thread with a persistent connection,
+    instead of a new thread (and a new SQLite connection with its PRAGMAs) per request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import ThreadSensitiveContext
+    from django.conf import settings
+    from django.db import connections
+
+    from agui.asgi import AguiHandler
+
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-db")
+    for alias in settings.DATABASES:
+        settings.DATABASES[alias]["CONN_MAX_AGE"] = None
+        connections.settings[alias]["CONN_MAX_AGE"] = None
+
+    async def call(self: Any, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async with ThreadSensitiveContext(executor=executor):
+            await self.handle(scope, receive, send)
+
+    AguiHandler.__call__ = call  # type: ignore[method-assign]
+
+
+WHATIFS = {
+    "fast-log": _whatif_fast_log,
+    "agent-cache": _whatif_agent_cache,
+    "lean-open": _whatif_lean_open,
+    "db-thread": _whatif_db_thread,
+}
+
+
 def threadline_app(scripted: bool) -> Any:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     import django
@@ -165,6 +293,8 @@ def threadline_app(scripted: bool) -> Any:
     django.setup()
     if scripted:
         _install_scripted_provider()
+    for name in filter(None, os.environ.get("BENCH_WHATIF", "").split(",")):
+        WHATIFS[name.strip()]()
     from project.asgi import application
 
     return application

@@ -58,6 +58,7 @@ LABELS = {
     "django": "plain Django view (baseline 2)",
     "sdk": "Threadline, anthropic SDK + FakeAnthropic",
     "scripted": "Threadline, in-process scripted model",
+    "whatif": "scripted + what-if prototypes",
 }
 ALL_SERVERS = ("bare", "django", "sdk", "scripted")
 TARGET_RATE = 0.3
@@ -405,7 +406,7 @@ class Target:
 
     @property
     def is_threadline(self) -> bool:
-        return self.name in ("sdk", "scripted")
+        return self.name in ("sdk", "scripted", "whatif")
 
     def request_args(self, tokens: int) -> tuple[str, str, bytes, dict[str, str], str]:
         if not self.is_threadline:
@@ -470,7 +471,7 @@ class Target:
             last = body.rstrip().rsplit(b"\n", 1)[-1]
             if b'"RUN_FINISHED"' not in last:
                 raise RuntimeError(f"{self.name}: the run did not finish cleanly; body ends {body[-400:]!r}")
-            if self.name == "scripted" and b'"bench-scripted"' not in body:
+            if (self.name == "scripted" or (self.name == "whatif" and self.fake is None)) and b'"bench-scripted"' not in body:
                 raise RuntimeError("scripted: the scripted provider is not the one serving the run")
         return count_frames(body)
 
@@ -707,7 +708,7 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
               f"{'1st event':>9} {'durable/s':>9} {'log lag s':>9}")
     out.append(header)
     out.append("-" * len(header))
-    for name in ALL_SERVERS:
+    for name in (*ALL_SERVERS, "whatif"):
         t = targets.get(name)
         if t is None:
             continue
@@ -733,7 +734,7 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
     out.append("")
     out.append(f"Targets: full stack >= {TARGET_RATE}x Django's events/s and TTFB <= {TARGET_TTFB}x Django's.")
     all_met = True
-    for name in ("sdk", "scripted"):
+    for name in ("sdk", "scripted", "whatif"):
         entry = data["servers"].get(name)
         if entry is None or django is None:
             continue
@@ -759,7 +760,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=int, default=20_000, help="tokens (text deltas) of the long reply")
     parser.add_argument("--ttfb-tokens", type=int, default=10, help="tokens of the short reply timed for TTFB")
     parser.add_argument("--ttfb-requests", type=int, default=30, help="TTFB requests per repeat")
-    parser.add_argument("--ttfb-gap", type=float, default=0.0, help="extra seconds between TTFB requests")
+    parser.add_argument("--ttfb-gap", type=float, default=0.005,
+                        help="idle seconds before each TTFB request, so the previous request's clean-up "
+                             "(Django's per-request thread) is not what is measured")
     parser.add_argument("--no-settle", action="store_true",
                         help="do not wait for each Threadline run to be recorded before the next request "
                              "(TTFB then includes contention with the previous run's log write)")
@@ -775,6 +778,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-rate", type=int, default=1000, help="py-spy samples per second")
     parser.add_argument("--breakdown", action="store_true",
                         help="after the table, time the phases before the first byte of the full stack")
+    parser.add_argument("--whatif", default="",
+                        help="also measure the scripted full stack with bench-only prototypes of suggested changes: "
+                             "comma-separated from fast-log, agent-cache, lean-open, db-thread (see bench/servers.py)")
+    parser.add_argument("--whatif-model", choices=["scripted", "sdk"], default="scripted",
+                        help="the model the what-if server uses")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, databases)")
     args = parser.parse_args(argv)
@@ -788,6 +796,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.only) - set(ALL_SERVERS)
     if unknown:
         parser.error(f"unknown server(s) in --only: {', '.join(sorted(unknown))}")
+    bad = {w.strip() for w in args.whatif.split(",") if w.strip()} - {"fast-log", "agent-cache", "lean-open", "db-thread"}
+    if bad:
+        parser.error(f"unknown --whatif prototype(s): {', '.join(sorted(bad))}")
     if args.profile == "py-spy" and not find_py_spy():
         parser.error("py-spy not found: pip install --target /tmp/pyspy py-spy (or set PY_SPY), or use --profile cprofile")
     return args
@@ -828,11 +839,13 @@ class Bench:
             env, kind = base_env(), "bare"
         elif name == "django":
             env, kind = base_env() | {"BENCH_TMP": str(self.tmp)}, "django"
-        elif name == "sdk":
+        elif name == "sdk" or (name == "whatif" and self.args.whatif_model == "sdk"):
             fake = self.fake()
             env, kind = threadline_env(self.tmp, data_dirs[name], fake.base_url), "threadline"
         else:
             env, kind = threadline_env(self.tmp, data_dirs[name], None), "threadline-scripted"
+        if name == "whatif":
+            env["BENCH_WHATIF"] = self.args.whatif
         env |= extra_env or {}
         proc = ServerProc(name, kind, env, self.args.server, self.tmp / f"server-{name}{tag}.log")
         self.procs.append(proc)
@@ -842,14 +855,14 @@ class Bench:
 
     async def run(self) -> int:
         args = self.args
-        names = [n for n in ALL_SERVERS if n in args.only]
+        names = [n for n in ALL_SERVERS if n in args.only] + (["whatif"] if args.whatif else [])
         t_start = CLOCK()
-        full = [n for n in names if n in ("sdk", "scripted")]
+        full = [n for n in names if n in ("sdk", "scripted", "whatif")]
         extra = []
         if args.profile != "off":
             extra += [f"profile-{n}" for n in full]
-        if args.breakdown:
-            extra += ["breakdown"]
+        traced = [n for n in ("scripted", "whatif") if n in names] if args.breakdown else []
+        extra += [f"breakdown-{n}" for n in traced]
         data_dirs = prepare_threadline(self.tmp, full + extra) if full or extra else {}
         targets = {name: self.target(name, data_dirs) for name in names}
         for target in targets.values():
@@ -871,14 +884,15 @@ class Bench:
             client.close()
         for target in targets.values():
             target.proc.stop()
+        LABELS["whatif"] = f"{args.whatif_model} + what-if {args.whatif}"[:42]
         text, data = report(targets, args)
         print(text, flush=True)
         if args.profile != "off":
             data["profile"] = {}
             for name in full:
                 data["profile"][name] = await self.profile(name, data_dirs)
-        if args.breakdown and full:
-            data["ttfb_breakdown"] = await self.breakdown(data_dirs)
+        if traced:
+            data["ttfb_breakdown"] = {n: await self.breakdown(data_dirs, n) for n in traced}
         print(f"\ntotal time {CLOCK() - t_start:.1f}s", flush=True)
         if args.json:
             args.json.write_text(json.dumps(data, indent=2))
@@ -904,12 +918,12 @@ class Bench:
         print(text, flush=True)
         return text
 
-    async def breakdown(self, data_dirs: dict[str, Path]) -> str:
+    async def breakdown(self, data_dirs: dict[str, Path], name: str) -> str:
         """Where the full stack's TTFB goes: the phases of the request before its first byte."""
         args = self.args
-        out = self.tmp / "trace.json"
-        dirs = dict(data_dirs, scripted=data_dirs["breakdown"])
-        target = self.target("scripted", dirs, {"BENCH_TRACE": str(out)}, tag="-trace")
+        out = self.tmp / f"trace-{name}.json"
+        dirs = dict(data_dirs, **{name: data_dirs[f"breakdown-{name}"]})
+        target = self.target(name, dirs, {"BENCH_TRACE": str(out)}, tag="-trace")
         await wait_ready(target)
         client = Client(target.proc.port)
         await target.warm_up(client, args.ttfb_tokens, args.warmup)
@@ -918,7 +932,7 @@ class Bench:
         await target.measure_ttfb(client, args.ttfb_tokens, max(args.ttfb_requests, 30), args.ttfb_gap)
         client.close()
         target.proc.stop()
-        text = (f"\nTTFB breakdown, {LABELS['scripted']} (traced; the client saw a median TTFB of "
+        text = (f"\nTTFB breakdown, {LABELS[name]} (traced; the client saw a median TTFB of "
                 f"{statistics.median(target.ttfb) * 1e3:.3f} ms with tracing on):\n" + summarize_trace(out))
         print(text, flush=True)
         return text

@@ -1,8 +1,10 @@
 """The durable run event log, written in batches.
 
-Appending is a list append on the hot path; a single writer task gathers what
+Appending is a tuple append on the hot path; a single writer task gathers what
 arrived during ``flush_seconds`` (or up to ``batch`` events) and writes it with
-one bulk INSERT, so the log never costs a database round trip per event.
+one ``executemany``, so the log never costs a database round trip per event.
+Rows go in as plain tuples rather than model instances: building a RunEvent
+costs about 6 µs, four times the rest of an event's path (bench/stream.py).
 ``close`` writes what is left and returns when everything is durable.
 """
 
@@ -11,6 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+
+from asgiref.sync import sync_to_async
+from django.db import connection, transaction
+from django.utils import timezone
 
 from threads.models import RunEvent
 
@@ -22,7 +28,7 @@ class EventLogWriter:
         self.run_pk = run_pk
         self.flush_seconds = flush_seconds
         self.batch = batch
-        self._pending: list[RunEvent] = []
+        self._pending: list[tuple[int, str, str]] = []
         self._wake = asyncio.Event()
         self._closing = asyncio.Event()
         self._closed = False
@@ -36,7 +42,7 @@ class EventLogWriter:
         self.failed: BaseException | None = None
 
     def append(self, seq: int, type_: str, payload: str) -> None:
-        self._pending.append(RunEvent(run_id=self.run_pk, seq=seq, type=type_, payload=payload))
+        self._pending.append((seq, type_, payload))
         if len(self._pending) == 1 or len(self._pending) >= self.batch:
             self._wake.set()
 
@@ -57,10 +63,10 @@ class EventLogWriter:
             if self._closed:
                 return
 
-    async def _write(self, chunk: list[RunEvent]) -> None:
+    async def _write(self, chunk: list[tuple[int, str, str]]) -> None:
         for attempt in range(3):
             try:
-                await RunEvent.objects.abulk_create(chunk)
+                await sync_to_async(insert_events)(self.run_pk, chunk)
                 self.written += len(chunk)
                 self.writes += 1
                 return
@@ -75,3 +81,15 @@ class EventLogWriter:
         self._closing.set()
         self._wake.set()
         await asyncio.shield(self._task)
+
+
+def insert_events(run_pk: object, rows: list[tuple[int, str, str]]) -> None:
+    """Inserts (seq, type, payload) rows of one run in one statement, atomically."""
+    meta = RunEvent._meta
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(meta.get_field(name).column) for name in ("run", "seq", "type", "payload", "created_at"))
+    sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s)"
+    run_value = meta.get_field("run").get_db_prep_value(run_pk, connection)
+    now = meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(sql, [(run_value, seq, type_, payload, now) for seq, type_, payload in rows])
