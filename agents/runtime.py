@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
@@ -19,24 +18,38 @@ from agents.tools.readonly import READ_ONLY_TOOLS
 log = logging.getLogger(__name__)
 
 
-@lru_cache(maxsize=32)
-def _provider(api_key: str, base_url: str, model: str, max_retries: int, timeout: float, demo_delay: float) -> ModelProvider:
-    if not api_key:
-        log.warning("ANTHROPIC_API_KEY is not set: serving the OFFLINE DEMO MODEL, not Claude")
-        return DemoProvider(delay=demo_delay)
-    return AnthropicProvider(api_key=api_key, model=model, base_url=base_url, max_retries=max_retries, timeout=timeout)
+_PROVIDERS: dict[tuple[str, str, str, int, float, float], ModelProvider] = {}
 
 
 def provider_for(agent: Agent) -> ModelProvider:
     """One provider (and so one HTTP connection pool) per key, endpoint and model."""
-    return _provider(
-        settings.ANTHROPIC_API_KEY,
-        settings.ANTHROPIC_BASE_URL,
-        agent.model or settings.ANTHROPIC_MODEL,
-        settings.ANTHROPIC_MAX_RETRIES,
-        settings.ANTHROPIC_TIMEOUT_SECONDS,
-        settings.DEMO_MODEL_DELAY_SECONDS,
-    )
+    api_key: str = settings.ANTHROPIC_API_KEY
+    base_url: str = settings.ANTHROPIC_BASE_URL
+    model: str = agent.model or settings.ANTHROPIC_MODEL
+    retries: int = settings.ANTHROPIC_MAX_RETRIES
+    timeout: float = settings.ANTHROPIC_TIMEOUT_SECONDS
+    demo_delay: float = settings.DEMO_MODEL_DELAY_SECONDS
+    key = (api_key, base_url, model, retries, timeout, demo_delay)
+    provider = _PROVIDERS.get(key)
+    if provider is None:
+        if not api_key:
+            log.warning("ANTHROPIC_API_KEY is not set: serving the OFFLINE DEMO MODEL, not Claude")
+            provider = DemoProvider(delay=demo_delay)
+        else:
+            provider = AnthropicProvider(
+                api_key=api_key, model=model, base_url=base_url, max_retries=retries, timeout=timeout
+            )
+        _PROVIDERS[key] = provider
+    return provider
+
+
+async def close_providers() -> None:
+    """Closes the providers' HTTP clients (at shutdown, and between tests that change endpoints)."""
+    providers = list(_PROVIDERS.values())
+    _PROVIDERS.clear()
+    for provider in providers:
+        if isinstance(provider, AnthropicProvider):
+            await provider.client.close()
 
 
 def tools_for(agent: Agent) -> ToolRegistry:

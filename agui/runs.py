@@ -22,8 +22,9 @@ from agents.loop import AgentLoop
 from agents.models import Agent
 from agents.providers.base import TokenCount
 from agents.request import Image, RunRequest
-from agents.runtime import loop_config, provider_for, tool_context, tools_for
+from agents.runtime import close_providers, loop_config, provider_for, tool_context, tools_for
 from agui.decode import DecodedInput
+from agui.relay import RunRelay, shared_layer
 from agui.state import STATE_CACHE, ThreadState
 from agui.stream import RunStream
 from agui.translate import AguiTranslator
@@ -87,6 +88,7 @@ class RunRegistry:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
+        await close_providers()
         # Runs do their database work on asgiref's shared thread; close its connection.
         await sync_to_async(connections.close_all, thread_sensitive=True)()
 
@@ -166,8 +168,12 @@ def start_run(*, agent: Agent, decoded: DecodedInput, opened: OpenedThread, mess
     assert opened.run is not None
     inp = decoded.model
     provider = provider_for(agent)
+    layer = shared_layer()
     log_writer = EventLogWriter(
-        opened.run.pk, flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS, batch=settings.EVENT_LOG_BATCH
+        opened.run.pk,
+        flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS,
+        batch=settings.EVENT_LOG_BATCH,
+        after_write=RunRelay(layer, opened.run.pk).send if layer is not None else None,
     )
     stream = RunStream(log_writer)
     live = LiveRun(run_pk=opened.run.pk, agui_run_id=inp.run_id, agui_thread_id=inp.thread_id, stream=stream)

@@ -15,9 +15,10 @@ from agents.models import Agent
 from agents.runtime import provider_for
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.http import error_response, sse_response, token_error
+from agui.relay import follow_stored_run
 from agui.runs import REGISTRY, start_run
 from agui.state import STATE_CACHE, ThreadState, model_entry
-from agui.stream import TERMINAL_TYPES, RunStream, sse_frame
+from agui.stream import RunStream
 from threads import selectors
 from threads.models import Run
 from threads.services import OpenedThread, ThreadConflict, run_open
@@ -131,24 +132,6 @@ def _after(request: HttpRequest) -> int | HttpResponse:
     return after
 
 
-async def _replay_stored(run: Run, after: int) -> AsyncIterator[bytes]:
-    """Events of a run this process does not own, from the log, following it until it ends."""
-    cursor = after
-    while True:
-        events = await sync_to_async(selectors.run_events_after)(run=run, after=cursor, limit=2000)
-        for event in events:
-            cursor = event.seq
-            yield sse_frame(event.seq, event.payload.encode())
-            if event.type in TERMINAL_TYPES:
-                return
-        if not events:
-            status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
-            if status != Run.Status.RUNNING:
-                return
-            yield b": waiting\n\n"
-            await asyncio.sleep(0.25)
-
-
 async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None) -> HttpResponse:
     """GET: the events of a run after Last-Event-ID (or ?after=), then the live rest of it."""
     if request.method != "GET":
@@ -171,7 +154,7 @@ async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id
     live = REGISTRY.live_by_pk(run.pk)
     if live is not None:
         return sse_response(live.stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
-    return sse_response(_replay_stored(run, after))
+    return sse_response(follow_stored_run(run, after))
 
 
 async def info(request: HttpRequest) -> HttpResponse:

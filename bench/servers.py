@@ -397,11 +397,11 @@ def install_trace(application: Any) -> tuple[Any, Trace]:
 # --------------------------------------------------------------------------- servers
 
 
-def serve_uvicorn(app: Any, sock: socket.socket, lifespan: str) -> None:
+def serve_uvicorn(app: Any, sock: socket.socket, lifespan: str, loop: str) -> None:
     import uvicorn
 
     config = uvicorn.Config(
-        app, loop="uvloop", http="httptools", lifespan=lifespan, log_level="warning", access_log=False
+        app, loop=loop, http="httptools", lifespan=lifespan, log_level="warning", access_log=False
     )
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -409,10 +409,12 @@ def serve_uvicorn(app: Any, sock: socket.socket, lifespan: str) -> None:
 def serve_daphne(app: Any, sock: socket.socket) -> None:
     from daphne.server import Server
 
-    sock.listen(1024)
+    # Twisted's asyncio reactor cannot adopt an inherited socket: free the port and bind it again.
+    host, port = sock.getsockname()[:2]
+    sock.close()
     Server(
         application=app,
-        endpoints=[f"fd:fileno={sock.fileno()}:domain=INET"],
+        endpoints=[f"tcp:port={port}:interface={host}"],
         signal_handlers=True,
         verbosity=0,
     ).run()
@@ -423,6 +425,7 @@ def main() -> None:
     parser.add_argument("kind", choices=["bare", "django", "threadline", "threadline-scripted"])
     parser.add_argument("--fd", type=int, required=True, help="inherited listening socket")
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="uvicorn's event loop")
     args = parser.parse_args()
 
     if args.server == "daphne":
@@ -455,7 +458,7 @@ def main() -> None:
         if args.server == "daphne":
             serve_daphne(app, sock)
         else:
-            serve_uvicorn(app, sock, lifespan)
+            serve_uvicorn(app, sock, lifespan, args.loop)
     finally:
         if profiler is not None:
             profiler.disable()

@@ -256,6 +256,7 @@ class ServerProc:
     env: dict[str, str]
     server: str
     log_path: Path
+    loop: str = "uvloop"
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
@@ -268,7 +269,8 @@ class ServerProc:
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                [PYTHON, str(BENCH / "servers.py"), self.kind, "--fd", str(sock.fileno()), "--server", self.server],
+                [PYTHON, str(BENCH / "servers.py"), self.kind, "--fd", str(sock.fileno()), "--server", self.server,
+                 "--loop", self.loop],
                 cwd=REPO,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -632,7 +634,7 @@ async def profile_streams(target: Target, client: Client, tokens: int, streams: 
         assert exe is not None and target.proc.proc is not None
         spy = subprocess.Popen(
             [exe, "record", "--pid", str(target.proc.proc.pid), "--rate", str(rate), "--format", "raw",
-             "--function", "--threads", "--output", str(out), "--duration", "600"],
+             "--function", "--threads", "--nonblocking", "--output", str(out), "--duration", "600"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         await asyncio.sleep(1.0)  # let it attach
@@ -699,7 +701,7 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
     django = targets.get("django")
     d_rate = summary(django.rates, args.stat, True) if django else float("nan")
     d_ttfb = statistics.median(django.ttfb) if django and django.ttfb else float("nan")
-    soft = "uvicorn + uvloop + httptools" if args.server == "uvicorn" else "daphne"
+    soft = f"uvicorn + {args.loop} + httptools" if args.server == "uvicorn" else "daphne"
     out.append("")
     out.append(f"Server software: {soft}. Long reply: {args.tokens} tokens; events/s = {args.stat} of "
                f"{args.repeat} run(s). TTFB: {args.ttfb_tokens}-token reply, median of "
@@ -770,6 +772,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each measures every server once")
     parser.add_argument("--stat", choices=["median", "best"], default="median", help="how repeats combine (events/s)")
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
+                        help="uvicorn's event loop (uvloop is what the targets are measured on)")
     parser.add_argument("--only", default=",".join(ALL_SERVERS), help="comma-separated subset of " + ",".join(ALL_SERVERS))
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (fewer tokens, requests and repeats)")
     parser.add_argument("--profile", choices=["off", "py-spy", "cprofile"], default="off",
@@ -847,7 +851,7 @@ class Bench:
         if name == "whatif":
             env["BENCH_WHATIF"] = self.args.whatif
         env |= extra_env or {}
-        proc = ServerProc(name, kind, env, self.args.server, self.tmp / f"server-{name}{tag}.log")
+        proc = ServerProc(name, kind, env, self.args.server, self.tmp / f"server-{name}{tag}.log", self.args.loop)
         self.procs.append(proc)
         proc.start()
         db_path = Path(env["THREADLINE_DATA_DIR"]) / "threadline.sqlite3" if "THREADLINE_DATA_DIR" in env else None

@@ -81,8 +81,11 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def server(live_server_thread: LiveServer, coder: Any, workspace: Path) -> Iterator[LiveServer]:
     """The server with the demo model, a workspace and the coder agent; runs are drained after the test."""
+    from agents.runtime import close_providers
+
     yield live_server_thread
     live_server_thread.drain()
+    live_server_thread.call(close_providers())
 
 
 @pytest.fixture

@@ -13,22 +13,40 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from threads.models import RunEvent
 
 log = logging.getLogger(__name__)
+# About half a minute of retries with backoff before a batch is given up.
+WRITE_ATTEMPTS = 10
+
+
+Rows = list[tuple[int, str, str]]  # (seq, type, payload JSON)
 
 
 class EventLogWriter:
-    def __init__(self, run_pk: object, *, flush_seconds: float, batch: int) -> None:
+    """``after_write``, when given, is awaited with each batch once it is durable
+    (the cross-process relay uses it, so a follower never sees an event that is
+    not yet in the log)."""
+
+    def __init__(
+        self,
+        run_pk: object,
+        *,
+        flush_seconds: float,
+        batch: int,
+        after_write: Callable[[Rows], Awaitable[None]] | None = None,
+    ) -> None:
         self.run_pk = run_pk
+        self.after_write = after_write
         self.flush_seconds = flush_seconds
         self.batch = batch
-        self._pending: list[tuple[int, str, str]] = []
+        self._pending: Rows = []
         self._wake = asyncio.Event()
         self._closing = asyncio.Event()
         self._closed = False
@@ -63,18 +81,30 @@ class EventLogWriter:
             if self._closed:
                 return
 
-    async def _write(self, chunk: list[tuple[int, str, str]]) -> None:
-        for attempt in range(3):
+    async def _write(self, chunk: Rows) -> None:
+        delay = 0.1
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 await sync_to_async(insert_events)(self.run_pk, chunk)
-                self.written += len(chunk)
-                self.writes += 1
-                return
+            except IntegrityError:
+                # The batch is atomic: a duplicate seq means an earlier attempt
+                # committed before its connection failed.
+                log.warning("event log batch for run %s was already written", self.run_pk)
             except Exception as exc:  # the database may be briefly locked or gone
-                log.warning("event log write for run %s failed (attempt %d): %s", self.run_pk, attempt + 1, exc)
+                log.warning("event log write for run %s failed (attempt %d): %s", self.run_pk, attempt, exc)
                 self.failed = exc
-                await asyncio.sleep(0.2 * (attempt + 1))
-        log.error("event log for run %s lost %d events after retries", self.run_pk, len(chunk))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            self.written += len(chunk)
+            self.writes += 1
+            if self.after_write is not None:
+                try:
+                    await self.after_write(chunk)
+                except Exception:
+                    log.exception("relaying events of run %s failed", self.run_pk)
+            return
+        log.error("event log for run %s could not write %d events", self.run_pk, len(chunk))
 
     async def close(self) -> None:
         self._closed = True
@@ -83,7 +113,7 @@ class EventLogWriter:
         await asyncio.shield(self._task)
 
 
-def insert_events(run_pk: object, rows: list[tuple[int, str, str]]) -> None:
+def insert_events(run_pk: object, rows: Rows) -> None:
     """Inserts (seq, type, payload) rows of one run in one statement, atomically."""
     meta = RunEvent._meta
     quote = connection.ops.quote_name

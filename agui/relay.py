@@ -1,0 +1,95 @@
+"""Cross-process fan-out of a run's events through the Channels layer.
+
+With several server processes (REDIS_URL set), a reattach can reach a process
+that does not own the run. The owner sends each batch to the run's group once
+the batch is durable; a follower joins the group first, replays the log, then
+takes the live batches, skipping what it has and reading any gap from the log.
+Without a shared layer (one process) the follower falls back to polling the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import BaseChannelLayer, get_channel_layer
+from channels.layers import InMemoryChannelLayer
+
+from agui.stream import TERMINAL_TYPES, sse_frame
+from threads import selectors
+from threads.eventlog import Rows
+from threads.models import Run
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.25
+REPLAY_PAGE = 2000
+
+
+def group_name(run_pk: Any) -> str:
+    return f"run.{run_pk.hex if hasattr(run_pk, 'hex') else run_pk}"
+
+
+def shared_layer() -> BaseChannelLayer | None:
+    """The channel layer when it reaches other processes, else None."""
+    layer = get_channel_layer()
+    return None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
+
+
+class RunRelay:
+    """The owner's side: each durable batch goes to the run's group."""
+
+    def __init__(self, layer: BaseChannelLayer, run_pk: Any) -> None:
+        self.layer = layer
+        self.group = group_name(run_pk)
+
+    async def send(self, rows: Rows) -> None:
+        await self.layer.group_send(self.group, {"type": "run.events", "events": [list(row) for row in rows]})
+
+
+async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
+    """Frames of a run this process does not own: the log after ``after``, then the rest as it comes."""
+    layer = shared_layer()
+    channel = ""
+    if layer is not None:
+        channel = await layer.new_channel()
+        await layer.group_add(group_name(run.pk), channel)
+    cursor = after
+    try:
+        while True:
+            # The log first: everything up to now, in pages.
+            events = await sync_to_async(selectors.run_events_after)(run=run, after=cursor, limit=REPLAY_PAGE)
+            for event in events:
+                cursor = event.seq
+                yield sse_frame(event.seq, event.payload.encode())
+                if event.type in TERMINAL_TYPES:
+                    return
+            if len(events) == REPLAY_PAGE:
+                continue
+            status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
+            if status != Run.Status.RUNNING:
+                return
+            yield b": waiting\n\n"
+            if layer is None:
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            # Then live batches until one leaves a gap (read from the log) or the run ends.
+            while True:
+                try:
+                    async with asyncio.timeout(POLL_SECONDS * 4):
+                        message = await layer.receive(channel)
+                except TimeoutError:
+                    break  # re-check the log and the run's status
+                rows = [row for row in message["events"] if row[0] > cursor]
+                if rows and rows[0][0] != cursor + 1:
+                    break
+                for seq, type_, payload in rows:
+                    cursor = seq
+                    yield sse_frame(seq, payload.encode())
+                    if type_ in TERMINAL_TYPES:
+                        return
+    finally:
+        if layer is not None:
+            await layer.group_discard(group_name(run.pk), channel)
