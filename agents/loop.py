@@ -290,9 +290,7 @@ class AgentLoop:
                 self.listener.on_message(message)
             return reply, messages
 
-    async def _run_tools(
-        self, calls: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], list[ToolMessage]]:
+    async def _run_tools(self, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[ToolMessage]]:
         emit = self.listener.on_event
         emit(PhaseChanged(Phase.EXECUTING, True))
         results: dict[str, ToolOutput] = {}

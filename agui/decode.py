@@ -58,8 +58,7 @@ def _normalise_messages(messages: list[Any]) -> list[Any]:
         if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "binary" for p in content):
             try:
                 parts = [
-                    _binary_to_part(p) if isinstance(p, dict) and p.get("type") == "binary" else p
-                    for p in content
+                    _binary_to_part(p) if isinstance(p, dict) and p.get("type") == "binary" else p for p in content
                 ]
             except InputError as exc:
                 raise InputError(exc.message, f"messages.{index}.content.{exc.field}") from None

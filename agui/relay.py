@@ -15,8 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import BaseChannelLayer, get_channel_layer
-from channels.layers import InMemoryChannelLayer
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
 from agui.stream import TERMINAL_TYPES, sse_frame
 from threads import selectors

@@ -148,12 +148,16 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
                 images.append(Image(media_type=source.mime_type or "", url=source.value))
             elif part.type == "document" and source.type == "data":
                 extra.append(
-                    {"type": "document", "source": {"type": "base64", "media_type": source.mime_type, "data": source.value}}
+                    {
+                        "type": "document",
+                        "source": {"type": "base64", "media_type": source.mime_type, "data": source.value},
+                    }
                 )
             elif part.type == "document" and source.type == "url":
                 extra.append({"type": "document", "source": {"type": "url", "url": source.value}})
             else:
-                texts.append(f"[{part.type} attachment ({getattr(source, 'mime_type', None) or 'unknown type'}) not readable by this model]")
+                kind = getattr(source, "mime_type", None) or "unknown type"
+                texts.append(f"[{part.type} attachment ({kind}) not readable by this model]")
     return RunRequest(
         request_id=request_id,
         text=context_block(decoded) + "\n".join(texts),

@@ -109,10 +109,23 @@ class AguiTranslator(BaseListener):
         self._close_open()
         publish = self.publish
         if outcome is Outcome.ERROR:
-            publish({"type": "RUN_ERROR", "message": self.error_message or "the run failed", "code": self.error_code or "error"})
+            publish(
+                {
+                    "type": "RUN_ERROR",
+                    "message": self.error_message or "the run failed",
+                    "code": self.error_code or "error",
+                }
+            )
             return
         if outcome is Outcome.CANCELLED and self.v1:
-            publish({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id, "outcome": {"type": "cancelled"}})
+            publish(
+                {
+                    "type": "RUN_FINISHED",
+                    "threadId": self.thread_id,
+                    "runId": self.run_id,
+                    "outcome": {"type": "cancelled"},
+                }
+            )
             return
         if outcome in (Outcome.PAUSED, Outcome.CANCELLED, Outcome.INTERRUPTED):
             publish({"type": "CUSTOM", "name": f"threadline.{outcome.value}", "value": {"reason": outcome.value}})

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -20,7 +18,6 @@ from agui.runs import REGISTRY, start_run
 from agui.state import STATE_CACHE, ThreadState, model_entry
 from agui.stream import RunStream
 from threads import selectors
-from threads.models import Run
 from threads.services import OpenedThread, ThreadConflict, run_open
 
 
@@ -192,4 +189,3 @@ async def info(request: HttpRequest) -> HttpResponse:
 
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return error_response(404, "not_found", "no such AG-UI route")
-

@@ -12,7 +12,6 @@ import os
 
 from django.http import HttpRequest, StreamingHttpResponse
 from django.urls import path
-
 from frames import frames_for, paced, tokens_from_query
 
 SECRET_KEY = "bench-only-not-secret"

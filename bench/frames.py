@@ -18,11 +18,15 @@ YIELD_EVERY = 64
 
 @lru_cache(maxsize=8)
 def frames_for(n_tokens: int) -> tuple[bytes, ...]:
-    frames = [b'id: 1\ndata: {"type":"TEXT_MESSAGE_START","messageId":"%s","role":"assistant"}\n\n' % MESSAGE_ID.encode()]
+    frames = [
+        b'id: 1\ndata: {"type":"TEXT_MESSAGE_START","messageId":"%s","role":"assistant"}\n\n' % MESSAGE_ID.encode()
+    ]
     content = b'"type":"TEXT_MESSAGE_CONTENT","messageId":"%s","delta":"%s"' % (MESSAGE_ID.encode(), TOKEN.encode())
     for seq in range(2, n_tokens + 2):
         frames.append(b"id: %d\ndata: {%s}\n\n" % (seq, content))
-    frames.append(b'id: %d\ndata: {"type":"TEXT_MESSAGE_END","messageId":"%s"}\n\n' % (n_tokens + 2, MESSAGE_ID.encode()))
+    frames.append(
+        b'id: %d\ndata: {"type":"TEXT_MESSAGE_END","messageId":"%s"}\n\n' % (n_tokens + 2, MESSAGE_ID.encode())
+    )
     return tuple(frames)
 
 

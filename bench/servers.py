@@ -44,7 +44,7 @@ for entry in (BENCH_DIR, REPO):
 
 
 def bare_app() -> Any:
-    from frames import frames_for, tokens_from_query, YIELD_EVERY
+    from frames import YIELD_EVERY, frames_for, tokens_from_query
 
     headers = [
         (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -146,13 +146,13 @@ def _install_scripted_provider() -> None:
     def scripted_provider_for(agent: Any) -> ScriptedProvider:
         return provider
 
-    import agui.runs  # noqa: F401  (loaded now so the sweep below reaches their bindings)
+    import agui.runs
     import agui.views  # noqa: F401
 
     patched = []
     for name, module in list(sys.modules.items()):
         if getattr(module, "provider_for", None) is original:
-            setattr(module, "provider_for", scripted_provider_for)
+            module.provider_for = scripted_provider_for
             patched.append(name)
     if "agui.runs" not in patched or "agui.views" not in patched:
         raise SystemExit(f"bench: could not install the scripted provider (patched {patched})")
@@ -166,7 +166,9 @@ def _install_scripted_provider() -> None:
 
 
 def _whatif_fast_log() -> None:
-    """The event log keeps plain tuples on the hot path and writes them with one executemany per batch."""
+    """The event log keeps plain tuples on the hot path and writes them with one executemany per batch.
+
+    (threads/eventlog.py adopted this in commit facd8cf; kept to compare against older trees.)"""
     from asgiref.sync import sync_to_async
     from django.db import connection, transaction
     from django.utils import timezone
@@ -179,7 +181,8 @@ def _whatif_fast_log() -> None:
     run_field = meta.get_field("run")
     created_field = meta.get_field("created_at")
     columns = ", ".join(
-        connection.ops.quote_name(meta.get_field(name).column) for name in ("run", "seq", "type", "payload", "created_at")
+        connection.ops.quote_name(meta.get_field(name).column)
+        for name in ("run", "seq", "type", "payload", "created_at")
     )
     sql = f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s)"
 
@@ -207,7 +210,7 @@ def _whatif_fast_log() -> None:
 
 def _whatif_agent_cache() -> None:
     """The view looks the agent up once per process instead of once per request."""
-    import agui.views as views
+    from agui import views
 
     original = views._agent
     cache: dict[str, Any] = {}
@@ -222,20 +225,23 @@ def _whatif_agent_cache() -> None:
 
 
 def _whatif_lean_open() -> None:
-    """run_open for a thread seen for the first time: four INSERTs in one transaction, no
-    get_or_create savepoints, no full_clean() queries, no lookups that a new thread cannot match."""
+    """run_open for a thread not seen before: four INSERTs in one transaction, no get_or_create
+    savepoints, no full_clean() queries, no lookups a new thread cannot match. An existing thread
+    makes the thread INSERT fail (unique agui_thread_id) and takes the full path."""
     from django.db import IntegrityError, transaction
 
-    import agui.views as views
+    from agui import views
     from threads import services
     from threads.models import Message, Run, Session, Thread
 
     original = services.run_open
+    seen: set[str] = set()
 
     def lean_run_open(**kwargs: Any) -> Any:
         message = kwargs["new_user_message"]
-        if message is None or Thread.objects.filter(agui_thread_id=kwargs["agui_thread_id"]).exists():
+        if message is None or kwargs["agui_thread_id"] in seen:
             return original(**kwargs)
+        seen.add(kwargs["agui_thread_id"])  # a thread id seen by this process goes the full way next time
         try:
             with transaction.atomic():
                 thread = Thread.objects.create(
@@ -249,7 +255,8 @@ def _whatif_lean_open() -> None:
                     thread=thread, position=0, message_id=message["id"], role=message["role"], body=message
                 )
         except IntegrityError:
-            return original(**kwargs)  # raced with another request, or a reused message id: the full path decides
+            # The thread exists already (or the message id is taken): the full path decides.
+            return original(**kwargs)
         return services.OpenedThread(thread, session, {message["id"]}, run)
 
     views.run_open = lean_run_open
@@ -320,7 +327,7 @@ def install_trace(application: Any) -> tuple[Any, Trace]:
     from django.core import signals
     from django.db.backends.base.base import BaseDatabaseWrapper
 
-    import agui.views as views
+    from agui import views
     from agui.asgi import AguiHandler
 
     trace = Trace()
@@ -400,9 +407,7 @@ def install_trace(application: Any) -> tuple[Any, Trace]:
 def serve_uvicorn(app: Any, sock: socket.socket, lifespan: str, loop: str) -> None:
     import uvicorn
 
-    config = uvicorn.Config(
-        app, loop=loop, http="httptools", lifespan=lifespan, log_level="warning", access_log=False
-    )
+    config = uvicorn.Config(app, loop=loop, http="httptools", lifespan=lifespan, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -418,6 +423,22 @@ def serve_daphne(app: Any, sock: socket.socket) -> None:
         signal_handlers=True,
         verbosity=0,
     ).run()
+
+
+def _exit_with_parent() -> None:
+    """Stops this server if bench/stream.py dies without stopping it (say, SIGKILL)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="bench-parent-watch", daemon=True).start()
 
 
 def main() -> None:
@@ -443,6 +464,7 @@ def main() -> None:
     if os.environ.get("BENCH_TRACE"):
         app, trace = install_trace(app)
 
+    _exit_with_parent()
     # uvicorn re-raises the signal that stopped it once it has shut down; exit
     # through Python instead so the profile and the trace below get written.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

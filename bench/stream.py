@@ -16,6 +16,8 @@ server software (uvicorn with uvloop and httptools; ``--server daphne`` for daph
             provider_for in the server subprocess only)
 
 Every stream yields to the event loop every 64 frames/deltas, as a network read would.
+Threadline runs are timed on an idle server: before each request the bench waits until
+the previous run is recorded in the database (the server's SQLite file, read-only).
 For each server it measures events/s of one long reply (SSE data frames received by
 the client, from request sent to last byte) and the time to first byte of a short
 reply (median over many sequential requests after warm-up; every Threadline request
@@ -23,8 +25,17 @@ on a new threadId and runId). The client is a raw asyncio protocol in this proce
 (baseline 1's rate shows it is not the bottleneck). Targets: the full stack streams
 at least 0.3x the Django view's events/s with at most 3x its TTFB.
 
+Diagnostics (after the table):
+  --profile py-spy|cprofile  where the full stack spends its time per event while streaming
+                             (py-spy: pip install --target /tmp/pyspy py-spy, or set PY_SPY)
+  --breakdown                the phases before the first byte of a Threadline request (timed
+                             inside the server subprocess by wrapping the view's helpers)
+  --whatif LIST              one more row: the full stack with bench-only prototypes of the
+                             suggested changes (fast-log, agent-cache, lean-open, db-thread)
+  --server daphne / --loop asyncio   the same comparison on other server software
+
 Nothing here needs the network; every subprocess and temporary directory is
-removed at exit.
+removed at exit (servers also stop by themselves if this process dies).
 """
 
 from __future__ import annotations
@@ -69,7 +80,7 @@ TARGET_TTFB = 3.0
 
 
 class Response:
-    __slots__ = ("status", "headers", "t_sent", "t_first_byte", "t_first_event", "t_end", "raw", "keep_alive")
+    __slots__ = ("headers", "keep_alive", "raw", "status", "t_end", "t_first_byte", "t_first_event", "t_sent")
 
     def __init__(self) -> None:
         self.status = 0
@@ -166,9 +177,7 @@ class _Protocol(asyncio.Protocol):
         if response.t_first_event is None and buf.find(b"data:", max(self.header_end, before - 5)) >= 0:
             response.t_first_event = now
         if self.chunked:
-            if buf.endswith(b"0\r\n\r\n") and (
-                len(buf) - 5 == self.header_end or buf[-7:-5] == b"\r\n"
-            ):
+            if buf.endswith(b"0\r\n\r\n") and (len(buf) - 5 == self.header_end or buf[-7:-5] == b"\r\n"):
                 self._finish(now)
         elif self.length is not None and len(buf) - self.header_end >= self.length:
             self._finish(now)
@@ -215,8 +224,9 @@ class Client:
         self.port = port
         self.proto: _Protocol | None = None
 
-    async def request(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None,
-                      timeout: float = 120.0) -> Response:
+    async def request(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None, within: float = 120.0
+    ) -> Response:
         if self.proto is None or self.proto.lost:
             loop = asyncio.get_running_loop()
             _transport, self.proto = await loop.create_connection(_Protocol, "127.0.0.1", self.port)
@@ -230,7 +240,7 @@ class Client:
             head.append(f"Content-Length: {len(body)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode() + body
         response = Response()
-        await asyncio.wait_for(self.proto.start(response, request), timeout)
+        await asyncio.wait_for(self.proto.start(response, request), within)
         if not response.keep_alive:
             self.close()
         return response
@@ -269,8 +279,17 @@ class ServerProc:
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                [PYTHON, str(BENCH / "servers.py"), self.kind, "--fd", str(sock.fileno()), "--server", self.server,
-                 "--loop", self.loop],
+                [
+                    PYTHON,
+                    str(BENCH / "servers.py"),
+                    self.kind,
+                    "--fd",
+                    str(sock.fileno()),
+                    "--server",
+                    self.server,
+                    "--loop",
+                    self.loop,
+                ],
                 cwd=REPO,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -345,8 +364,11 @@ class FakeModel:
 
 
 def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANTHROPIC_", "DJANGO_", "BENCH_")) and k not in ("DATABASE_URL", "REDIS_URL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "DJANGO_", "BENCH_")) and k not in ("DATABASE_URL", "REDIS_URL")
+    }
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -431,13 +453,13 @@ class Target:
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
         return "POST", "/agui/coder", body, headers, run_id
 
-    async def recorded(self, run_id: str, timeout: float = 120.0) -> tuple[float, int, int]:
+    async def recorded(self, run_id: str, within: float = 120.0) -> tuple[float, int, int]:
         """Waits until the run is recorded as finished (its event log written, then run_finish);
         returns (when, the run's event_count, RunEvent rows stored)."""
         import sqlite3
 
         assert self.db_path is not None
-        deadline = CLOCK() + timeout
+        deadline = CLOCK() + within
         db = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=5)
         try:
             while True:
@@ -446,12 +468,14 @@ class Target:
                 ).fetchone()
                 if row is not None and row[1] != "running":
                     when = CLOCK()
-                    stored = db.execute("SELECT count(*) FROM threads_runevent WHERE run_id = ?", (row[0],)).fetchone()[0]
+                    stored = db.execute("SELECT count(*) FROM threads_runevent WHERE run_id = ?", (row[0],)).fetchone()[
+                        0
+                    ]
                     if row[1] != "succeeded":
                         raise RuntimeError(f"{self.name}: run {run_id} was recorded as {row[1]}")
                     return when, row[2], stored
                 if CLOCK() > deadline:
-                    raise RuntimeError(f"{self.name}: run {run_id} was not recorded within {timeout}s")
+                    raise RuntimeError(f"{self.name}: run {run_id} was not recorded within {within}s")
                 self.proc.check_alive()
                 await asyncio.sleep(0.002)
         finally:
@@ -473,7 +497,9 @@ class Target:
             last = body.rstrip().rsplit(b"\n", 1)[-1]
             if b'"RUN_FINISHED"' not in last:
                 raise RuntimeError(f"{self.name}: the run did not finish cleanly; body ends {body[-400:]!r}")
-            if (self.name == "scripted" or (self.name == "whatif" and self.fake is None)) and b'"bench-scripted"' not in body:
+            if (
+                self.name == "scripted" or (self.name == "whatif" and self.fake is None)
+            ) and b'"bench-scripted"' not in body:
                 raise RuntimeError("scripted: the scripted provider is not the one serving the run")
         return count_frames(body)
 
@@ -508,8 +534,10 @@ class Target:
         if self.is_threadline:
             when, event_count, stored = await self.recorded(run_id)
             if not (event_count == stored == frames):
-                raise RuntimeError(f"{self.name}: {frames} frames streamed but the run recorded "
-                                   f"event_count={event_count} and {stored} RunEvent rows")
+                raise RuntimeError(
+                    f"{self.name}: {frames} frames streamed but the run recorded "
+                    f"event_count={event_count} and {stored} RunEvent rows"
+                )
             self.durable_rates.append(frames / (when - response.t_sent))
             self.log_lag.append(when - (response.t_end or when))
 
@@ -528,22 +556,26 @@ class Target:
             await self.settled(run_id)
 
 
-async def wait_ready(target: Target, timeout: float = 90.0) -> None:
+async def wait_ready(target: Target, within: float = 90.0) -> None:
     """The listening socket exists from the start; a first request waits in its backlog until the app is up."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         target.proc.check_alive()
         client = Client(target.proc.port)
         try:
             path = "/agui/info" if target.is_threadline else "/stream?n=1"
             headers = {"Authorization": f"Bearer {TOKEN}"} if target.is_threadline else {}
-            response = await client.request("GET", path, b"", headers, timeout=max(1.0, deadline - time.monotonic()))
+            response = await client.request("GET", path, b"", headers, within=max(1.0, deadline - time.monotonic()))
             if response.status != 200:
-                raise RuntimeError(f"{target.name}: readiness request got HTTP {response.status}: {response.body[:300]!r}")
+                raise RuntimeError(
+                    f"{target.name}: readiness request got HTTP {response.status}: {response.body[:300]!r}"
+                )
             return
-        except (ConnectionError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError, OSError):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"server {target.name} did not become ready; its log ends:\n{target.proc.log_tail()}")
+                raise RuntimeError(
+                    f"server {target.name} did not become ready; its log ends:\n{target.proc.log_tail()}"
+                ) from None
             await asyncio.sleep(0.1)
         finally:
             client.close()
@@ -560,13 +592,16 @@ def find_py_spy() -> str | None:
 
 
 PRODUCT_FILES = ("agui/", "agents/", "threads/", "project/")
+# Leaf frames of threads that are blocked waiting (an idle executor worker, the parent watchdog).
+IDLE_LEAVES = ("_worker (concurrent/futures/thread.py:", "_exit_with_parent.<locals>.watch (", "wait (threading.py:")
 
 
 def summarize_collapsed(path: Path, rate: int, events: int, top: int = 28) -> str:
     """py-spy raw (collapsed) stacks -> self and inclusive time per function, in µs per event."""
     self_counts: collections.Counter[str] = collections.Counter()
     incl_counts: collections.Counter[str] = collections.Counter()
-    thread_counts: collections.Counter[str] = collections.Counter()
+    per_thread: collections.Counter[str] = collections.Counter()
+    loop_threads: set[str] = set()
     total = 0
     for line in path.read_text(errors="replace").splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -574,14 +609,17 @@ def summarize_collapsed(path: Path, rate: int, events: int, top: int = 28) -> st
             continue
         count = int(count_text)
         frames = stack.split(";")
-        thread = "event loop" if any(" (servers.py:" in f or "uvloop" in f or "asyncio/runners.py" in f
-                                      for f in frames) else "worker threads"
+        thread = frames[0] if frames and frames[0].startswith("thread (") else "thread (?)"
         if frames and frames[0].startswith("thread ("):
             frames = frames[1:]
         if not frames:
             continue
+        if any(f.startswith("main (servers.py:") for f in frames):
+            loop_threads.add(thread)  # the thread that runs the server's main(): the event loop
+        if frames[-1].startswith(IDLE_LEAVES):
+            continue  # a thread blocked waiting (py-spy cannot tell while it pauses the process)
         total += count
-        thread_counts[thread] += count
+        per_thread[thread] += count
         self_counts[frames[-1]] += count
         for name in set(frames):
             incl_counts[name] += count
@@ -589,9 +627,17 @@ def summarize_collapsed(path: Path, rate: int, events: int, top: int = 28) -> st
     def us(count: int) -> float:
         return count / rate / events * 1e6
 
-    lines = [f"  busy CPU in the server process: {us(total):.2f} µs/event "
-             + "(" + ", ".join(f"{k} {us(v):.2f}" for k, v in thread_counts.most_common()) + ")"]
-    lines.append(f"  top functions by self time (µs/event; C calls count in their Python caller):")
+    thread_counts: collections.Counter[str] = collections.Counter()
+    for thread, count in per_thread.items():
+        thread_counts["event loop" if thread in loop_threads else "other threads"] += count
+
+    lines = [
+        f"  busy CPU in the server process: {us(total):.2f} µs/event "
+        + "("
+        + ", ".join(f"{k} {us(v):.2f}" for k, v in thread_counts.most_common())
+        + ")"
+    ]
+    lines.append("  top functions by self time (µs/event; C calls count in their Python caller):")
     for name, count in self_counts.most_common(top):
         lines.append(f"    {us(count):7.2f}  {100 * count / total:5.1f}%  {name}")
     lines.append("  product functions by inclusive time (µs/event):")
@@ -606,7 +652,7 @@ def summarize_cprofile(path: Path, events: int, top: int = 30) -> str:
 
     stats = pstats.Stats(str(path))
     rows = []
-    for (filename, line, func), (cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+    for (filename, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append((tt, ct, nc, f"{func} ({_short(filename)}:{line})"))
     lines = ["  cProfile (inflates small calls; use the proportions) — µs/event: self, inclusive, calls/event"]
     for tt, ct, nc, name in sorted(rows, reverse=True)[:top]:
@@ -625,17 +671,41 @@ def _short(filename: str) -> str:
     return filename
 
 
-async def profile_streams(target: Target, client: Client, tokens: int, streams: int, tool: str, out: Path,
-                          rate: int) -> str:
+async def profile_streams(
+    target: Target,
+    client: Client,
+    tokens: int,
+    streams: int,
+    tool: str,
+    out: Path,
+    rate: int,
+    nonblocking: bool = False,
+) -> str:
     """Records py-spy while ``streams`` long replies stream (the server was started with BENCH_PROFILE for cProfile)."""
     spy = None
     if tool == "py-spy":
         exe = find_py_spy()
         assert exe is not None and target.proc.proc is not None
         spy = subprocess.Popen(
-            [exe, "record", "--pid", str(target.proc.proc.pid), "--rate", str(rate), "--format", "raw",
-             "--function", "--threads", "--nonblocking", "--output", str(out), "--duration", "600"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                exe,
+                "record",
+                "--pid",
+                str(target.proc.proc.pid),
+                "--rate",
+                str(rate),
+                "--format",
+                "raw",
+                "--function",
+                "--threads",
+                *(["--nonblocking"] if nonblocking else []),
+                "--output",
+                str(out),
+                "--duration",
+                "600",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         await asyncio.sleep(1.0)  # let it attach
     frames = 0
@@ -657,10 +727,14 @@ async def profile_streams(target: Target, client: Client, tokens: int, streams: 
     elapsed = CLOCK() - started
     head = f"  {streams} streams x {tokens} tokens = {frames} events in {elapsed:.2f}s"
     if tool == "py-spy":
-        if not out.exists():
-            return head + f"\n  py-spy wrote nothing: {err.decode(errors='replace')[-500:]}"
-        return head + "\n" + summarize_collapsed(out, rate, frames)
+        return head + "\n" + _spy_summary(out, err, rate, frames)
     return head  # cProfile stats are read after the server exits
+
+
+def _spy_summary(out: Path, err: bytes, rate: int, frames: int) -> str:
+    if not out.exists():
+        return f"  py-spy wrote nothing: {err.decode(errors='replace')[-500:]}"
+    return summarize_collapsed(out, rate, frames)
 
 
 # --------------------------------------------------------------------------- TTFB breakdown
@@ -696,18 +770,28 @@ def summary(values: list[float], stat: str, higher_is_better: bool) -> float:
 
 def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     out: list[str] = []
-    data: dict[str, Any] = {"server": args.server, "tokens": args.tokens, "ttfb_tokens": args.ttfb_tokens,
-                            "repeat": args.repeat, "stat": args.stat, "servers": {}}
+    data: dict[str, Any] = {
+        "server": args.server,
+        "tokens": args.tokens,
+        "ttfb_tokens": args.ttfb_tokens,
+        "repeat": args.repeat,
+        "stat": args.stat,
+        "servers": {},
+    }
     django = targets.get("django")
     d_rate = summary(django.rates, args.stat, True) if django else float("nan")
     d_ttfb = statistics.median(django.ttfb) if django and django.ttfb else float("nan")
     soft = f"uvicorn + {args.loop} + httptools" if args.server == "uvicorn" else "daphne"
     out.append("")
-    out.append(f"Server software: {soft}. Long reply: {args.tokens} tokens; events/s = {args.stat} of "
-               f"{args.repeat} run(s). TTFB: {args.ttfb_tokens}-token reply, median of "
-               f"{args.repeat}x{args.ttfb_requests} requests after {args.warmup} warm-up.")
-    header = (f"{'server':42} {'events/s':>9} {'x Django':>8} {'TTFB ms':>8} {'p90 ms':>7} {'x Django':>8} "
-              f"{'1st event':>9} {'durable/s':>9} {'log lag s':>9}")
+    out.append(
+        f"Server software: {soft}. Long reply: {args.tokens} tokens; events/s = {args.stat} of "
+        f"{args.repeat} run(s). TTFB: {args.ttfb_tokens}-token reply, median of "
+        f"{args.repeat}x{args.ttfb_requests} requests after {args.warmup} warm-up."
+    )
+    header = (
+        f"{'server':42} {'events/s':>9} {'x Django':>8} {'TTFB ms':>8} {'p90 ms':>7} {'x Django':>8} "
+        f"{'1st event':>9} {'durable/s':>9} {'log lag s':>9}"
+    )
     out.append(header)
     out.append("-" * len(header))
     for name in (*ALL_SERVERS, "whatif"):
@@ -720,19 +804,37 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
         first = statistics.median(t.first_event) if t.first_event else float("nan")
         durable = summary(t.durable_rates, args.stat, True) if t.durable_rates else None
         lag = statistics.median(t.log_lag) if t.log_lag else None
-        out.append(f"{LABELS[name]:42} {rate:9,.0f} {rate / d_rate:8.2f} {ttfb * 1e3:8.3f} {p90 * 1e3:7.3f} "
-                   f"{ttfb / d_ttfb:8.2f} {first * 1e3:9.3f} "
-                   f"{f'{durable:,.0f}' if durable else '-':>9} {f'{lag:.2f}' if lag is not None else '-':>9}")
+        out.append(
+            f"{LABELS[name]:42} {rate:9,.0f} {rate / d_rate:8.2f} {ttfb * 1e3:8.3f} {p90 * 1e3:7.3f} "
+            f"{ttfb / d_ttfb:8.2f} {first * 1e3:9.3f} "
+            f"{f'{durable:,.0f}' if durable else '-':>9} {f'{lag:.2f}' if lag is not None else '-':>9}"
+        )
         data["servers"][name] = {
-            "label": LABELS[name], "events_per_s": rate, "events_per_s_runs": t.rates, "frames": t.frames,
-            "ttfb_ms_median": ttfb * 1e3, "ttfb_ms_p90": p90 * 1e3, "first_event_ms_median": first * 1e3,
-            "rate_vs_django": rate / d_rate, "ttfb_vs_django": ttfb / d_ttfb,
-            "durable_events_per_s": durable, "log_lag_s": lag,
+            "label": LABELS[name],
+            "events_per_s": rate,
+            "events_per_s_runs": t.rates,
+            "frames": t.frames,
+            "ttfb_ms_median": ttfb * 1e3,
+            "ttfb_ms_p90": p90 * 1e3,
+            "first_event_ms_median": first * 1e3,
+            "rate_vs_django": rate / d_rate,
+            "ttfb_vs_django": ttfb / d_ttfb,
+            "durable_events_per_s": durable,
+            "log_lag_s": lag,
         }
-    out.append("  (events/s: SSE data frames / (last byte - request sent). TTFB: request sent -> first response byte; "
-               "1st event: -> first data frame, ms.")
-    out.append("   durable/s: frames / (request sent -> run recorded, event log and run row written); "
-               "log lag: last byte -> recorded.)")
+    if "whatif" in targets:
+        out.append(
+            f"  what-if = the full stack with bench-only prototypes of suggested changes: {args.whatif} "
+            "(bench/servers.py)"
+        )
+    out.append(
+        "  (events/s: SSE data frames / (last byte - request sent). TTFB: request sent -> first response byte; "
+        "1st event: -> first data frame, ms."
+    )
+    out.append(
+        "   durable/s: frames / (request sent -> run recorded, event log and run row written); "
+        "log lag: last byte -> recorded.)"
+    )
     out.append("")
     out.append(f"Targets: full stack >= {TARGET_RATE}x Django's events/s and TTFB <= {TARGET_TTFB}x Django's.")
     all_met = True
@@ -744,12 +846,16 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
         ttfb_ok = entry["ttfb_vs_django"] <= TARGET_TTFB
         all_met &= rate_ok and ttfb_ok
         entry["rate_target_met"], entry["ttfb_target_met"] = rate_ok, ttfb_ok
-        out.append(f"  {LABELS[name]:44} events/s {entry['rate_vs_django']:.2f}x: {'MET' if rate_ok else 'MISSED'}; "
-                   f"TTFB {entry['ttfb_vs_django']:.2f}x: {'MET' if ttfb_ok else 'MISSED'}")
+        out.append(
+            f"  {LABELS[name]:44} events/s {entry['rate_vs_django']:.2f}x: {'MET' if rate_ok else 'MISSED'}; "
+            f"TTFB {entry['ttfb_vs_django']:.2f}x: {'MET' if ttfb_ok else 'MISSED'}"
+        )
     bare = data["servers"].get("bare")
     if bare and django:
-        out.append(f"  (client check: the client read baseline 1 at {bare['events_per_s']:,.0f} events/s, "
-                   f"{bare['events_per_s'] / d_rate:.1f}x the Django view, so it is not what limits the others)")
+        out.append(
+            f"  (client check: the client read baseline 1 at {bare['events_per_s']:,.0f} events/s, "
+            f"{bare['events_per_s'] / d_rate:.1f}x the Django view, so it is not what limits the others)"
+        )
     data["all_targets_met"] = all_met
     return "\n".join(out), data
 
@@ -762,32 +868,62 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=int, default=20_000, help="tokens (text deltas) of the long reply")
     parser.add_argument("--ttfb-tokens", type=int, default=10, help="tokens of the short reply timed for TTFB")
     parser.add_argument("--ttfb-requests", type=int, default=30, help="TTFB requests per repeat")
-    parser.add_argument("--ttfb-gap", type=float, default=0.005,
-                        help="idle seconds before each TTFB request, so the previous request's clean-up "
-                             "(Django's per-request thread) is not what is measured")
-    parser.add_argument("--no-settle", action="store_true",
-                        help="do not wait for each Threadline run to be recorded before the next request "
-                             "(TTFB then includes contention with the previous run's log write)")
+    parser.add_argument(
+        "--ttfb-gap",
+        type=float,
+        default=0.005,
+        help="idle seconds before each TTFB request, so the previous request's clean-up "
+        "(Django's per-request thread) is not what is measured",
+    )
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="do not wait for each Threadline run to be recorded before the next request "
+        "(TTFB then includes contention with the previous run's log write)",
+    )
     parser.add_argument("--warmup", type=int, default=5, help="warm-up requests per server")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each measures every server once")
     parser.add_argument("--stat", choices=["median", "best"], default="median", help="how repeats combine (events/s)")
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
-    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop",
-                        help="uvicorn's event loop (uvloop is what the targets are measured on)")
-    parser.add_argument("--only", default=",".join(ALL_SERVERS), help="comma-separated subset of " + ",".join(ALL_SERVERS))
+    parser.add_argument(
+        "--loop",
+        choices=["uvloop", "asyncio"],
+        default="uvloop",
+        help="uvicorn's event loop (uvloop is what the targets are measured on)",
+    )
+    parser.add_argument(
+        "--only", default=",".join(ALL_SERVERS), help="comma-separated subset of " + ",".join(ALL_SERVERS)
+    )
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (fewer tokens, requests and repeats)")
-    parser.add_argument("--profile", choices=["off", "py-spy", "cprofile"], default="off",
-                        help="after the table, profile the full stack while it streams long replies")
+    parser.add_argument(
+        "--profile",
+        choices=["off", "py-spy", "cprofile"],
+        default="off",
+        help="after the table, profile the full stack while it streams long replies",
+    )
     parser.add_argument("--profile-streams", type=int, default=5)
     parser.add_argument("--profile-rate", type=int, default=1000, help="py-spy samples per second")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="after the table, time the phases before the first byte of the full stack")
-    parser.add_argument("--whatif", default="",
-                        help="also measure the scripted full stack with bench-only prototypes of suggested changes: "
-                             "comma-separated from fast-log, agent-cache, lean-open, db-thread (see bench/servers.py)")
-    parser.add_argument("--whatif-model", choices=["scripted", "sdk"], default="scripted",
-                        help="the model the what-if server uses")
+    parser.add_argument(
+        "--profile-nonblocking",
+        action="store_true",
+        help="py-spy samples without pausing the server: less overhead, but some stacks come out cut short",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="after the table, time the phases before the first byte of the full stack",
+    )
+    parser.add_argument(
+        "--whatif",
+        default="",
+        help="also measure the scripted full stack with bench-only prototypes of suggested changes: "
+        "comma-separated from fast-log, agent-cache, lean-open, db-thread (see bench/servers.py)",
+    )
+    parser.add_argument(
+        "--whatif-model", choices=["scripted", "sdk"], default="scripted", help="the model the what-if server uses"
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, databases)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -800,11 +936,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.only) - set(ALL_SERVERS)
     if unknown:
         parser.error(f"unknown server(s) in --only: {', '.join(sorted(unknown))}")
-    bad = {w.strip() for w in args.whatif.split(",") if w.strip()} - {"fast-log", "agent-cache", "lean-open", "db-thread"}
+    bad = {w.strip() for w in args.whatif.split(",") if w.strip()} - {
+        "fast-log",
+        "agent-cache",
+        "lean-open",
+        "db-thread",
+    }
     if bad:
         parser.error(f"unknown --whatif prototype(s): {', '.join(sorted(bad))}")
     if args.profile == "py-spy" and not find_py_spy():
-        parser.error("py-spy not found: pip install --target /tmp/pyspy py-spy (or set PY_SPY), or use --profile cprofile")
+        parser.error(
+            "py-spy not found: pip install --target /tmp/pyspy py-spy (or set PY_SPY), or use --profile cprofile"
+        )
     return args
 
 
@@ -836,8 +979,9 @@ class Bench:
         self.fakes.append(fake)
         return fake
 
-    def target(self, name: str, data_dirs: dict[str, Path], extra_env: dict[str, str] | None = None,
-               tag: str = "") -> Target:
+    def target(
+        self, name: str, data_dirs: dict[str, Path], extra_env: dict[str, str] | None = None, tag: str = ""
+    ) -> Target:
         fake = None
         if name == "bare":
             env, kind = base_env(), "bare"
@@ -880,7 +1024,7 @@ class Bench:
                 await target.measure_stream(clients[name], args.tokens)
                 await target.measure_ttfb(clients[name], args.ttfb_tokens, args.ttfb_requests, args.ttfb_gap)
             line = ", ".join(
-                f"{n} {t.rates[-1]:,.0f}/s {statistics.median(t.ttfb[-args.ttfb_requests:]) * 1e3:.2f}ms"
+                f"{n} {t.rates[-1]:,.0f}/s {statistics.median(t.ttfb[-args.ttfb_requests :]) * 1e3:.2f}ms"
                 for n, t in targets.items()
             )
             print(f"round {round_no + 1}/{args.repeat}: {line}", flush=True)
@@ -888,7 +1032,7 @@ class Bench:
             client.close()
         for target in targets.values():
             target.proc.stop()
-        LABELS["whatif"] = f"{args.whatif_model} + what-if {args.whatif}"[:42]
+        LABELS["whatif"] = f"what-if prototypes ({args.whatif_model} model)"
         text, data = report(targets, args)
         print(text, flush=True)
         if args.profile != "off":
@@ -900,6 +1044,8 @@ class Bench:
         print(f"\ntotal time {CLOCK() - t_start:.1f}s", flush=True)
         if args.json:
             args.json.write_text(json.dumps(data, indent=2))
+        if args.check and not data.get("all_targets_met"):
+            return 1
         return 0
 
     async def profile(self, name: str, data_dirs: dict[str, Path]) -> str:
@@ -912,8 +1058,16 @@ class Bench:
         client = Client(target.proc.port)
         await target.warm_up(client, args.ttfb_tokens, args.warmup)
         print(f"\nProfile of {LABELS[name]} ({args.profile}) while streaming:", flush=True)
-        text = await profile_streams(target, client, args.tokens, args.profile_streams, args.profile, out,
-                                     args.profile_rate)
+        text = await profile_streams(
+            target,
+            client,
+            args.tokens,
+            args.profile_streams,
+            args.profile,
+            out,
+            args.profile_rate,
+            args.profile_nonblocking,
+        )
         client.close()
         target.proc.stop()
         if args.profile == "cprofile":
@@ -936,14 +1090,21 @@ class Bench:
         await target.measure_ttfb(client, args.ttfb_tokens, max(args.ttfb_requests, 30), args.ttfb_gap)
         client.close()
         target.proc.stop()
-        text = (f"\nTTFB breakdown, {LABELS[name]} (traced; the client saw a median TTFB of "
-                f"{statistics.median(target.ttfb) * 1e3:.3f} ms with tracing on):\n" + summarize_trace(out))
+        text = (
+            f"\nTTFB breakdown, {LABELS[name]} (traced; the client saw a median TTFB of "
+            f"{statistics.median(target.ttfb) * 1e3:.3f} ms with tracing on):\n" + summarize_trace(out)
+        )
         print(text, flush=True)
         return text
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through Bench.close(), which stops every subprocess
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
     bench = Bench(args)
     try:
         try:

@@ -7,13 +7,13 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
 
 django_app = get_asgi_application()
 
-from django.conf import settings  # noqa: E402
+from django.conf import settings
 
-from agui.asgi import AguiHandler  # noqa: E402
+from agui.asgi import AguiHandler
 
 agui_app = AguiHandler()
 

@@ -90,9 +90,7 @@ def env_host(name: str, default: str, env: Mapping[str, str] | None = None) -> s
     raise ImproperlyConfigured(f"{name}={value!r} is neither an IP address nor a host name")
 
 
-def env_url(
-    name: str, default: str = "", *, schemes: tuple[str, ...], env: Mapping[str, str] | None = None
-) -> str:
+def env_url(name: str, default: str = "", *, schemes: tuple[str, ...], env: Mapping[str, str] | None = None) -> str:
     value = env_str(name, default, env)
     if not value:
         return value
@@ -111,8 +109,6 @@ def env_origins(name: str, env: Mapping[str, str] | None = None) -> list[str]:
             continue
         parts = urlsplit(item)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("",) or "*" in item:
-            raise ImproperlyConfigured(
-                f"{name}: {item!r} is not an exact origin like https://app.example.com"
-            )
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an exact origin like https://app.example.com")
         origins.append(f"{parts.scheme}://{parts.netloc}")
     return origins

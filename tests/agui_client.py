@@ -36,9 +36,9 @@ from typing import Any
 
 __all__ = [
     "CLIENTS_DIR",
+    "SUPPORTED_VERSIONS",
     "ClientHarnessError",
     "ClientHarnessNotInstalled",
-    "SUPPORTED_VERSIONS",
     "ensure_installed",
     "run_client",
 ]
@@ -74,18 +74,10 @@ def ensure_installed() -> None:
             dependencies (both ``@ag-ui/client`` aliases) are missing.
     """
     if shutil.which("node") is None:
-        raise ClientHarnessNotInstalled(
-            "`node` is not on PATH; the AG-UI client tests need Node.js >= 18."
-        )
-    missing = [
-        name
-        for name in _PACKAGES
-        if not (CLIENTS_DIR / "node_modules" / name / "package.json").is_file()
-    ]
+        raise ClientHarnessNotInstalled("`node` is not on PATH; the AG-UI client tests need Node.js >= 18.")
+    missing = [name for name in _PACKAGES if not (CLIENTS_DIR / "node_modules" / name / "package.json").is_file()]
     if missing:
-        raise ClientHarnessNotInstalled(
-            f"{CLIENTS_DIR / 'node_modules'} lacks {', '.join(missing)}; {_INSTALL_HINT}."
-        )
+        raise ClientHarnessNotInstalled(f"{CLIENTS_DIR / 'node_modules'} lacks {', '.join(missing)}; {_INSTALL_HINT}.")
 
 
 def run_client(

@@ -27,19 +27,22 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = "proc-token"
         self.env = {
-            key: value for key, value in os.environ.items()
+            key: value
+            for key, value in os.environ.items()
             if not key.startswith(("ANTHROPIC_", "DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"))
         }
-        self.env.update({
-            "THREADLINE_DATA_DIR": str(data_dir),
-            "AGENT_WORKSPACE": str(workspace),
-            "AGUI_TOKEN": self.token,
-            "PORT": str(self.port),
-            "DEMO_MODEL_DELAY_SECONDS": "0",
-            "MODEL_RETRY_BACKOFF_SECONDS": "0.01",
-            "PYTHONUNBUFFERED": "1",
-            **(env or {}),
-        })
+        self.env.update(
+            {
+                "THREADLINE_DATA_DIR": str(data_dir),
+                "AGENT_WORKSPACE": str(workspace),
+                "AGUI_TOKEN": self.token,
+                "PORT": str(self.port),
+                "DEMO_MODEL_DELAY_SECONDS": "0",
+                "MODEL_RETRY_BACKOFF_SECONDS": "0.01",
+                "PYTHONUNBUFFERED": "1",
+                **(env or {}),
+            }
+        )
         self.log = data_dir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 

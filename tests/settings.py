@@ -12,8 +12,8 @@ os.environ.pop("ANTHROPIC_BASE_URL", None)
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 
-from project.settings import *  # noqa: E402,F403
-from project.settings import DATABASES  # noqa: E402
+from project.settings import *
+from project.settings import DATABASES
 
 DATABASES["default"]["TEST"] = {"NAME": os.path.join(_DATA, "test.sqlite3")}
 EVENT_LOG_FLUSH_SECONDS = 0.005

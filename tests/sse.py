@@ -72,16 +72,24 @@ def check_frame(frame: Frame) -> None:
     assert all(v is not None for v in frame.event.values()), f"null value in {frame.raw!r}"
 
 
-def post_run(base_url: str, agent: str, body: dict[str, Any], *, token: str = "test-token",
-             headers: dict[str, str] | None = None, timeout: float = 30) -> Stream:
+def post_run(
+    base_url: str,
+    agent: str,
+    body: dict[str, Any],
+    *,
+    token: str = "test-token",
+    headers: dict[str, str] | None = None,
+    timeout: float = 30,
+) -> Stream:
     all_headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     all_headers.update(headers or {})
     response = httpx.post(f"{base_url}/agui/{agent}", content=orjson.dumps(body), headers=all_headers, timeout=timeout)
     return to_stream(response)
 
 
-def get_stream(url: str, *, token: str = "test-token", headers: dict[str, str] | None = None,
-               timeout: float = 30) -> Stream:
+def get_stream(
+    url: str, *, token: str = "test-token", headers: dict[str, str] | None = None, timeout: float = 30
+) -> Stream:
     all_headers = {"Authorization": f"Bearer {token}", **(headers or {})}
     return to_stream(httpx.get(url, headers=all_headers, timeout=timeout))
 

@@ -60,12 +60,19 @@ def test_info_and_reattach_need_the_token_too(server):
         ({"threadId": "t", "runId": "", "messages": []}, "runId", "non-empty string"),
         ({"threadId": "t", "runId": "r", "messages": {}}, "messages", "array"),
         ({"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "user"}]}, "messages.0.content", "required"),
-        ({"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "wizard", "content": "x"}]}, "messages.0", ""),
+        (
+            {"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "wizard", "content": "x"}]},
+            "messages.0",
+            "",
+        ),
         ({"threadId": "t", "runId": "r", "messages": [], "tools": "nope"}, "tools", ""),
         ({"threadId": "t", "runId": "r", "messages": [], "context": [{"value": "v"}]}, "context.0.description", ""),
         (
-            {"threadId": "t", "runId": "r", "messages": [
-                {"id": "m", "role": "user", "content": [{"type": "binary", "data": "aGk="}]}]},
+            {
+                "threadId": "t",
+                "runId": "r",
+                "messages": [{"id": "m", "role": "user", "content": [{"type": "binary", "data": "aGk="}]}],
+            },
             "messages.0.content.mimeType",
             "mimeType",
         ),
@@ -109,11 +116,13 @@ def test_it_refuses_a_body_over_the_cap(server):
 
     def chunks():  # no Content-Length: the cap still holds
         for i in range(0, len(big), 1 << 20):
-            yield big[i:i + (1 << 20)]
+            yield big[i : i + (1 << 20)]
 
     response = httpx.post(
-        f"{server.url}/agui/coder", content=chunks(),
-        headers={"Authorization": "Bearer test-token", "Content-Type": "application/json"}, timeout=10,
+        f"{server.url}/agui/coder",
+        content=chunks(),
+        headers={"Authorization": "Bearer test-token", "Content-Type": "application/json"},
+        timeout=10,
     )
     assert response.status_code == 413
     _assert_nothing_written()

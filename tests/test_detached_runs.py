@@ -46,9 +46,7 @@ def test_a_client_that_disconnects_does_not_stop_the_run(server, fake_api):
     assert [orjson.loads(f.split(b"data: ", 1)[1]) for f in frames] == [e.data for e in logged[:4]]
 
     # Reattach after the run ended: exactly the events after the last one seen.
-    replay = get_stream(
-        f"{server.url}/agui/coder/threads/t-gone/runs/r1/events", headers={"Last-Event-ID": "4"}
-    )
+    replay = get_stream(f"{server.url}/agui/coder/threads/t-gone/runs/r1/events", headers={"Last-Event-ID": "4"})
     assert replay.status == 200
     assert [f.id for f in replay.frames] == list(range(5, run.event_count + 1))
     assert [f.raw for f in replay.frames] == [e.payload.encode() for e in logged[4:]]

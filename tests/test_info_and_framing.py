@@ -19,7 +19,10 @@ def test_info_describes_agents_and_capabilities_without_secrets(server, fake_api
     assert agent["name"] == "coder"
     assert agent["url"] == f"{server.url}/agui/coder"
     assert agent["model"] == {
-        "id": "claude-sonnet-5-5", "name": "claude-sonnet-5-5", "provider": "anthropic", "contextWindow": 200000,
+        "id": "claude-sonnet-5-5",
+        "name": "claude-sonnet-5-5",
+        "provider": "anthropic",
+        "contextWindow": 200000,
     }
     assert info["capabilities"]["reattach"] is True
     assert info["capabilities"]["reasoning"] is True
@@ -37,17 +40,21 @@ def test_info_labels_the_offline_demo_model(server):
 def test_silence_gets_heartbeats_and_frames_carry_ids(server, fake_api):
     slow = text_turn(["after ", "a pause"]).pause(after_events=3)
     fake_api.script([slow])
-    with override_settings(AGUI_HEARTBEAT_SECONDS=0.05):
-        with httpx.stream(
-            "POST", f"{server.url}/agui/coder",
+    with (
+        override_settings(AGUI_HEARTBEAT_SECONDS=0.05),
+        httpx.stream(
+            "POST",
+            f"{server.url}/agui/coder",
             content=orjson.dumps(v1(run_input("t-hb", "r1", user("hi")))),
-            headers={"Authorization": "Bearer test-token", "Content-Type": "application/json"}, timeout=10,
-        ) as response:
-            body = bytearray()
-            for chunk in response.iter_raw():
-                body += chunk
-                if body.count(b": ping") >= 3:
-                    slow.resume.set()
+            headers={"Authorization": "Bearer test-token", "Content-Type": "application/json"},
+            timeout=10,
+        ) as response,
+    ):
+        body = bytearray()
+        for chunk in response.iter_raw():
+            body += chunk
+            if body.count(b": ping") >= 3:
+                slow.resume.set()
     frames, comments = parse_frames(bytes(body))
     assert comments.count("ping") >= 3
     assert [f.id for f in frames] == list(range(1, len(frames) + 1))
@@ -59,8 +66,10 @@ def test_the_api_key_never_reaches_the_stream_or_the_log(server, fake_api):
 
     fake_api.script([text_turn(["ok"])])
     response = httpx.post(
-        f"{server.url}/agui/coder", content=orjson.dumps(v1(run_input("t-sec", "r1", user("hi")))),
-        headers={"Authorization": "Bearer test-token", "Content-Type": "application/json"}, timeout=10,
+        f"{server.url}/agui/coder",
+        content=orjson.dumps(v1(run_input("t-sec", "r1", user("hi")))),
+        headers={"Authorization": "Bearer test-token", "Content-Type": "application/json"},
+        timeout=10,
     )
     server.drain()
     assert b"sk-test-fake" not in response.content

@@ -55,8 +55,9 @@ def store(coder):
     return DbSessionStore(session_id=session.pk, run_pk=run.pk, turns=[])
 
 
-async def _run(fake: FakeAnthropic, store: DbSessionStore, listener: Recorder, tmp_path: Path,
-               max_iterations: int = 10) -> Outcome:
+async def _run(
+    fake: FakeAnthropic, store: DbSessionStore, listener: Recorder, tmp_path: Path, max_iterations: int = 10
+) -> Outcome:
     provider = AnthropicProvider(api_key="sk-fake", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
     loop = AgentLoop(
         provider=provider,

@@ -12,16 +12,22 @@ def test_a_dangling_tool_use_gets_an_interrupted_result():
     ]
     healed, closed = heal_turns(turns)
     assert closed == 1
-    assert healed[-1] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t1", "content": INTERRUPTED, "is_error": True}]}
+    assert healed[-1] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": INTERRUPTED, "is_error": True}],
+    }
 
 
 def test_a_partly_answered_turn_is_completed_and_results_come_first():
     turns = [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "a", "name": "glob", "input": {}},
-            {"type": "tool_use", "id": "b", "name": "glob", "input": {}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "a", "name": "glob", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "glob", "input": {}},
+            ],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]},
         {"role": "user", "content": "and then?"},
     ]

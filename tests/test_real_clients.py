@@ -8,8 +8,8 @@ import jsonpatch
 import pytest
 
 from tests.agui_client import run_client
-from tests.sse import EVENT
 from tests.fakes.anthropic_api import split_tokens, text, text_turn, thinking, tool_turn, tool_use, turn
+from tests.sse import EVENT
 from threads import selectors
 from threads.models import Thread
 
@@ -18,9 +18,7 @@ VERSIONS = ["1", "0"]
 
 
 def _normal(message: dict[str, Any]) -> dict[str, Any]:
-    calls = [
-        (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message.get("toolCalls") or []
-    ]
+    calls = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message.get("toolCalls") or []]
     return {
         "id": message["id"],
         "role": message["role"],
@@ -62,15 +60,22 @@ def _check_protocol(result: dict[str, Any], version: str, terminal: str = "RUN_F
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_chat_and_tool_calls(server, fake_api, version):
-    fake_api.script([
-        tool_turn("file_read", {"path": "README.md"}, preamble=["Reading ", "the readme."]),
-        turn(tool_use("glob", {"pattern": "**/*.py"}), tool_use("grep", {"pattern": "def"})),
-        text_turn(split_tokens("It is a demo project with one function.")),
-    ])
+    fake_api.script(
+        [
+            tool_turn("file_read", {"path": "README.md"}, preamble=["Reading ", "the readme."]),
+            turn(tool_use("glob", {"pattern": "**/*.py"}), tool_use("grep", {"pattern": "def"})),
+            text_turn(split_tokens("It is a demo project with one function.")),
+        ]
+    )
     thread_id = f"t-clients-{version}"
-    (result,) = _drive(server, version, thread_id, [
-        {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "what is this?"}]},
-    ])
+    (result,) = _drive(
+        server,
+        version,
+        thread_id,
+        [
+            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "what is this?"}]},
+        ],
+    )
     _check_protocol(result, version)
     _assert_client_matches_server(result, thread_id)
     roles = [m["role"] for m in result["messages"]]
@@ -81,15 +86,22 @@ def test_chat_and_tool_calls(server, fake_api, version):
 def test_reasoning_and_a_second_turn(server, fake_api, coder, version):
     coder.thinking_budget = 1024
     coder.save()
-    fake_api.script([
-        turn(thinking(["Thinking ", "hard."]), text(["First ", "answer."])),
-        text_turn(["Second ", "answer."]),
-    ])
+    fake_api.script(
+        [
+            turn(thinking(["Thinking ", "hard."]), text(["First ", "answer."])),
+            text_turn(["Second ", "answer."]),
+        ]
+    )
     thread_id = f"t-clients-think-{version}"
-    first, second = _drive(server, version, thread_id, [
-        {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "one"}]},
-        {"runId": "r2", "append": [{"id": "u2", "role": "user", "content": "two"}]},
-    ])
+    first, second = _drive(
+        server,
+        version,
+        thread_id,
+        [
+            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "one"}]},
+            {"runId": "r2", "append": [{"id": "u2", "role": "user", "content": "two"}]},
+        ],
+    )
     _check_protocol(first, version)
     _check_protocol(second, version)
     _assert_client_matches_server(second, thread_id)
@@ -100,18 +112,28 @@ def test_reasoning_and_a_second_turn(server, fake_api, coder, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_provider_error_is_a_clean_run_error(server, fake_api, version):
     fake_api.script([text_turn(["Partial ", "reply ", "cut"]).error_mid_stream(after_events=5)])
-    (result,) = _drive(server, version, f"t-clients-err-{version}", [
-        {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}]},
-    ])
+    (result,) = _drive(
+        server,
+        version,
+        f"t-clients-err-{version}",
+        [
+            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}]},
+        ],
+    )
     _check_protocol(result, version, terminal="RUN_ERROR")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_demo_model_with_tool_calls_reported_at_the_end(server, version):
     thread_id = f"t-clients-demo-{version}"
-    (result,) = _drive(server, version, thread_id, [
-        {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "what is this?"}]},
-    ])
+    (result,) = _drive(
+        server,
+        version,
+        thread_id,
+        [
+            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "what is this?"}]},
+        ],
+    )
     _check_protocol(result, version)
     _assert_client_matches_server(result, thread_id)
     tools = [m for m in result["messages"] if m["role"] == "tool"]
@@ -122,9 +144,14 @@ def test_demo_model_with_tool_calls_reported_at_the_end(server, version):
 def test_state_built_from_snapshot_and_deltas_equals_the_server_document(server, fake_api, version):
     fake_api.script([tool_turn("file_read", {"path": "src/app.py"}), text_turn(["ok"], cache_read_input_tokens=7)])
     thread_id = f"t-clients-state-{version}"
-    (result,) = _drive(server, version, thread_id, [
-        {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}], "state": {"page": "home"}},
-    ])
+    (result,) = _drive(
+        server,
+        version,
+        thread_id,
+        [
+            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}], "state": {"page": "home"}},
+        ],
+    )
     _check_protocol(result, version)
     document = Thread.objects.get(agui_thread_id=thread_id).state
     assert result["state"] == document
@@ -143,9 +170,14 @@ def test_state_built_from_snapshot_and_deltas_equals_the_server_document(server,
 def test_hydrate_replays_messages_and_state(server, fake_api, version):
     fake_api.script([text_turn(["Hello!"])])
     thread_id = f"t-clients-hydrate-{version}"
-    first, = _drive(server, version, thread_id, [
-        {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}]},
-    ])
+    (first,) = _drive(
+        server,
+        version,
+        thread_id,
+        [
+            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}]},
+        ],
+    )
     # A fresh client (a reloaded page) with no messages asks for the thread.
     (hydrated,) = _drive(server, version, thread_id, [{"runId": "r-hydrate", "messages": []}])
     _check_protocol(hydrated, version)

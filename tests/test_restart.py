@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
 from tests.helpers import run_input, user, v1
@@ -23,18 +20,24 @@ def conversation_survives_restart(tmp_path: Path, env: dict[str, str]) -> None:
         server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
         try:
             fake.script([text_turn(split_tokens("First answer."))])
-            first = post_run(server.url, "coder", v1(run_input("t-restart", "r1", user("one", "u1"))), token=server.token)
+            first = post_run(
+                server.url, "coder", v1(run_input("t-restart", "r1", user("one", "u1"))), token=server.token
+            )
             assert first.types[-1] == "RUN_FINISHED"
             server.stop()
             server.start()
-            hydrated = post_run(server.url, "coder", run_input("t-restart", "r-h", user("one", "u1")), token=server.token)
+            hydrated = post_run(
+                server.url, "coder", run_input("t-restart", "r-h", user("one", "u1")), token=server.token
+            )
             assert hydrated.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
             assert [m["role"] for m in hydrated.events[1]["messages"]] == ["user", "assistant"]
             assert hydrated.events[2]["snapshot"]["tokenUsage"]["inputTokens"] == 25
 
             fake.script([text_turn(["Second answer."])])
             second = post_run(
-                server.url, "coder", v1(run_input("t-restart", "r2", user("one", "u1"), user("two", "u2"))),
+                server.url,
+                "coder",
+                v1(run_input("t-restart", "r2", user("one", "u1"), user("two", "u2"))),
                 token=server.token,
             )
             assert second.types[-1] == "RUN_FINISHED"
@@ -61,10 +64,13 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
         try:
             hanging = text_turn(["never ", "finished"]).pause(after_events=4, timeout=30)
             fake.script([hanging])
-            import httpx, orjson
+            import httpx
+            import orjson
 
             with httpx.stream(
-                "POST", f"{server.url}/agui/coder", timeout=10,
+                "POST",
+                f"{server.url}/agui/coder",
+                timeout=10,
                 content=orjson.dumps(v1(run_input("t-kill", "r1", user("one", "u1")))),
                 headers={**server.headers, "Content-Type": "application/json"},
             ) as response:
@@ -75,7 +81,9 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
             server.start()
             fake.script([text_turn(["Healed."])])
             after = post_run(
-                server.url, "coder", v1(run_input("t-kill", "r2", user("one", "u1"), user("two", "u2"))),
+                server.url,
+                "coder",
+                v1(run_input("t-kill", "r2", user("one", "u1"), user("two", "u2"))),
                 token=server.token,
             )
             assert after.types[-1] == "RUN_FINISHED"
@@ -84,7 +92,8 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
                 {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}
             ]
             status = server.manage(
-                "shell", "-c",
+                "shell",
+                "-c",
                 "from threads.models import Run; print(sorted(Run.objects.values_list('agui_run_id', 'status')))",
             )
             assert "('r1', 'interrupted')" in status.stdout, status.stderr

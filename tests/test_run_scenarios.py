@@ -22,7 +22,12 @@ def test_plain_chat(server, fake_api):
     assert stream.headers["cache-control"] == "no-cache"
     assert stream.headers["x-accel-buffering"] == "no"
     assert squash(stream.types) == [
-        *START, "STEP_STARTED", *TEXT, "STEP_FINISHED", "STATE_DELTA", "RUN_FINISHED",
+        *START,
+        "STEP_STARTED",
+        *TEXT,
+        "STEP_FINISHED",
+        "STATE_DELTA",
+        "RUN_FINISHED",
     ]
     text_out = "".join(e["delta"] for e in stream.events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text_out == "Hello there, how can I help?"
@@ -32,17 +37,30 @@ def test_plain_chat(server, fake_api):
 
 
 def test_backend_tool_call(server, fake_api):
-    fake_api.script([
-        tool_turn("file_read", {"path": "README.md"}, preamble=["Let me ", "read it."]),
-        text_turn(["It is ", "a demo."]),
-    ])
+    fake_api.script(
+        [
+            tool_turn("file_read", {"path": "README.md"}, preamble=["Let me ", "read it."]),
+            text_turn(["It is ", "a demo."]),
+        ]
+    )
     stream = post_run(server.url, "coder", v1(run_input("t-tool", "r1", user("read the readme"))))
     assert squash(stream.types) == [
         *START,
-        "STEP_STARTED", *TEXT, "TOOL_CALL_START", "TOOL_CALL_ARGS*", "TOOL_CALL_END", "STEP_FINISHED",
+        "STEP_STARTED",
+        *TEXT,
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS*",
+        "TOOL_CALL_END",
+        "STEP_FINISHED",
         "STATE_DELTA",
-        "STEP_STARTED", "TOOL_CALL_RESULT", "STATE_DELTA", "STEP_FINISHED",
-        "STEP_STARTED", *TEXT, "STEP_FINISHED", "STATE_DELTA",
+        "STEP_STARTED",
+        "TOOL_CALL_RESULT",
+        "STATE_DELTA",
+        "STEP_FINISHED",
+        "STEP_STARTED",
+        *TEXT,
+        "STEP_FINISHED",
+        "STATE_DELTA",
         "RUN_FINISHED",
     ]
     start = next(e for e in stream.events if e["type"] == "TOOL_CALL_START")
@@ -67,10 +85,12 @@ def test_backend_tool_call(server, fake_api):
 
 
 def test_parallel_tool_calls(server, fake_api):
-    fake_api.script([
-        turn(tool_use("glob", {"pattern": "**/*.py"}), tool_use("file_read", {"path": "src/app.py"})),
-        text_turn(["Done."]),
-    ])
+    fake_api.script(
+        [
+            turn(tool_use("glob", {"pattern": "**/*.py"}), tool_use("file_read", {"path": "src/app.py"})),
+            text_turn(["Done."]),
+        ]
+    )
     stream = post_run(server.url, "coder", v1(run_input("t-par", "r1", user("look"))))
     starts = [e["toolCallId"] for e in stream.events if e["type"] == "TOOL_CALL_START"]
     finished = [e["toolCallId"] for e in stream.events if e["type"] == "TOOL_CALL_RESULT"]
@@ -83,11 +103,21 @@ def test_parallel_tool_calls(server, fake_api):
     assert squash(stream.types) == [
         *START,
         "STEP_STARTED",
-        "TOOL_CALL_START", "TOOL_CALL_ARGS*", "TOOL_CALL_END",
-        "TOOL_CALL_START", "TOOL_CALL_ARGS*", "TOOL_CALL_END",
-        "STEP_FINISHED", "STATE_DELTA",
-        "STEP_STARTED", *results, "STEP_FINISHED",
-        "STEP_STARTED", *TEXT, "STEP_FINISHED", "STATE_DELTA",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS*",
+        "TOOL_CALL_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS*",
+        "TOOL_CALL_END",
+        "STEP_FINISHED",
+        "STATE_DELTA",
+        "STEP_STARTED",
+        *results,
+        "STEP_FINISHED",
+        "STEP_STARTED",
+        *TEXT,
+        "STEP_FINISHED",
+        "STATE_DELTA",
         "RUN_FINISHED",
     ]
     starts = [e["toolCallId"] for e in stream.events if e["type"] == "TOOL_CALL_START"]
@@ -110,10 +140,17 @@ def test_reasoning(server, fake_api, thinking_agent):
     fake_api.script([turn(thinking(["Let me ", "think."]), text(["Answer."]))])
     stream = post_run(server.url, "coder", v1(run_input("t-think", "r1", user("why?"))))
     assert squash(stream.types) == [
-        *START, "STEP_STARTED",
-        "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT*", "REASONING_MESSAGE_END",
+        *START,
+        "STEP_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT*",
+        "REASONING_MESSAGE_END",
         "REASONING_END",
-        *TEXT, "STEP_FINISHED", "STATE_DELTA", "RUN_FINISHED",
+        *TEXT,
+        "STEP_FINISHED",
+        "STATE_DELTA",
+        "RUN_FINISHED",
     ]
     body = fake_api.requests[0].body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
@@ -123,7 +160,9 @@ def test_reasoning(server, fake_api, thinking_agent):
     post_run(server.url, "coder", v1(run_input("t-think", "r2", user("why?", "u-why"), user("and?"))))
     history = fake_api.requests[1].body["messages"]
     assert history[1]["content"][0] == {
-        "type": "thinking", "thinking": "Let me think.", "signature": "ZmFrZS1zaWduYXR1cmUtZm9yLXRlc3Rz"
+        "type": "thinking",
+        "thinking": "Let me think.",
+        "signature": "ZmFrZS1zaWduYXR1cmUtZm9yLXRlc3Rz",
     }
 
 
@@ -142,11 +181,13 @@ def test_provider_error_mid_stream_closes_what_is_open(server, fake_api):
 
 
 def test_provider_error_before_any_output_is_retried(server, fake_api):
-    fake_api.script([
-        text_turn(["never shown"]).error_mid_stream(after_events=2),
-        text_turn(["never shown"]).drop_connection(after_events=2),
-        text_turn(["Recovered."]),
-    ])
+    fake_api.script(
+        [
+            text_turn(["never shown"]).error_mid_stream(after_events=2),
+            text_turn(["never shown"]).drop_connection(after_events=2),
+            text_turn(["Recovered."]),
+        ]
+    )
     stream = post_run(server.url, "coder", v1(run_input("t-retry", "r1", user("hi"))))
     assert squash(stream.types) == [*START, "STEP_STARTED", *TEXT, "STEP_FINISHED", "STATE_DELTA", "RUN_FINISHED"]
     assert "".join(e["delta"] for e in stream.events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Recovered."
@@ -172,14 +213,24 @@ def test_tool_calls_reported_only_at_the_end_are_reconstructed(server):
     stream = post_run(server.url, "coder", v1(run_input("t-late", "r1", user("what is this?"))))
     types = squash(stream.types)
     assert types[:10] == [
-        *START, "STEP_STARTED",
-        "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT*", "REASONING_MESSAGE_END",
-        "REASONING_END", *TEXT[:2],
+        *START,
+        "STEP_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT*",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        *TEXT[:2],
     ]
     first_call = types.index("TOOL_CALL_START")
-    assert types[first_call:first_call + 7] == [
-        "TOOL_CALL_START", "TOOL_CALL_ARGS*", "TOOL_CALL_END", "STEP_FINISHED", "STATE_DELTA",
-        "STEP_STARTED", "TOOL_CALL_RESULT",
+    assert types[first_call : first_call + 7] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS*",
+        "TOOL_CALL_END",
+        "STEP_FINISHED",
+        "STATE_DELTA",
+        "STEP_STARTED",
+        "TOOL_CALL_RESULT",
     ]
     assert types[-1] == "RUN_FINISHED"
     args = next(e for e in stream.events if e["type"] == "TOOL_CALL_ARGS")
@@ -206,13 +257,16 @@ def test_the_run_is_persisted(server, fake_api):
 
 def test_only_the_trailing_user_message_is_forwarded_with_context_first(server, fake_api):
     fake_api.script([text_turn(["ok"])])
-    body = v1(run_input(
-        "t-ctx", "r1",
-        user("an old message the server never saw"),
-        {"id": "a-old", "role": "assistant", "content": "an old answer"},
-        user("the new question"),
-        context=[{"description": "current page", "value": "/settings"}],
-    ))
+    body = v1(
+        run_input(
+            "t-ctx",
+            "r1",
+            user("an old message the server never saw"),
+            {"id": "a-old", "role": "assistant", "content": "an old answer"},
+            user("the new question"),
+            context=[{"description": "current page", "value": "/settings"}],
+        )
+    )
     post_run(server.url, "coder", body)
     sent = fake_api.requests[0].body["messages"]
     assert sent == [{"role": "user", "content": "<context>\n- current page: /settings\n</context>\n\nthe new question"}]

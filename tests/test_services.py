@@ -32,7 +32,7 @@ def _unavailable(what: str, why: object) -> None:
     message = f"{what} is not reachable ({why}); the multi-process tests did NOT run"
     if os.environ.get("REQUIRE_SERVICES") == "1":
         pytest.fail(message + " and REQUIRE_SERVICES=1 makes that a failure")
-    warnings.warn(message, pytest.PytestWarning)  # shown in the summary, so a skip is never silent
+    warnings.warn(message, pytest.PytestWarning, stacklevel=2)  # shown in the summary, so a skip is never silent
     pytest.skip(message)
 
 
@@ -72,8 +72,10 @@ def test_another_process_can_follow_a_run_it_does_not_own(tmp_path: Path, postgr
     workspace.mkdir()
     with FakeAnthropic() as fake:
         env = {
-            "ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url,
-            "DATABASE_URL": postgres_url, "REDIS_URL": redis_url,
+            "ANTHROPIC_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "DATABASE_URL": postgres_url,
+            "REDIS_URL": redis_url,
         }
         (tmp_path / "a").mkdir()
         (tmp_path / "b").mkdir()
@@ -93,8 +95,10 @@ def test_another_process_can_follow_a_run_it_does_not_own(tmp_path: Path, postgr
             assert slow.paused.wait(10)
             first_three, _ = parse_frames(b"\n\n".join(bytes(seen).split(b"\n\n")[:3]) + b"\n\n")
             with httpx.stream(
-                "GET", f"{other.url}/agui/coder/threads/t-multi/events",
-                headers={**other.headers, "Last-Event-ID": "3"}, timeout=20,
+                "GET",
+                f"{other.url}/agui/coder/threads/t-multi/events",
+                headers={**other.headers, "Last-Event-ID": "3"},
+                timeout=20,
             ) as follow:
                 assert follow.status_code == 200
                 rest = bytearray()
@@ -105,7 +109,9 @@ def test_another_process_can_follow_a_run_it_does_not_own(tmp_path: Path, postgr
             frames, _ = parse_frames(bytes(rest))
             assert [f.id for f in frames] == list(range(4, 4 + len(frames)))
             assert frames[-1].event["type"] == "RUN_FINISHED"
-            text = "".join(f.event.get("delta", "") for f in [*first_three, *frames] if f.event["type"] == "TEXT_MESSAGE_CONTENT")
+            text = "".join(
+                f.event.get("delta", "") for f in [*first_three, *frames] if f.event["type"] == "TEXT_MESSAGE_CONTENT"
+            )
             assert text == "one two three four five six"
         finally:
             owner.kill()

@@ -54,8 +54,14 @@ def test_the_generated_token_is_kept_private_and_stable(tmp_path):
     environ["THREADLINE_DATA_DIR"] = str(tmp_path)
     code = "from django.conf import settings; print(settings.AGUI_TOKEN)"
     tokens = [
-        subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=environ,
-                       capture_output=True, text=True, timeout=60).stdout.strip()
+        subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", code],
+            cwd=ROOT,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
         for _ in range(2)
     ]
     assert tokens[0] and tokens[0] == tokens[1]
@@ -66,7 +72,9 @@ def test_helpers_accept_good_values():
     assert env.env_int("X", 1, env={"X": " 42 "}) == 42
     assert env.env_bool("X", env={"X": "Off"}) is False
     assert env.env_origins("X", env={"X": "https://a.example.com, http://localhost:3000"}) == [
-        "https://a.example.com", "http://localhost:3000"]
+        "https://a.example.com",
+        "http://localhost:3000",
+    ]
     assert env.env_host("X", "127.0.0.1", env={"X": "::1"}) == "::1"
     with pytest.raises(ImproperlyConfigured, match="X"):
         env.env_float("X", 1.0, minimum=0, env={"X": "nan"})

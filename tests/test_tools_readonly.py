@@ -32,8 +32,16 @@ def call(ws: Path, name: str, **arguments):
     return asyncio.run(registry.call(name, arguments, ToolContext(Workspace(ws))))
 
 
-@pytest.mark.parametrize("path", ["../outside/secret.txt", "/etc/passwd", "pkg/../../outside/secret.txt",
-                                  "link_to_secret.txt", "link_dir/secret.txt"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside/secret.txt",
+        "/etc/passwd",
+        "pkg/../../outside/secret.txt",
+        "link_to_secret.txt",
+        "link_dir/secret.txt",
+    ],
+)
 def test_file_read_refuses_every_way_out(ws, path):
     out = call(ws, "file_read", path=path)
     assert out.is_error

@@ -65,7 +65,7 @@ def run_open(
     Runs left ``running`` by a process that is gone (not in ``live_run_ids``)
     are marked interrupted: the session heals on this use.
     """
-    thread, created = Thread.objects.select_for_update().get_or_create(
+    thread, _created = Thread.objects.select_for_update().get_or_create(
         agui_thread_id=agui_thread_id, defaults={"agent": agent}
     )
     if thread.agent_id != agent.pk:
@@ -100,7 +100,12 @@ def run_open(
 
 def _transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
     if isinstance(message, ToolMessage):
-        return {"id": message.message_id, "role": "tool", "toolCallId": message.tool_call_id, "content": message.content}
+        return {
+            "id": message.message_id,
+            "role": "tool",
+            "toolCallId": message.tool_call_id,
+            "content": message.content,
+        }
     body: dict[str, Any] = {"id": message.message_id, "role": "assistant"}
     if message.content:
         body["content"] = message.content
@@ -139,9 +144,7 @@ def session_commit(
 
 
 @transaction.atomic
-def run_finish(
-    *, run_id: Any, status: str, outcome: str, error: str, event_count: int, state: dict[str, Any]
-) -> None:
+def run_finish(*, run_id: Any, status: str, outcome: str, error: str, event_count: int, state: dict[str, Any]) -> None:
     run = Run.objects.select_for_update().get(pk=run_id)
     run.status = status
     run.outcome = outcome

@@ -84,13 +84,14 @@ class DemoProvider:
             names = [line.rstrip("/") for line in listing.splitlines() if line and not line.endswith("/")]
             readme = next((n for n in names if n.lower().startswith("readme")), names[0] if names else None)
             if readme:
-                return "", f"I found {len(listing.splitlines())} entries. Reading {readme}.", [
-                    {"name": "file_read", "input": {"path": readme, "limit": 20}}
-                ]
+                return (
+                    "",
+                    f"I found {len(listing.splitlines())} entries. Reading {readme}.",
+                    [{"name": "file_read", "input": {"path": readme, "limit": 20}}],
+                )
         excerpt = "\n".join(line.split("\t", 1)[-1] for line in listing.splitlines()[:5])
         answer = (
-            f"You asked: {question or '(nothing)'}\n\n"
-            f"Here is the start of what I read:\n\n{excerpt}\n\n{DEMO_NOTE}"
+            f"You asked: {question or '(nothing)'}\n\nHere is the start of what I read:\n\n{excerpt}\n\n{DEMO_NOTE}"
         )
         return "", answer, []
 
@@ -123,8 +124,12 @@ class DemoProvider:
         content.append({"type": "text", "text": text})
         for call in calls:
             content.append(
-                {"type": "tool_use", "id": f"toolu_demo_{uuid.uuid4().hex[:16]}", "name": call["name"],
-                 "input": call["input"]}
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_demo_{uuid.uuid4().hex[:16]}",
+                    "name": call["name"],
+                    "input": call["input"],
+                }
             )
         prompt_size = sum(len(str(m["content"])) for m in request.messages) // 4
         yield ModelReply(

@@ -77,7 +77,7 @@ async def grep_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     if not hits:
         return ToolOutput(f"no matches for {pattern}")
     if len(hits) > GREP_LIMIT:
-        hits = hits[:GREP_LIMIT] + [f"... more matches not shown (limit {GREP_LIMIT}); narrow the search"]
+        hits = [*hits[:GREP_LIMIT], f"... more matches not shown (limit {GREP_LIMIT}); narrow the search"]
     return ToolOutput("\n".join(hits))
 
 

@@ -26,6 +26,7 @@ works the same from sync and async tests.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http
 import itertools
@@ -37,34 +38,35 @@ import struct
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable, Sequence, Union
+from typing import Any
 
 __all__ = [
+    "DropTurn",
+    "ErrorTurn",
     "FakeAnthropic",
     "RecordedRequest",
-    "Turn",
-    "ErrorTurn",
-    "DropTurn",
+    "RedactedThinkingBlock",
     "TextBlock",
     "ThinkingBlock",
-    "RedactedThinkingBlock",
     "ToolUseBlock",
-    "text",
-    "thinking",
+    "Turn",
+    "api_error",
+    "benchmark_turn",
+    "dropped_connection",
+    "http_error",
+    "overloaded",
+    "rate_limited",
     "redacted_thinking",
+    "split_tokens",
+    "text",
+    "text_turn",
+    "thinking",
+    "tool_turn",
     "tool_use",
     "turn",
-    "text_turn",
-    "tool_turn",
-    "benchmark_turn",
-    "http_error",
-    "rate_limited",
-    "overloaded",
-    "api_error",
-    "dropped_connection",
-    "split_tokens",
 ]
 
 DEFAULT_MODEL = "claude-fake-model"
@@ -119,8 +121,8 @@ class _DeltaEncoder:
 
     def __init__(self, index: int, delta_type: str, field_name: str) -> None:
         self.prefix = (
-            'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
-            '"delta":{"type":"%s","%s":' % (index, delta_type, field_name)
+            f'event: content_block_delta\ndata: {{"type":"content_block_delta","index":{index},'
+            f'"delta":{{"type":"{delta_type}","{field_name}":'
         )
         self.memo: dict[str, bytes] = {}
 
@@ -211,7 +213,7 @@ class ToolUseBlock:
         return max(1, len(self.partial_json))
 
 
-Block = Union[TextBlock, ThinkingBlock, RedactedThinkingBlock, ToolUseBlock]
+Block = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock
 
 
 def text(chunks: str | Iterable[str]) -> TextBlock:
@@ -259,7 +261,7 @@ def tool_use(
     s = json.dumps(value, ensure_ascii=False)
     n = max(1, min(pieces, len(s)))
     step = -(-len(s) // n)
-    frags = ("",) + tuple(s[i : i + step] for i in range(0, len(s), step))
+    frags = ("", *tuple(s[i : i + step] for i in range(0, len(s), step)))
     return ToolUseBlock(tool_id, name, value, frags)
 
 
@@ -348,9 +350,7 @@ class Turn:
         """Sleep ``delay`` seconds between events (and ``headers_delay`` before the headers)."""
         return dataclasses.replace(self, delay=delay, headers_delay=headers_delay)
 
-    def pause(
-        self, *, after_events: int | None = None, after_blocks: int | None = None, timeout: float = 30.0
-    ) -> Turn:
+    def pause(self, *, after_events: int | None = None, after_blocks: int | None = None, timeout: float = 30.0) -> Turn:
         """Hold the stream at a point until ``turn.resume`` is set (or the client disconnects / timeout).
 
         ``turn.paused`` is set when the server reaches the point.  Use the returned turn's events.
@@ -478,7 +478,7 @@ class DropTurn:
     delay: float = 0.0
 
 
-AnyTurn = Union[Turn, ErrorTurn, DropTurn]
+AnyTurn = Turn | ErrorTurn | DropTurn
 
 
 def turn(
@@ -559,9 +559,7 @@ def http_error(
     return ErrorTurn(status, error_type, message, tuple(hdrs), delay)
 
 
-def rate_limited(
-    message: str = "Number of request tokens has exceeded your rate limit.", **kwargs: Any
-) -> ErrorTurn:
+def rate_limited(message: str = "Number of request tokens has exceeded your rate limit.", **kwargs: Any) -> ErrorTurn:
     return http_error(429, "rate_limit_error", message, **kwargs)
 
 
@@ -649,10 +647,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        try:
+        with contextlib.suppress(OSError):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
         self.server.fake._track(self.connection, True)
 
     def finish(self) -> None:
@@ -720,10 +716,8 @@ class FakeAnthropic:
         with self._lock:
             conns = list(self._connections)
         for conn in conns:  # unblock handler threads sitting in keep-alive reads / pauses
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -847,9 +841,7 @@ class FakeAnthropic:
         with self._lock:
             n = next(self._ids)
             index = len(self._requests) if is_messages else len(self._all_requests)
-            rec = RecordedRequest(
-                index, h.command, h.path, headers, body, raw, client_address=h.client_address
-            )
+            rec = RecordedRequest(index, h.command, h.path, headers, body, raw, client_address=h.client_address)
             self._all_requests.append(rec)
             if is_messages:
                 self._requests.append(rec)
@@ -921,9 +913,7 @@ class FakeAnthropic:
         else:
             self._non_stream(h, rec, t, request_id, mid, model)
 
-    def _non_stream(
-        self, h: _Handler, rec: RecordedRequest, t: Turn, request_id: str, mid: str, model: str
-    ) -> None:
+    def _non_stream(self, h: _Handler, rec: RecordedRequest, t: Turn, request_id: str, mid: str, model: str) -> None:
         if t.headers_delay and _wait(h.connection, t.headers_delay):
             raise _ClientGone
         if t.pause_at is not None:
@@ -943,9 +933,7 @@ class FakeAnthropic:
         rec.outcome = "ended_early" if t.failure == "end" else "completed"
         _send_json(h, 200, t.message_json(mid, model), request_id, t.headers)
 
-    def _stream(
-        self, h: _Handler, rec: RecordedRequest, t: Turn, request_id: str, mid: str, model: str
-    ) -> None:
+    def _stream(self, h: _Handler, rec: RecordedRequest, t: Turn, request_id: str, mid: str, model: str) -> None:
         enc = t._encoded()
         sock = h.connection
         head = _head(
@@ -1021,9 +1009,7 @@ def _head(status: int, headers: Iterable[tuple[str, str]], close: bool) -> bytes
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _send_json(
-    h: _Handler, status: int, obj: Any, request_id: str, extra: Iterable[tuple[str, str]] = ()
-) -> None:
+def _send_json(h: _Handler, status: int, obj: Any, request_id: str, extra: Iterable[tuple[str, str]] = ()) -> None:
     body = _dumps(obj).encode()
     head = _head(
         status,

@@ -19,7 +19,11 @@ class Command(BaseCommand):
         shown = f"[{host}]" if ":" in host else host
         agents = list(Agent.objects.filter(enabled=True).values_list("name", flat=True))
         first = agents[0] if agents else "coder"
-        model = "offline demo model (no ANTHROPIC_API_KEY set)" if not settings.ANTHROPIC_API_KEY else settings.ANTHROPIC_MODEL
+        model = (
+            "offline demo model (no ANTHROPIC_API_KEY set)"
+            if not settings.ANTHROPIC_API_KEY
+            else settings.ANTHROPIC_MODEL
+        )
         origin = "generated, kept in the data dir" if settings.AGUI_TOKEN_GENERATED else "from AGUI_TOKEN"
         lines = [
             "",
@@ -33,7 +37,8 @@ class Command(BaseCommand):
             "",
             f"  Try it:  curl -N -H 'Authorization: Bearer {settings.AGUI_TOKEN}' \\",
             "             -H 'Content-Type: application/json' \\",
-            f"             -d '{{\"threadId\":\"t1\",\"runId\":\"r1\",\"messages\":[{{\"id\":\"m1\",\"role\":\"user\",\"content\":\"hello\"}}]}}' \\",
+            "             -d '{\"threadId\":\"t1\",\"runId\":\"r1\",\"messages\":"
+            "[{\"id\":\"m1\",\"role\":\"user\",\"content\":\"hello\"}]}' \\",
             f"             http://{shown}:{port}/agui/{first}",
             "",
         ]
