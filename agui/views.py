@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agents.models import Agent
 from agents.runtime import provider_for
+from agui.db import on_db_thread
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.http import error_response, sse_response, token_error
 from agui.relay import follow_stored_run
@@ -18,7 +18,7 @@ from agui.runs import REGISTRY, start_run
 from agui.state import STATE_CACHE, ThreadState, model_entry
 from agui.stream import RunStream
 from threads import selectors
-from threads.services import OpenedThread, ThreadConflict, run_open
+from threads.services import AgentUnavailable, OpenedThread, ThreadConflict, run_open
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -26,10 +26,6 @@ def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
     if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
         return messages[-1]  # type: ignore[no-any-return]
     return None
-
-
-async def _agent(name: str) -> Agent | None:
-    return await Agent.objects.filter(name=name, enabled=True).afirst()
 
 
 def _read_body(request: HttpRequest) -> bytes | HttpResponse:
@@ -62,15 +58,13 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponse:
         decoded = decode_run_input(body)
     except InputError as exc:
         return error_response(400, "invalid_input", exc.message, exc.field)
-    agent = await _agent(agent_name)
-    if agent is None:
-        return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
     inp = decoded.model
     message = _new_user_message(decoded)
     busy = REGISTRY.live_for_thread(inp.thread_id)
     try:
-        opened = await sync_to_async(run_open)(
-            agent=agent,
+        opened = await on_db_thread(
+            run_open,
+            agent_name=agent_name,
             agui_thread_id=inp.thread_id,
             agui_run_id=inp.run_id,
             new_user_message=message,
@@ -78,20 +72,23 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponse:
             live_run_ids=REGISTRY.live_run_pks(),
             busy=busy is not None,
         )
+    except AgentUnavailable:
+        return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
     except ThreadConflict as exc:
         return error_response(409, "conflict", str(exc))
     if opened.run is None:
-        return await _hydrate(decoded, agent, opened)
+        return await _hydrate(decoded, opened)
     assert message is not None
-    live = start_run(agent=agent, decoded=decoded, opened=opened, message=message)
+    live = start_run(agent=opened.agent, decoded=decoded, opened=opened, message=message)
     return sse_response(live.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
 
 
-async def _hydrate(decoded: DecodedInput, agent: Agent, opened: OpenedThread) -> HttpResponse:
+async def _hydrate(decoded: DecodedInput, opened: OpenedThread) -> HttpResponse:
     """Replays the thread's messages and state in a run of its own, without running the agent."""
     inp = decoded.model
     thread = opened.thread
-    transcript = await sync_to_async(selectors.thread_transcript)(thread=thread)
+    agent = opened.agent
+    transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
     if not decoded.speaks_v1:
         transcript = [m for m in transcript if m.get("role") in ("user", "assistant", "tool", "system", "developer")]
     state = ThreadState.for_run(
@@ -138,14 +135,14 @@ async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id
     after = _after(request)
     if isinstance(after, HttpResponse):
         return after
-    agent = await _agent(agent_name)
+    agent = await on_db_thread(selectors.agent_get, name=agent_name)
     if agent is None:
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
     if run_id is None:
-        thread = await sync_to_async(selectors.thread_get)(agui_thread_id=thread_id)
-        run = await sync_to_async(selectors.thread_latest_run)(thread=thread) if thread else None
+        thread = await on_db_thread(selectors.thread_get, agui_thread_id=thread_id)
+        run = await on_db_thread(selectors.thread_latest_run, thread=thread) if thread else None
     else:
-        run = await sync_to_async(selectors.run_get)(agui_run_id=run_id, agui_thread_id=thread_id)
+        run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
     if run is None or run.thread.agent_id != agent.pk:
         return error_response(404, "unknown_run", "no such run on this thread")
     live = REGISTRY.live_by_pk(run.pk)

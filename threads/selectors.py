@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.models import Agent
 from threads.models import Message, Run, RunEvent, Thread
+
+
+def agent_get(*, name: str) -> Agent | None:
+    return Agent.objects.filter(name=name, enabled=True).first()
 
 
 def thread_get(*, agui_thread_id: str) -> Thread | None:

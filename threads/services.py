@@ -25,6 +25,7 @@ class OpenedThread:
     session: Session
     stored_message_ids: set[str]
     run: Run | None  # None when the request brought no new message (a hydrate)
+    agent: Agent
 
 
 def _title_from(message: dict[str, Any]) -> str:
@@ -48,10 +49,13 @@ def _append_messages(thread_id: Any, bodies: list[dict[str, Any]]) -> None:
     )
 
 
-@transaction.atomic
+class AgentUnavailable(Exception):
+    """No enabled agent has that name (HTTP 404)."""
+
+
 def run_open(
     *,
-    agent: Agent,
+    agent_name: str,
     agui_thread_id: str,
     agui_run_id: str,
     new_user_message: dict[str, Any] | None,
@@ -64,38 +68,97 @@ def run_open(
 
     Runs left ``running`` by a process that is gone (not in ``live_run_ids``)
     are marked interrupted: the session heals on this use.
+
+    This is on the path to a run's first byte, so it keeps to a handful of
+    statements in one transaction (bench/stream.py measures it).
     """
-    thread, _created = Thread.objects.select_for_update().get_or_create(
-        agui_thread_id=agui_thread_id, defaults={"agent": agent}
-    )
-    if thread.agent_id != agent.pk:
-        raise ThreadConflict(f"thread {agui_thread_id} belongs to agent {thread.agent.name!r}")
-    session, _ = Session.objects.get_or_create(thread=thread)
-    stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
-    if new_user_message is None or new_user_message["id"] in stored:
-        return OpenedThread(thread, session, stored, None)
-    if busy:
-        # One active run per thread (DESIGN.md §2): a second message is refused
-        # rather than interleaved into the history of the run in flight.
-        raise ThreadConflict(
-            f"a run is in progress on thread {agui_thread_id}; wait for it to finish or reattach to it"
-        )
-    if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
-        raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
-    Run.objects.filter(thread=thread, status=Run.Status.RUNNING).exclude(id__in=live_run_ids).update(
-        status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=timezone.now()
-    )
-    run = Run(thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
-    run.full_clean()
-    run.save()
     try:
-        _append_messages(thread.pk, [new_user_message])
+        return _run_open(
+            agent_name=agent_name,
+            agui_thread_id=agui_thread_id,
+            agui_run_id=agui_run_id,
+            new_user_message=new_user_message,
+            protocol_version=protocol_version,
+            live_run_ids=live_run_ids,
+            busy=busy,
+        )
     except IntegrityError:
-        raise ThreadConflict(f"message {new_user_message['id']} is already on another thread") from None
-    if not thread.title:
-        thread.title = _title_from(new_user_message)
-    thread.save(update_fields=["title", "updated_at"])
-    return OpenedThread(thread, session, stored | {new_user_message["id"]}, run)
+        # Two first requests of one new thread raced to create it; the loser
+        # now finds it and takes the path for an existing thread.
+        return _run_open(
+            agent_name=agent_name,
+            agui_thread_id=agui_thread_id,
+            agui_run_id=agui_run_id,
+            new_user_message=new_user_message,
+            protocol_version=protocol_version,
+            live_run_ids=live_run_ids,
+            busy=busy,
+        )
+
+
+@transaction.atomic
+def _run_open(
+    *,
+    agent_name: str,
+    agui_thread_id: str,
+    agui_run_id: str,
+    new_user_message: dict[str, Any] | None,
+    protocol_version: str,
+    live_run_ids: set[Any],
+    busy: bool,
+) -> OpenedThread:
+    agent = Agent.objects.filter(name=agent_name, enabled=True).first()
+    if agent is None:
+        raise AgentUnavailable(f"no agent named {agent_name!r}")
+    thread = (
+        Thread.objects.select_for_update(of=("self",))
+        .select_related("session")
+        .filter(agui_thread_id=agui_thread_id)
+        .first()
+    )
+    if thread is None:
+        title = _title_from(new_user_message) if new_user_message else ""
+        thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title)
+        thread.save(force_insert=True)
+        session = Session(thread=thread)
+        session.save(force_insert=True)
+        thread.session = session
+        stored: set[str] = set()
+    else:
+        if thread.agent_id != agent.pk:
+            owner = Agent.objects.filter(pk=thread.agent_id).values_list("name", flat=True).first()
+            raise ThreadConflict(f"thread {agui_thread_id} belongs to agent {owner!r}")
+        try:
+            session = thread.session
+        except Session.DoesNotExist:
+            session = Session.objects.create(thread=thread)
+        stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
+        if new_user_message is None or new_user_message["id"] in stored:
+            return OpenedThread(thread, session, stored, None, agent)
+        if busy:
+            # One active run per thread (DESIGN.md §2): a second message is refused
+            # rather than interleaved into the history of the run in flight.
+            raise ThreadConflict(
+                f"a run is in progress on thread {agui_thread_id}; wait for it to finish or reattach to it"
+            )
+        if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
+            raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
+        Run.objects.filter(thread=thread, status=Run.Status.RUNNING).exclude(id__in=live_run_ids).update(
+            status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=timezone.now()
+        )
+        if not thread.title:
+            thread.title = _title_from(new_user_message)
+            thread.save(update_fields=["title"])
+    if new_user_message is None:
+        return OpenedThread(thread, session, stored, None, agent)
+    run = Run(thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
+    run.save(force_insert=True)
+    # Positions are contiguous from 0, so the next one is the count already stored.
+    message_id = new_user_message["id"]
+    Message(thread=thread, position=len(stored), message_id=message_id, role="user", body=new_user_message).save(
+        force_insert=True
+    )
+    return OpenedThread(thread, session, stored | {message_id}, run, agent)
 
 
 def _transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
