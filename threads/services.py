@@ -12,7 +12,9 @@ from django.utils import timezone
 from agents.events import AssistantMessage, ToolMessage
 from agents.models import Agent
 from agents.providers.base import TokenCount
+from threads import fastsql
 from threads.models import Message, Run, Session, Thread
+from threads.selectors import agent_get
 
 
 class ThreadConflict(Exception):
@@ -107,56 +109,61 @@ def _run_open(
     live_run_ids: set[Any],
     busy: bool,
 ) -> OpenedThread:
-    agent = Agent.objects.filter(name=agent_name, enabled=True).first()
+    agent = agent_get(name=agent_name)
     if agent is None:
         raise AgentUnavailable(f"no agent named {agent_name!r}")
-    thread = (
+    # order_by() and a slice rather than first(): no ORDER BY to compile or run.
+    found = list(
         Thread.objects.select_for_update(of=("self",))
         .select_related("session")
         .filter(agui_thread_id=agui_thread_id)
-        .first()
+        .order_by()[:1]
     )
-    if thread is None:
+    if not found:
         title = _title_from(new_user_message) if new_user_message else ""
         thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title)
-        thread.save(force_insert=True)
         session = Session(thread=thread)
-        session.save(force_insert=True)
         thread.session = session
         stored: set[str] = set()
-    else:
-        if thread.agent_id != agent.pk:
-            owner = Agent.objects.filter(pk=thread.agent_id).values_list("name", flat=True).first()
-            raise ThreadConflict(f"thread {agui_thread_id} belongs to agent {owner!r}")
-        try:
-            session = thread.session
-        except Session.DoesNotExist:
-            session = Session.objects.create(thread=thread)
-        stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
-        if new_user_message is None or new_user_message["id"] in stored:
+        if new_user_message is None:
+            fastsql.insert(thread, session)
             return OpenedThread(thread, session, stored, None, agent)
-        if busy:
-            # One active run per thread (DESIGN.md §2): a second message is refused
-            # rather than interleaved into the history of the run in flight.
-            raise ThreadConflict(
-                f"a run is in progress on thread {agui_thread_id}; wait for it to finish or reattach to it"
-            )
-        if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
-            raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
-        Run.objects.filter(thread=thread, status=Run.Status.RUNNING).exclude(id__in=live_run_ids).update(
-            status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=timezone.now()
+        run = Run(thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
+        message = Message(
+            thread=thread, position=0, message_id=new_user_message["id"], role="user", body=new_user_message
         )
-        if not thread.title:
-            thread.title = _title_from(new_user_message)
-            thread.save(update_fields=["title"])
-    if new_user_message is None:
+        fastsql.insert(thread, session, run, message)
+        return OpenedThread(thread, session, {message.message_id}, run, agent)
+    thread = found[0]
+    if thread.agent_id != agent.pk:
+        owner = Agent.objects.filter(pk=thread.agent_id).values_list("name", flat=True).first()
+        raise ThreadConflict(f"thread {agui_thread_id} belongs to agent {owner!r}")
+    try:
+        session = thread.session
+    except Session.DoesNotExist:
+        session = Session.objects.create(thread=thread)
+    stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
+    if new_user_message is None or new_user_message["id"] in stored:
         return OpenedThread(thread, session, stored, None, agent)
+    if busy:
+        # One active run per thread (DESIGN.md §2): a second message is refused
+        # rather than interleaved into the history of the run in flight.
+        raise ThreadConflict(
+            f"a run is in progress on thread {agui_thread_id}; wait for it to finish or reattach to it"
+        )
+    if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
+        raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
+    Run.objects.filter(thread=thread, status=Run.Status.RUNNING).exclude(id__in=live_run_ids).update(
+        status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=timezone.now()
+    )
+    if not thread.title:
+        thread.title = _title_from(new_user_message)
+        thread.save(update_fields=["title"])
     run = Run(thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
-    run.save(force_insert=True)
     # Positions are contiguous from 0, so the next one is the count already stored.
     message_id = new_user_message["id"]
-    Message(thread=thread, position=len(stored), message_id=message_id, role="user", body=new_user_message).save(
-        force_insert=True
+    fastsql.insert(
+        run, Message(thread=thread, position=len(stored), message_id=message_id, role="user", body=new_user_message)
     )
     return OpenedThread(thread, session, stored | {message_id}, run, agent)
 
