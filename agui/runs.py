@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,19 +21,24 @@ from django.db import connections
 from agents.events import AssistantMessage, Outcome, ToolMessage
 from agents.loop import AgentLoop
 from agents.models import Agent
-from agents.providers.base import TokenCount
+from agents.providers.base import ModelProvider, TokenCount
 from agents.request import Image, RunRequest
 from agents.runtime import close_providers, loop_config, provider_for, tool_context, tools_for
+from agui.db import on_db_thread
 from agui.decode import DecodedInput
 from agui.relay import RunRelay, shared_layer
 from agui.state import STATE_CACHE, ThreadState
 from agui.stream import RunStream
-from agui.translate import AguiTranslator
+from agui.translate import AguiTranslator, run_finished, run_started
+from threads import selectors
 from threads.eventlog import EventLogWriter
 from threads.models import Run
-from threads.services import OpenedThread, run_finish, session_commit
+from threads.services import AgentUnavailable, OpenedThread, ThreadConflict, run_finish, run_open, session_commit
 
 log = logging.getLogger(__name__)
+
+# The roles a 0.0.59 client's MESSAGES_SNAPSHOT schema knows.
+_V0_ROLES = ("user", "assistant", "tool", "system", "developer")
 
 _STATUS = {
     Outcome.SUCCESS: Run.Status.SUCCEEDED,
@@ -51,6 +57,7 @@ class LiveRun:
     stream: RunStream
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
+    message_ids: set[str] = field(default_factory=set)  # the thread's messages, as far as this run knows
 
 
 @dataclass(slots=True)
@@ -114,8 +121,8 @@ class DbSessionStore:
     async def commit(
         self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
     ) -> None:
-        await sync_to_async(session_commit)(
-            session_id=self.session_id, run_id=self.run_pk, turns=turns, messages=messages, usage=usage
+        await on_db_thread(
+            session_commit, session_id=self.session_id, run_id=self.run_pk, turns=turns, messages=messages, usage=usage
         )
 
 
@@ -167,56 +174,122 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
     )
 
 
-def start_run(*, agent: Agent, decoded: DecodedInput, opened: OpenedThread, message: dict[str, Any]) -> LiveRun:
-    """Starts the run's task; RUN_STARTED and STATE_SNAPSHOT are on the stream when this returns."""
-    assert opened.run is not None
+def launch(*, agent: Agent, decoded: DecodedInput, message: dict[str, Any] | None) -> LiveRun:
+    """Answers a request: RUN_STARTED is on the stream when this returns.
+
+    The thread is opened (and the run recorded) by the task that follows, so the
+    first byte does not wait on the database; what the database refuses from
+    then on (a runId already used, a thread of another agent) ends the stream
+    with RUN_ERROR, which is also how CopilotKit shows a server's error. A
+    request with a new user message makes the thread busy at once, so a second
+    one is refused (409) before anything is sent.
+    """
     inp = decoded.model
+    stream = RunStream(log=None)
+    live = LiveRun(run_pk=uuid.uuid4(), agui_run_id=inp.run_id, agui_thread_id=inp.thread_id, stream=stream)
+    stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
+    if message is not None:
+        live.message_ids.add(message["id"])
+        REGISTRY.by_thread[inp.thread_id] = live
+    # A fresh context: the run outlives the request, so it must not inherit the
+    # request's thread-sensitive executor (asgiref would keep a thread and a
+    # database connection alive for it after the request ends).
+    live.task = asyncio.get_running_loop().create_task(
+        _open_and_run(live, agent, decoded, message), name=f"run-{inp.run_id}", context=contextvars.Context()
+    )
+    return live
+
+
+async def _open_and_run(live: LiveRun, agent: Agent, decoded: DecodedInput, message: dict[str, Any] | None) -> None:
+    inp = decoded.model
+    try:
+        opened = await on_db_thread(
+            run_open,
+            agent_name=agent.name,
+            agui_thread_id=inp.thread_id,
+            agui_run_id=inp.run_id,
+            run_pk=live.run_pk,
+            new_user_message=message,
+            protocol_version=inp.protocol_version or "",
+            live_run_ids=REGISTRY.live_run_pks() - {live.run_pk},
+        )
+    except (ThreadConflict, AgentUnavailable) as exc:
+        _end_unopened(live, {"type": "RUN_ERROR", "message": str(exc), "code": "conflict"})
+        return
+    except Exception:
+        log.exception("could not open run %s of thread %s", inp.run_id, inp.thread_id)
+        _end_unopened(
+            live, {"type": "RUN_ERROR", "message": "the server could not open the thread", "code": "internal"}
+        )
+        return
+    live.message_ids |= opened.stored_message_ids
+    if opened.run is None:
+        await _hydrate(live, decoded, opened)
+        return
     provider = provider_for(agent)
     layer = shared_layer()
-    log_writer = EventLogWriter(
-        opened.run.pk,
-        flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS,
-        batch=settings.EVENT_LOG_BATCH,
-        after_write=RunRelay(layer, opened.run.pk).send if layer is not None else None,
+    live.stream.attach_log(
+        EventLogWriter(
+            live.run_pk,
+            flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS,
+            batch=settings.EVENT_LOG_BATCH,
+            after_write=RunRelay(layer, live.run_pk).send if layer is not None else None,
+        )
     )
-    stream = RunStream(log_writer)
-    live = LiveRun(run_pk=opened.run.pk, agui_run_id=inp.run_id, agui_thread_id=inp.thread_id, stream=stream)
-    state = ThreadState.for_run(
-        STATE_CACHE.get(inp.thread_id, opened.thread.state),
-        thread_id=inp.thread_id,
-        title=opened.thread.title,
-        session_id=str(opened.session.pk),
-        agent=agent.name,
-        model=provider.info,
-        client_state=inp.state,
-    )
+    state = _thread_state(decoded, opened, provider)
+    STATE_CACHE.put(inp.thread_id, state.document)
     translator = AguiTranslator(
-        stream.publish,
+        live.stream.publish,
         thread_id=inp.thread_id,
         run_id=inp.run_id,
         v1=decoded.speaks_v1,
         state=state,
         should_continue=lambda: not live.cancel_requested,
     )
-    STATE_CACHE.put(inp.thread_id, state.document)
-    translator.start()
+    translator.start(announced=True)
     loop = AgentLoop(
         provider=provider,
         tools=tools_for(agent),
         tool_context=tool_context(),
         config=loop_config(agent, provider),
-        store=DbSessionStore(session_id=opened.session.pk, run_pk=opened.run.pk, turns=opened.session.turns),
+        store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
         listener=translator,
     )
-    request = build_request(decoded, message, request_id=inp.run_id)
-    REGISTRY.by_thread[inp.thread_id] = live
-    # A fresh context: the run outlives the request, so it must not inherit the
-    # request's thread-sensitive executor (asgiref would keep a thread and a
-    # database connection alive for it after the request ends).
-    live.task = asyncio.get_running_loop().create_task(
-        _execute(live, loop, request, translator), name=f"run-{inp.run_id}", context=contextvars.Context()
+    assert message is not None
+    await _execute(live, loop, build_request(decoded, message, request_id=inp.run_id), translator)
+
+
+def _thread_state(decoded: DecodedInput, opened: OpenedThread, provider: ModelProvider) -> ThreadState:
+    inp = decoded.model
+    return ThreadState.for_run(
+        STATE_CACHE.get(inp.thread_id, opened.thread.state),
+        thread_id=inp.thread_id,
+        title=opened.thread.title,
+        session_id=str(opened.session.pk),
+        agent=opened.agent.name,
+        model=provider.info,
+        client_state=inp.state,
     )
-    return live
+
+
+def _end_unopened(live: LiveRun, terminal: dict[str, Any]) -> None:
+    """Ends a stream whose run was never recorded (refused, or a hydrate)."""
+    live.stream.publish(terminal)
+    live.stream.close()
+    if REGISTRY.by_thread.get(live.agui_thread_id) is live:
+        del REGISTRY.by_thread[live.agui_thread_id]
+
+
+async def _hydrate(live: LiveRun, decoded: DecodedInput, opened: OpenedThread) -> None:
+    """Replays the thread's messages and state without running the agent."""
+    inp = decoded.model
+    transcript = await on_db_thread(selectors.thread_transcript, thread=opened.thread)
+    if not decoded.speaks_v1:
+        transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
+    state = _thread_state(decoded, opened, provider_for(opened.agent))
+    live.stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
+    live.stream.publish({"type": "STATE_SNAPSHOT", "snapshot": state.document})
+    _end_unopened(live, run_finished(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
 
 
 async def _execute(live: LiveRun, loop: AgentLoop, request: RunRequest, translator: AguiTranslator) -> None:
@@ -231,7 +304,8 @@ async def _execute(live: LiveRun, loop: AgentLoop, request: RunRequest, translat
         try:
             if live.stream.log is not None:
                 await live.stream.log.close()
-            await sync_to_async(run_finish)(
+            await on_db_thread(
+                run_finish,
                 run_id=live.run_pk,
                 status=_STATUS[outcome],
                 outcome=outcome.value,

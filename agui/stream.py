@@ -46,6 +46,14 @@ class RunStream:
         for waiter in self._waiters:
             waiter.set()
 
+    def attach_log(self, log: EventLogWriter) -> None:
+        """Starts logging; what was published before (RUN_STARTED, sent ahead of the
+        database work) goes into the log first, so the log is complete."""
+        for seq, frame in enumerate(self.frames, 1):
+            payload = frame.split(b"data: ", 1)[1][:-2]
+            log.append(seq, orjson.loads(payload)["type"], payload.decode())
+        self.log = log
+
     def close(self) -> None:
         """No more events; subscribers finish once they have read everything."""
         self.closed = True

@@ -37,6 +37,20 @@ from agui.state import ThreadState
 Publish = Callable[[dict[str, Any]], None]
 
 
+def run_started(thread_id: str, run_id: str, *, v1: bool) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
+    if v1:
+        event["protocolVersion"] = "1.0"
+    return event
+
+
+def run_finished(thread_id: str, run_id: str, *, v1: bool) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}
+    if v1:
+        event["outcome"] = {"type": "success"}
+    return event
+
+
 class AguiTranslator(BaseListener):
     def __init__(
         self,
@@ -80,15 +94,13 @@ class AguiTranslator(BaseListener):
 
     # -- run boundaries -------------------------------------------------
 
-    def start(self) -> None:
-        """RUN_STARTED then STATE_SNAPSHOT; called as soon as the run exists, before the loop."""
+    def start(self, *, announced: bool = False) -> None:
+        """RUN_STARTED (unless ``announced``: already sent) then STATE_SNAPSHOT, before the loop."""
         if self.started:
             return
         self.started = True
-        event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
-        if self.v1:
-            event["protocolVersion"] = "1.0"
-        self.publish(event)
+        if not announced:
+            self.publish(run_started(self.thread_id, self.run_id, v1=self.v1))
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
 
     def on_start(self, run: RunInfo) -> None:
@@ -129,10 +141,7 @@ class AguiTranslator(BaseListener):
             return
         if outcome in (Outcome.PAUSED, Outcome.CANCELLED, Outcome.INTERRUPTED):
             publish({"type": "CUSTOM", "name": f"threadline.{outcome.value}", "value": {"reason": outcome.value}})
-        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
-        if self.v1:
-            finished["outcome"] = {"type": "success"}
-        publish(finished)
+        publish(run_finished(self.thread_id, self.run_id, v1=self.v1))
 
     def _close_open(self) -> None:
         publish = self.publish

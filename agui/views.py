@@ -14,11 +14,9 @@ from agui.db import on_db_thread
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.http import error_response, sse_response, token_error
 from agui.relay import follow_stored_run
-from agui.runs import REGISTRY, start_run
-from agui.state import STATE_CACHE, ThreadState, model_entry
-from agui.stream import RunStream
+from agui.runs import REGISTRY, launch
+from agui.state import model_entry
 from threads import selectors
-from threads.services import AgentUnavailable, OpenedThread, ThreadConflict, run_open
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -58,61 +56,21 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponse:
         decoded = decode_run_input(body)
     except InputError as exc:
         return error_response(400, "invalid_input", exc.message, exc.field)
-    inp = decoded.model
-    message = _new_user_message(decoded)
-    busy = REGISTRY.live_for_thread(inp.thread_id)
-    try:
-        opened = await on_db_thread(
-            run_open,
-            agent_name=agent_name,
-            agui_thread_id=inp.thread_id,
-            agui_run_id=inp.run_id,
-            new_user_message=message,
-            protocol_version=inp.protocol_version or "",
-            live_run_ids=REGISTRY.live_run_pks(),
-            busy=busy is not None,
-        )
-    except AgentUnavailable:
+    agent = await on_db_thread(selectors.agent_get, name=agent_name)
+    if agent is None:
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
-    except ThreadConflict as exc:
-        return error_response(409, "conflict", str(exc))
-    if opened.run is None:
-        return await _hydrate(decoded, opened)
-    assert message is not None
-    live = start_run(agent=opened.agent, decoded=decoded, opened=opened, message=message)
+    message = _new_user_message(decoded)
+    busy = REGISTRY.live_for_thread(decoded.model.thread_id)
+    if busy is not None and message is not None:
+        if message["id"] not in busy.message_ids:
+            # One active run per thread (DESIGN.md §2): a second message is refused
+            # rather than interleaved into the history of the run in flight.
+            return error_response(
+                409, "thread_busy", "a run is in progress on this thread; wait for it to finish or reattach to it"
+            )
+        message = None  # the run in flight already has it: this is a hydrate
+    live = launch(agent=agent, decoded=decoded, message=message)
     return sse_response(live.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
-
-
-async def _hydrate(decoded: DecodedInput, opened: OpenedThread) -> HttpResponse:
-    """Replays the thread's messages and state in a run of its own, without running the agent."""
-    inp = decoded.model
-    thread = opened.thread
-    agent = opened.agent
-    transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
-    if not decoded.speaks_v1:
-        transcript = [m for m in transcript if m.get("role") in ("user", "assistant", "tool", "system", "developer")]
-    state = ThreadState.for_run(
-        STATE_CACHE.get(inp.thread_id, thread.state),
-        thread_id=inp.thread_id,
-        title=thread.title,
-        session_id=str(opened.session.pk),
-        agent=agent.name,
-        model=provider_for(agent).info,
-        client_state=inp.state,
-    )
-    stream = RunStream(log=None)
-    started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": inp.thread_id, "runId": inp.run_id}
-    if decoded.speaks_v1:
-        started["protocolVersion"] = "1.0"
-    stream.publish(started)
-    stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
-    stream.publish({"type": "STATE_SNAPSHOT", "snapshot": state.document})
-    finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": inp.thread_id, "runId": inp.run_id}
-    if decoded.speaks_v1:
-        finished["outcome"] = {"type": "success"}
-    stream.publish(finished)
-    stream.close()
-    return sse_response(stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
 
 
 def _after(request: HttpRequest) -> int | HttpResponse:

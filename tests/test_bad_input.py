@@ -134,15 +134,24 @@ def test_get_is_not_a_run(server):
     _assert_nothing_written()
 
 
-def test_a_reused_run_id_is_a_conflict(server):
+# Conflicts only the database can see are found after RUN_STARTED has gone out
+# (the first byte does not wait on the database), so they end the stream with
+# RUN_ERROR: the form in which CopilotKit shows a server's error to the user.
+
+
+def test_a_reused_run_id_ends_the_stream_with_a_conflict_and_writes_nothing(server):
     from tests.sse import post_run
 
     assert post_run(server.url, "coder", GOOD).status == 200
     server.drain()
     again = post_run(server.url, "coder", run_input("t-bad", "r1", user("hi", GOOD["messages"][0]["id"]), user("more")))
-    assert again.status == 409
-    assert "already exists" in again.json()["error"]["message"]
+    assert again.status == 200
+    assert again.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert again.events[1]["code"] == "conflict"
+    assert "already exists" in again.events[1]["message"]
+    server.drain()
     assert Run.objects.count() == 1
+    assert Message.objects.filter(body__content="more").count() == 0
 
 
 def test_a_thread_of_another_agent_is_a_conflict(server):
@@ -152,9 +161,11 @@ def test_a_thread_of_another_agent_is_a_conflict(server):
     Agent.objects.create(name="other")
     assert post_run(server.url, "other", GOOD).status == 200
     server.drain()
-    response = _post(server, run_input("t-bad", "r2", user("hi again")))
-    assert response.status_code == 409
-    assert "belongs to agent 'other'" in response.json()["error"]["message"]
+    refused = post_run(server.url, "coder", run_input("t-bad", "r2", user("hi again")))
+    assert refused.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert "belongs to agent 'other'" in refused.events[1]["message"]
+    server.drain()
+    assert Run.objects.count() == 1
 
 
 class TestCors:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,7 @@ def run_open(
     new_user_message: dict[str, Any] | None,
     protocol_version: str,
     live_run_ids: set[Any],
-    busy: bool,
+    run_pk: Any = None,
 ) -> OpenedThread:
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
@@ -82,7 +83,7 @@ def run_open(
             new_user_message=new_user_message,
             protocol_version=protocol_version,
             live_run_ids=live_run_ids,
-            busy=busy,
+            run_pk=run_pk,
         )
     except IntegrityError:
         # Two first requests of one new thread raced to create it; the loser
@@ -94,7 +95,7 @@ def run_open(
             new_user_message=new_user_message,
             protocol_version=protocol_version,
             live_run_ids=live_run_ids,
-            busy=busy,
+            run_pk=run_pk,
         )
 
 
@@ -107,7 +108,7 @@ def _run_open(
     new_user_message: dict[str, Any] | None,
     protocol_version: str,
     live_run_ids: set[Any],
-    busy: bool,
+    run_pk: Any,
 ) -> OpenedThread:
     agent = agent_get(name=agent_name)
     if agent is None:
@@ -128,7 +129,7 @@ def _run_open(
         if new_user_message is None:
             fastsql.insert(thread, session)
             return OpenedThread(thread, session, stored, None, agent)
-        run = Run(thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
+        run = Run(id=run_pk or uuid.uuid4(), thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
         message = Message(
             thread=thread, position=0, message_id=new_user_message["id"], role="user", body=new_user_message
         )
@@ -145,12 +146,6 @@ def _run_open(
     stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
     if new_user_message is None or new_user_message["id"] in stored:
         return OpenedThread(thread, session, stored, None, agent)
-    if busy:
-        # One active run per thread (DESIGN.md §2): a second message is refused
-        # rather than interleaved into the history of the run in flight.
-        raise ThreadConflict(
-            f"a run is in progress on thread {agui_thread_id}; wait for it to finish or reattach to it"
-        )
     if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
         raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
     Run.objects.filter(thread=thread, status=Run.Status.RUNNING).exclude(id__in=live_run_ids).update(
@@ -159,7 +154,7 @@ def _run_open(
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
-    run = Run(thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
+    run = Run(id=run_pk or uuid.uuid4(), thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
     # Positions are contiguous from 0, so the next one is the count already stored.
     message_id = new_user_message["id"]
     fastsql.insert(

@@ -37,8 +37,8 @@ class Command(BaseCommand):
             "",
             f"  Try it:  curl -N -H 'Authorization: Bearer {settings.AGUI_TOKEN}' \\",
             "             -H 'Content-Type: application/json' \\",
-            "             -d '{\"threadId\":\"t1\",\"runId\":\"r1\",\"messages\":"
-            "[{\"id\":\"m1\",\"role\":\"user\",\"content\":\"hello\"}]}' \\",
+            '             -d \'{"threadId":"t1","runId":"r1","messages":'
+            '[{"id":"m1","role":"user","content":"hello"}]}\' \\',
             f"             http://{shown}:{port}/agui/{first}",
             "",
         ]
