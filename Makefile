@@ -15,7 +15,7 @@ find_python = $(shell for c in $$PYTHON python3.13 python3.12 python3 \
 	$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
 	[ -n "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; done)
 
-.PHONY: run test install install-test clean bench
+.PHONY: run test lint install install-test clean bench
 
 $(PY):
 	@base="$(find_python)"; \
@@ -45,8 +45,13 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py serve
 
-test: install-test
+test: install-test lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Types (mypy strict, django-stubs) and lint over the project's own code.
+lint: install-test
+	$(PY) -m ruff check agents agui threads project tests
+	$(PY) -m mypy
 
 bench: install-test
 	$(PY) bench/stream.py

@@ -139,13 +139,13 @@ class _CallStream:
                 self.tool_segments[item.tool_use_id] = self.segment
                 emit(ToolCallStarted(item.tool_use_id, item.tool_name, self.segment.message_id))
         else:
-            kind = self.kinds.get(item.index)
-            if kind == "thinking" and self.reasoning_id:
+            stopped = self.kinds.get(item.index)
+            if stopped == "thinking" and self.reasoning_id:
                 emit(ReasoningEnded(self.reasoning_id))
                 self.reasoning_id = None
-            elif kind == "text":
+            elif stopped == "text":
                 emit(TextEnded(self.segment.message_id))
-            elif kind == "tool_use":
+            elif stopped == "tool_use":
                 tool_id = self.tool_ids[item.index]
                 emit(ToolCallEnded(tool_id))
 

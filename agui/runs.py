@@ -22,10 +22,11 @@ from agents.events import AssistantMessage, Outcome, ToolMessage
 from agents.loop import AgentLoop
 from agents.models import Agent
 from agents.providers.base import ModelProvider, TokenCount
-from agents.request import Image, RunRequest
+from agents.request import RunRequest
 from agents.runtime import close_providers, loop_config, provider_for, tool_context, tools_for
 from agui.db import on_db_thread
 from agui.decode import DecodedInput
+from agui.prompt import build_request
 from agui.relay import RunRelay, shared_layer
 from agui.state import STATE_CACHE, ThreadState
 from agui.stream import RunStream
@@ -124,54 +125,6 @@ class DbSessionStore:
         await on_db_thread(
             session_commit, session_id=self.session_id, run_id=self.run_pk, turns=turns, messages=messages, usage=usage
         )
-
-
-def context_block(decoded: DecodedInput) -> str:
-    entries = decoded.model.context or []
-    if not entries:
-        return ""
-    lines = [f"- {entry.description}: {entry.value}" for entry in entries]
-    return "<context>\n" + "\n".join(lines) + "\n</context>\n\n"
-
-
-def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: str) -> RunRequest:
-    """The user's message as the model will see it: context first, then text, images, documents."""
-    model_message = next(m for m in decoded.model.messages if m.id == message["id"])
-    content = model_message.content  # type: ignore[union-attr]
-    texts: list[str] = []
-    images: list[Image] = []
-    extra: list[dict[str, Any]] = []
-    if isinstance(content, str):
-        texts.append(content)
-    else:
-        for part in content:
-            if part.type == "text":
-                texts.append(part.text)
-                continue
-            source = part.source
-            if part.type == "image" and source.type == "data":
-                images.append(Image(media_type=source.mime_type, data=source.value))
-            elif part.type == "image" and source.type == "url":
-                images.append(Image(media_type=source.mime_type or "", url=source.value))
-            elif part.type == "document" and source.type == "data":
-                extra.append(
-                    {
-                        "type": "document",
-                        "source": {"type": "base64", "media_type": source.mime_type, "data": source.value},
-                    }
-                )
-            elif part.type == "document" and source.type == "url":
-                extra.append({"type": "document", "source": {"type": "url", "url": source.value}})
-            else:
-                kind = getattr(source, "mime_type", None) or "unknown type"
-                texts.append(f"[{part.type} attachment ({kind}) not readable by this model]")
-    return RunRequest(
-        request_id=request_id,
-        text=context_block(decoded) + "\n".join(texts),
-        images=images,
-        extra_content=extra,
-        conversation_id=decoded.model.thread_id,
-    )
 
 
 def launch(*, agent: Agent, decoded: DecodedInput, message: dict[str, Any] | None) -> LiveRun:

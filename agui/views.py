@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
 from agents.models import Agent
 from agents.runtime import provider_for
@@ -22,7 +22,7 @@ from threads import selectors
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
     messages = decoded.raw["messages"]
     if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
-        return messages[-1]  # type: ignore[no-any-return]
+        return messages[-1]
     return None
 
 
@@ -43,14 +43,14 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
     return body
 
 
-async def run(request: HttpRequest, agent_name: str) -> HttpResponse:
+async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
     """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
     if request.method != "POST":
         return error_response(405, "method_not_allowed", "POST a RunAgentInput to this URL")
     if denied := token_error(request):
         return denied
     body = _read_body(request)
-    if isinstance(body, HttpResponse):
+    if isinstance(body, HttpResponseBase):
         return body
     try:
         decoded = decode_run_input(body)
@@ -84,14 +84,14 @@ def _after(request: HttpRequest) -> int | HttpResponse:
     return after
 
 
-async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None) -> HttpResponse:
+async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None) -> HttpResponseBase:
     """GET: the events of a run after Last-Event-ID (or ?after=), then the live rest of it."""
     if request.method != "GET":
         return error_response(405, "method_not_allowed", "GET this URL to follow a run")
     if denied := token_error(request):
         return denied
     after = _after(request)
-    if isinstance(after, HttpResponse):
+    if isinstance(after, HttpResponseBase):
         return after
     agent = await on_db_thread(selectors.agent_get, name=agent_name)
     if agent is None:
@@ -109,7 +109,7 @@ async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id
     return sse_response(follow_stored_run(run, after))
 
 
-async def info(request: HttpRequest) -> HttpResponse:
+async def info(request: HttpRequest) -> HttpResponseBase:
     """GET /agui/info: the agents served here and what the server supports. No secrets."""
     if denied := token_error(request):
         return denied

@@ -16,9 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from threads import fastsql
 from threads.models import RunEvent
 
 log = logging.getLogger(__name__)
@@ -115,11 +116,11 @@ class EventLogWriter:
 
 def insert_events(run_pk: object, rows: Rows) -> None:
     """Inserts (seq, type, payload) rows of one run in one statement, atomically."""
-    meta = RunEvent._meta
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(meta.get_field(name).column) for name in ("run", "seq", "type", "payload", "created_at"))
-    sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s)"
-    run_value = meta.get_field("run").get_db_prep_value(run_pk, connection)
-    now = meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(sql, [(run_value, seq, type_, payload, now) for seq, type_, payload in rows])
+    run_value = fastsql.db_value(RunEvent, "run", run_pk)
+    now = fastsql.db_value(RunEvent, "created_at", timezone.now())
+    with transaction.atomic():
+        fastsql.insert_rows(
+            RunEvent,
+            ("run", "seq", "type", "payload", "created_at"),
+            [(run_value, seq, type_, payload, now) for seq, type_, payload in rows],
+        )

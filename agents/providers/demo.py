@@ -40,7 +40,7 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
         content = message["content"]
         if isinstance(content, str):
             return content
-        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        texts = [str(b.get("text", "")) for b in content if b.get("type") == "text"]
         if texts:
             return texts[-1]
     return ""
