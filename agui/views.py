@@ -84,7 +84,9 @@ def _after(request: HttpRequest) -> int | HttpResponse:
     return after
 
 
-async def reattach(request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None) -> HttpResponseBase:
+async def reattach(
+    request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None
+) -> HttpResponseBase:
     """GET: the events of a run after Last-Event-ID (or ?after=), then the live rest of it."""
     if request.method != "GET":
         return error_response(405, "method_not_allowed", "GET this URL to follow a run")
