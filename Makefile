@@ -51,7 +51,7 @@ test: install-test lint
 # Types (mypy strict, django-stubs) and lint over the project's own code.
 lint: install-test
 	$(PY) -m ruff check agents agui threads project tests
-	$(PY) -m mypy
+	$(PY) -m mypy .
 
 bench: install-test
 	$(PY) bench/stream.py
