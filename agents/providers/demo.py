@@ -114,7 +114,8 @@ class DemoProvider:
                 await asyncio.sleep(self.delay)
                 yield BlockDelta(index, word)
             yield BlockStop(index)
-            content.append({"type": "thinking", "thinking": thinking, "signature": "demo"})
+            # Shown, not kept: a thinking block needs a signature the real API
+            # verifies, and a thread begun offline may go on with a key.
             index += 1
         yield BlockStart(index, "text")
         for word in _words(text):
