@@ -33,8 +33,17 @@ from agui.stream import RunStream
 from agui.translate import AguiTranslator, run_finished, run_started
 from threads import selectors
 from threads.eventlog import EventLogWriter
+from threads.leases import LEASE
 from threads.models import Run
-from threads.services import AgentUnavailable, OpenedThread, ThreadConflict, run_finish, run_open, session_commit
+from threads.services import (
+    AgentUnavailable,
+    OpenedThread,
+    ThreadConflict,
+    leases_renew,
+    run_finish,
+    run_open,
+    session_commit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,25 @@ class RunRegistry:
     # no longer busy (the client may send its next message at once) but still
     # followable by a reattach and not to be mistaken for abandoned runs.
     finishing: dict[Any, LiveRun] = field(default_factory=dict)
+    _renewer: asyncio.Task[None] | None = None
+
+    def register(self, live: LiveRun) -> None:
+        """Makes the thread busy with ``live`` and keeps this process's leases on its runs renewed."""
+        self.by_thread[live.agui_thread_id] = live
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(
+                self._renew_leases(), name="run-leases", context=contextvars.Context()
+            )
+
+    async def _renew_leases(self) -> None:
+        while self.by_thread or self.finishing:
+            await asyncio.sleep(LEASE.total_seconds() / 3)
+            run_ids = list(self.live_run_pks())
+            if run_ids:
+                try:
+                    await on_db_thread(leases_renew, run_ids=run_ids)
+                except Exception:
+                    log.exception("could not renew the leases of %d runs", len(run_ids))
 
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)
@@ -143,7 +171,7 @@ def launch(*, agent: Agent, decoded: DecodedInput, message: dict[str, Any] | Non
     stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
     if message is not None:
         live.message_ids.add(message["id"])
-        REGISTRY.by_thread[inp.thread_id] = live
+        REGISTRY.register(live)
     # A fresh context: the run outlives the request, so it must not inherit the
     # request's thread-sensitive executor (asgiref would keep a thread and a
     # database connection alive for it after the request ends).
@@ -252,7 +280,6 @@ async def _execute(live: LiveRun, loop: AgentLoop, request: RunRequest, translat
     except asyncio.CancelledError:
         outcome = Outcome.CANCELLED
     finally:
-        live.stream.close()
         REGISTRY.release(live)
         try:
             if live.stream.log is not None:
@@ -269,4 +296,6 @@ async def _execute(live: LiveRun, loop: AgentLoop, request: RunRequest, translat
         except Exception:
             log.exception("could not record the end of run %s", live.agui_run_id)
         finally:
+            # Only now does the terminal event reach subscribers (RunStream).
+            live.stream.close()
             REGISTRY.finishing.pop(live.run_pk, None)

@@ -26,8 +26,14 @@ def sse_frame(seq: int, payload: bytes) -> bytes:
 
 
 class RunStream:
+    """The frames of one run. A logged run's terminal event is held back from
+    subscribers until ``close`` (called once the run is durable): a client that
+    has seen RUN_FINISHED or RUN_ERROR can rely on the run and all its events
+    being recorded, in whichever process it asks next."""
+
     def __init__(self, log: EventLogWriter | None) -> None:
         self.frames: list[bytes] = []
+        self.visible = 0  # how many frames subscribers may read
         self.log = log
         self.closed = False
         self._waiters: list[asyncio.Event] = []
@@ -43,6 +49,9 @@ class RunStream:
         frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))
         if self.log is not None:
             self.log.append(seq, event["type"], payload.decode())
+            if event["type"] in TERMINAL_TYPES:
+                return
+        self.visible = seq
         for waiter in self._waiters:
             waiter.set()
 
@@ -57,6 +66,7 @@ class RunStream:
     def close(self) -> None:
         """No more events; subscribers finish once they have read everything."""
         self.closed = True
+        self.visible = len(self.frames)
         for waiter in self._waiters:
             waiter.set()
 
@@ -67,9 +77,9 @@ class RunStream:
         self._waiters.append(wake)
         try:
             while True:
-                frames = self.frames
-                if cursor < len(frames):
-                    end = len(frames)
+                end = self.visible
+                if cursor < end:
+                    frames = self.frames
                     chunk = frames[cursor] if end == cursor + 1 else b"".join(frames[cursor:end])
                     cursor = end
                     yield chunk

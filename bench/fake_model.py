@@ -4,7 +4,6 @@ Prints its base URL on the first line of stdout, then reads commands, one a line
 and answers each with ``ok``:
   bench N      queue benchmark_turn(N): one text block of N one-token deltas, pre-encoded
   text N K     queue K replies of N one-token deltas (text_turn)
-  pending      print how many queued turns are left
   quit         stop
 Running it apart from the client keeps the fake's threads from taking the
 client's CPU (and the GIL) while a stream is measured.
@@ -45,8 +44,6 @@ def main() -> None:
                     turns[key] = text_turn(["tok "] * n).prepare()
                 fake.add_turn(turns[key], times=times)  # type: ignore[arg-type]
                 print("ok", flush=True)
-            elif words[0] == "pending":
-                print(fake.pending, flush=True)
             else:
                 print(f"error unknown command {words[0]!r}", flush=True)
         if fake.errors:

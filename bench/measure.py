@@ -165,7 +165,9 @@ class Target:
                     when = CLOCK()
                     if row[1] != "succeeded":
                         raise RuntimeError(f"{self.name}: run {run_id} was recorded as {row[1]}")
-                    (stored,) = db.execute("SELECT count(*) FROM threads_runevent WHERE run_id = ?", (row[0],)).fetchone()
+                    (stored,) = db.execute(
+                        "SELECT count(*) FROM threads_runevent WHERE run_id = ?", (row[0],)
+                    ).fetchone()
                     return when, row[2], stored
                 if CLOCK() > deadline:
                     raise RuntimeError(f"{self.name}: run {run_id} was not recorded within {within}s")

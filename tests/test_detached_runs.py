@@ -130,3 +130,12 @@ def test_a_hydrate_does_not_run_the_agent_or_write_a_run(server, fake_api):
     assert messages[1]["content"] == "hello"
     assert Run.objects.count() == 1
     assert len(fake_api.requests) == 1
+
+
+def test_a_run_is_recorded_before_its_terminal_event_reaches_the_client(server, fake_api):
+    fake_api.script([text_turn(split_tokens("every word of this reply is durable first"))])
+    stream = post_run(server.url, "coder", v1(run_input("t-durable", "r1", user("x"))))
+    # No drain: having seen RUN_FINISHED is enough.
+    run = Run.objects.get(agui_run_id="r1")
+    assert run.status == Run.Status.SUCCEEDED
+    assert RunEvent.objects.filter(run=run).count() == len(stream.frames) == run.event_count

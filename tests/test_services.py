@@ -20,7 +20,7 @@ import pytest
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess
-from tests.sse import parse_frames
+from tests.sse import parse_frames, post_run
 from tests.test_restart import conversation_survives_restart
 
 pytestmark = pytest.mark.services
@@ -113,6 +113,50 @@ def test_another_process_can_follow_a_run_it_does_not_own(tmp_path: Path, postgr
                 f.event.get("delta", "") for f in [*first_three, *frames] if f.event["type"] == "TEXT_MESSAGE_CONTENT"
             )
             assert text == "one two three four five six"
+        finally:
+            owner.kill()
+            other.kill()
+
+
+def test_a_thread_busy_in_another_process_is_refused_there(tmp_path: Path, postgres_url, redis_url):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {
+            "ANTHROPIC_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "DATABASE_URL": postgres_url,
+            "REDIS_URL": redis_url,
+        }
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        owner = ServerProcess(data_dir=tmp_path / "a", workspace=workspace, env=env).start()
+        other = ServerProcess(data_dir=tmp_path / "b", workspace=workspace, env=env).start()
+        try:
+            slow = text_turn(["slow ", "reply"]).pause(after_events=4)
+            fake.script([slow, text_turn(["second"])])
+            headers = {**owner.headers, "Content-Type": "application/json"}
+            body = orjson.dumps(v1(run_input("t-two", "r1", user("one", "u1"))))
+            with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
+                assert resp.status_code == 200
+                assert slow.paused.wait(10)
+                refused = post_run(
+                    other.url,
+                    "coder",
+                    v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
+                    token=other.token,
+                )
+                assert refused.types == ["RUN_STARTED", "RUN_ERROR"]
+                assert "another server process" in refused.events[1]["message"]
+                slow.resume.set()
+                resp.read()
+            accepted = post_run(
+                other.url,
+                "coder",
+                v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
+                token=other.token,
+            )
+            assert accepted.types[-1] == "RUN_FINISHED"
         finally:
             owner.kill()
             other.kill()

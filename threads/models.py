@@ -94,6 +94,10 @@ class Run(models.Model):
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     cache_write_tokens = models.PositiveBigIntegerField(default=0)
     event_count = models.PositiveIntegerField(default=0)
+    # The server process running it ("host:pid") and how long its claim holds
+    # without renewal (threads/leases.py).
+    owner = models.CharField(max_length=300, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agents.events import AssistantMessage, ToolMessage
 from agents.models import Agent
 from agents.providers.base import TokenCount
-from threads import fastsql
+from threads import fastsql, leases
 from threads.models import Message, Run, Session, Thread
 from threads.selectors import agent_get
 
@@ -69,8 +69,9 @@ def run_open(
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
 
-    Runs left ``running`` by a process that is gone (not in ``live_run_ids``)
-    are marked interrupted: the session heals on this use.
+    Runs left ``running`` by a process that is gone are marked interrupted: the
+    session heals on this use. A run still held by another live process makes
+    the thread busy (ThreadConflict); ``live_run_ids`` are this process's own.
 
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
@@ -129,7 +130,7 @@ def _run_open(
         if new_user_message is None:
             fastsql.insert(thread, session)
             return OpenedThread(thread, session, stored, None, agent)
-        run = Run(id=run_pk or uuid.uuid4(), thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
+        run = _new_run(thread, agui_run_id, run_pk, protocol_version)
         message = Message(
             thread=thread, position=0, message_id=new_user_message["id"], role="user", body=new_user_message
         )
@@ -148,19 +149,43 @@ def _run_open(
         return OpenedThread(thread, session, stored, None, agent)
     if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
         raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
-    Run.objects.filter(thread=thread, status=Run.Status.RUNNING).exclude(id__in=live_run_ids).update(
-        status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=timezone.now()
+    now = timezone.now()
+    elsewhere = list(
+        Run.objects.filter(thread=thread, status=Run.Status.RUNNING)
+        .exclude(id__in=live_run_ids)
+        .values_list("id", "owner", "lease_expires_at")
     )
+    gone = [pk for pk, owner, lease in elsewhere if leases.owner_is_gone(owner, lease, now)]
+    if len(gone) < len(elsewhere):
+        raise ThreadConflict(f"a run is in progress on thread {agui_thread_id} in another server process")
+    if gone:
+        Run.objects.filter(id__in=gone).update(status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=now)
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
-    run = Run(id=run_pk or uuid.uuid4(), thread=thread, agui_run_id=agui_run_id, protocol_version=protocol_version)
+    run = _new_run(thread, agui_run_id, run_pk, protocol_version)
     # Positions are contiguous from 0, so the next one is the count already stored.
     message_id = new_user_message["id"]
     fastsql.insert(
         run, Message(thread=thread, position=len(stored), message_id=message_id, role="user", body=new_user_message)
     )
     return OpenedThread(thread, session, stored | {message_id}, run, agent)
+
+
+def _new_run(thread: Thread, agui_run_id: str, run_pk: Any, protocol_version: str) -> Run:
+    return Run(
+        id=run_pk or uuid.uuid4(),
+        thread=thread,
+        agui_run_id=agui_run_id,
+        protocol_version=protocol_version,
+        owner=leases.owner_id(),
+        lease_expires_at=leases.lease_until(),
+    )
+
+
+def leases_renew(*, run_ids: list[Any]) -> None:
+    """Extends this process's claim on the runs it is running."""
+    Run.objects.filter(id__in=run_ids, status=Run.Status.RUNNING).update(lease_expires_at=leases.lease_until())
 
 
 def _transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:

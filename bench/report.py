@@ -1,0 +1,109 @@
+"""The results table, the verdict on the targets, and the same numbers as a dict (for --json).
+
+Targets: the full stack streams at least TARGET_RATE times the Django view's
+events/s, with at most TARGET_TTFB times its TTFB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+from measure import Target
+from processes import ALL_SERVERS, FULL_STACK, LABELS
+
+TARGET_RATE = 0.3
+TARGET_TTFB = 3.0
+NAN = float("nan")
+
+
+def combine(values: list[float], stat: str) -> float:
+    """Rates over the rounds: their median, or with ``--stat best`` the highest."""
+    if not values:
+        return NAN
+    return max(values) if stat == "best" else statistics.median(values)
+
+
+def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    data: dict[str, Any] = {
+        "server": args.server,
+        "tokens": args.tokens,
+        "ttfb_tokens": args.ttfb_tokens,
+        "repeat": args.repeat,
+        "stat": args.stat,
+        "servers": {},
+    }
+    django = targets.get("django")
+    d_rate = combine(django.rates, args.stat) if django else NAN
+    d_ttfb = statistics.median(django.ttfb) if django else NAN
+    software = f"uvicorn + {args.loop} + httptools" if args.server == "uvicorn" else "daphne"
+    header = (
+        f"{'server':42} {'events/s':>9} {'x Django':>8} {'TTFB ms':>8} {'p90 ms':>7} {'x Django':>8} "
+        f"{'1st event':>9} {'durable/s':>9} {'log lag s':>9}"
+    )
+    out = [
+        "",
+        f"Server software: {software}. Long reply: {args.tokens} tokens; events/s = {args.stat} of "
+        f"{args.repeat} run(s). TTFB: {args.ttfb_tokens}-token reply, median of "
+        f"{args.repeat}x{args.ttfb_requests} requests after {args.warmup} warm-up.",
+        header,
+        "-" * len(header),
+    ]
+    for name in ALL_SERVERS:
+        t = targets.get(name)
+        if t is None:
+            continue
+        rate = combine(t.rates, args.stat)
+        ttfb = statistics.median(t.ttfb)
+        p90 = sorted(t.ttfb)[int(0.9 * (len(t.ttfb) - 1))]
+        first = statistics.median(t.first_event)
+        durable = combine(t.durable_rates, args.stat) if t.durable_rates else None
+        lag = statistics.median(t.log_lag) if t.log_lag else None
+        out.append(
+            f"{LABELS[name]:42} {rate:9,.0f} {rate / d_rate:8.2f} {ttfb * 1e3:8.3f} {p90 * 1e3:7.3f} "
+            f"{ttfb / d_ttfb:8.2f} {first * 1e3:9.3f} "
+            f"{f'{durable:,.0f}' if durable else '-':>9} {f'{lag:.2f}' if lag is not None else '-':>9}"
+        )
+        data["servers"][name] = {
+            "label": LABELS[name],
+            "events_per_s": rate,
+            "events_per_s_runs": t.rates,
+            "frames": t.frames,
+            "ttfb_ms_median": ttfb * 1e3,
+            "ttfb_ms_p90": p90 * 1e3,
+            "first_event_ms_median": first * 1e3,
+            "rate_vs_django": rate / d_rate,
+            "ttfb_vs_django": ttfb / d_ttfb,
+            "durable_events_per_s": durable,
+            "log_lag_s": lag,
+        }
+    out += [
+        "  (events/s: SSE data frames / (last byte - request sent). TTFB: request sent -> first response byte; "
+        "1st event: -> first data frame, ms.",
+        "   durable/s: frames / (request sent -> run recorded, event log and run row written); "
+        "log lag: last byte -> recorded.)",
+        "",
+        f"Targets: full stack >= {TARGET_RATE}x Django's events/s and TTFB <= {TARGET_TTFB}x Django's.",
+    ]
+    all_met = True
+    for name in FULL_STACK:
+        entry = data["servers"].get(name)
+        if entry is None or django is None:
+            continue  # without the Django view there is nothing to compare with
+        rate_ok = entry["rate_vs_django"] >= TARGET_RATE
+        ttfb_ok = entry["ttfb_vs_django"] <= TARGET_TTFB
+        all_met &= rate_ok and ttfb_ok
+        entry["rate_target_met"], entry["ttfb_target_met"] = rate_ok, ttfb_ok
+        out.append(
+            f"  {LABELS[name]:44} events/s {entry['rate_vs_django']:.2f}x: {'MET' if rate_ok else 'MISSED'}; "
+            f"TTFB {entry['ttfb_vs_django']:.2f}x: {'MET' if ttfb_ok else 'MISSED'}"
+        )
+    bare = data["servers"].get("bare")
+    if bare and django:
+        out.append(
+            f"  (client check: the client read baseline 1 at {bare['events_per_s']:,.0f} events/s, "
+            f"{bare['events_per_s'] / d_rate:.1f}x the Django view, so it is not what limits the others)"
+        )
+    data["all_targets_met"] = all_met
+    return "\n".join(out), data

@@ -1,0 +1,46 @@
+"""Which server process owns a running run, and whether that process is still there.
+
+A run is owned by the process that started it. While it runs, its owner renews
+a lease on it. Another process may treat the run as abandoned (and heal its
+thread) when the lease has expired, or at once when the owner was a process on
+this same host that no longer exists, as after a crash and a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+LEASE = timedelta(seconds=30)
+
+
+def owner_id() -> str:
+    """This process, as recorded on the runs it owns (computed on use: a fork changes the pid)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owner_is_gone(owner: str, lease_expires_at: datetime | None, now: datetime | None = None) -> bool:
+    now = now or timezone.now()
+    if lease_expires_at is None or lease_expires_at < now:
+        return True
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another host's process: only its lease can tell
+    return int(pid) != os.getpid() and not _process_exists(int(pid))
+
+
+def lease_until(now: datetime | None = None) -> datetime:
+    return (now or timezone.now()) + LEASE
