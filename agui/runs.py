@@ -20,7 +20,6 @@ from django.db import connections
 
 from agents.events import AssistantMessage, Outcome, ToolMessage
 from agents.loop import AgentLoop
-from agents.models import Agent
 from agents.providers.base import ModelProvider, TokenCount
 from agents.request import RunRequest
 from agents.runtime import close_providers, loop_config, provider_for, tool_context, tools_for
@@ -155,7 +154,7 @@ class DbSessionStore:
         )
 
 
-def launch(*, agent: Agent, decoded: DecodedInput, message: dict[str, Any] | None) -> LiveRun:
+def launch(*, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None) -> LiveRun:
     """Answers a request: RUN_STARTED is on the stream when this returns.
 
     The thread is opened (and the run recorded) by the task that follows, so the
@@ -176,17 +175,19 @@ def launch(*, agent: Agent, decoded: DecodedInput, message: dict[str, Any] | Non
     # request's thread-sensitive executor (asgiref would keep a thread and a
     # database connection alive for it after the request ends).
     live.task = asyncio.get_running_loop().create_task(
-        _open_and_run(live, agent, decoded, message), name=f"run-{inp.run_id}", context=contextvars.Context()
+        _open_and_run(live, agent_name, decoded, message), name=f"run-{inp.run_id}", context=contextvars.Context()
     )
     return live
 
 
-async def _open_and_run(live: LiveRun, agent: Agent, decoded: DecodedInput, message: dict[str, Any] | None) -> None:
+async def _open_and_run(
+    live: LiveRun, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None
+) -> None:
     inp = decoded.model
     try:
         opened = await on_db_thread(
             run_open,
-            agent_name=agent.name,
+            agent_name=agent_name,
             agui_thread_id=inp.thread_id,
             agui_run_id=inp.run_id,
             run_pk=live.run_pk,
@@ -194,7 +195,10 @@ async def _open_and_run(live: LiveRun, agent: Agent, decoded: DecodedInput, mess
             protocol_version=inp.protocol_version or "",
             live_run_ids=REGISTRY.live_run_pks() - {live.run_pk},
         )
-    except (ThreadConflict, AgentUnavailable) as exc:
+    except AgentUnavailable as exc:
+        _end_unopened(live, {"type": "RUN_ERROR", "message": str(exc), "code": "unknown_agent"})
+        return
+    except ThreadConflict as exc:
         _end_unopened(live, {"type": "RUN_ERROR", "message": str(exc), "code": "conflict"})
         return
     except Exception:
@@ -207,6 +211,7 @@ async def _open_and_run(live: LiveRun, agent: Agent, decoded: DecodedInput, mess
     if opened.run is None:
         await _hydrate(live, decoded, opened)
         return
+    agent = opened.agent  # as the database has it now, not as a cache saw it
     provider = provider_for(agent)
     layer = shared_layer()
     live.stream.attach_log(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +25,32 @@ def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
     if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
         return messages[-1]
     return None
+
+
+class AgentNames:
+    """The names of enabled agents, as last read, so the path to a run's first byte
+    needs no database round trip. A name not in the set is looked up at once (a
+    new agent is found immediately); the set is re-read after ``ttl`` seconds,
+    and the run itself re-reads its agent, so a disabled agent ends the stream
+    with RUN_ERROR at worst while the set is stale."""
+
+    def __init__(self, ttl: float = 2.0) -> None:
+        self.ttl = ttl
+        self._names: frozenset[str] = frozenset()
+        self._read_at = float("-inf")
+
+    def forget(self) -> None:
+        self._read_at = float("-inf")
+
+    async def exists(self, name: str) -> bool:
+        if name in self._names and time.monotonic() - self._read_at < self.ttl:
+            return True
+        self._names = frozenset(await on_db_thread(selectors.agent_names))
+        self._read_at = time.monotonic()
+        return name in self._names
+
+
+AGENT_NAMES = AgentNames()
 
 
 def _read_body(request: HttpRequest) -> bytes | HttpResponse:
@@ -56,8 +83,7 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
         decoded = decode_run_input(body)
     except InputError as exc:
         return error_response(400, "invalid_input", exc.message, exc.field)
-    agent = await on_db_thread(selectors.agent_get, name=agent_name)
-    if agent is None:
+    if not await AGENT_NAMES.exists(agent_name):
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
     message = _new_user_message(decoded)
     busy = REGISTRY.live_for_thread(decoded.model.thread_id)
@@ -69,7 +95,7 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
                 409, "thread_busy", "a run is in progress on this thread; wait for it to finish or reattach to it"
             )
         message = None  # the run in flight already has it: this is a hydrate
-    live = launch(agent=agent, decoded=decoded, message=message)
+    live = launch(agent_name=agent_name, decoded=decoded, message=message)
     return sse_response(live.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
 
 

@@ -102,10 +102,27 @@ def test_it_rejects_an_unknown_agent(server):
 
 
 def test_it_rejects_a_disabled_agent(server, coder):
+    from agui.views import AGENT_NAMES
+
     coder.enabled = False
     coder.save()
+    AGENT_NAMES.forget()  # as after the cache's few seconds
     assert _post(server, GOOD).status_code == 404
     _assert_nothing_written()
+
+
+def test_an_agent_disabled_a_moment_ago_runs_nothing(server, coder):
+    from tests.sse import post_run
+
+    assert post_run(server.url, "coder", run_input("t-warm", "r0", user("warm the cache"))).status == 200
+    server.drain()
+    coder.enabled = False
+    coder.save()
+    stream = post_run(server.url, "coder", GOOD)
+    assert stream.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert stream.events[1]["code"] == "unknown_agent"
+    assert "no agent named 'coder'" in stream.events[1]["message"]
+    assert not Thread.objects.filter(agui_thread_id="t-bad").exists()
 
 
 def test_it_refuses_a_body_over_the_cap(server):

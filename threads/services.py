@@ -76,28 +76,21 @@ def run_open(
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
     """
+    arguments = {
+        "agent_name": agent_name,
+        "agui_thread_id": agui_thread_id,
+        "agui_run_id": agui_run_id,
+        "new_user_message": new_user_message,
+        "protocol_version": protocol_version,
+        "live_run_ids": live_run_ids,
+        "run_pk": run_pk,
+    }
     try:
-        return _run_open(
-            agent_name=agent_name,
-            agui_thread_id=agui_thread_id,
-            agui_run_id=agui_run_id,
-            new_user_message=new_user_message,
-            protocol_version=protocol_version,
-            live_run_ids=live_run_ids,
-            run_pk=run_pk,
-        )
+        return _run_open(**arguments)
     except IntegrityError:
         # Two first requests of one new thread raced to create it; the loser
         # now finds it and takes the path for an existing thread.
-        return _run_open(
-            agent_name=agent_name,
-            agui_thread_id=agui_thread_id,
-            agui_run_id=agui_run_id,
-            new_user_message=new_user_message,
-            protocol_version=protocol_version,
-            live_run_ids=live_run_ids,
-            run_pk=run_pk,
-        )
+        return _run_open(**arguments)
 
 
 @transaction.atomic
