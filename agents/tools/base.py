@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.tools.shaping import OutputLimits, shape_tool_output
+
 
 class ToolError(Exception):
     """A call the tool refuses (bad arguments, a path outside the workspace); the model reads the message."""
@@ -51,11 +53,30 @@ class ToolOutput:
     content: str
     is_error: bool = False
     touched: tuple[tuple[str, str], ...] = ()  # (path relative to the workspace, action)
+    # Set by ToolRegistry.call: the size of the output before shaping, and whether it was cut.
+    line_count: int | None = None
+    byte_count: int | None = None
+    truncated: bool = False
+
+
+TodoItem = dict[str, str]  # {"id", "content", "status"}
 
 
 @dataclass(slots=True)
 class ToolContext:
+    """What the tools of one run share. Make one per run; sub-agents get their own."""
+
     workspace: Workspace
+    # The read ledger: path relative to the workspace -> hash of the content the agent last saw
+    # (recorded by file_read and after every write). Edits of files not in it, or changed on disk
+    # since, are refused (the stale-edit check, see agents/tools/ledger.py).
+    reads: dict[str, str] = field(default_factory=dict)
+    # The run's todo list as todo_write last set it; on_todos is told after every change.
+    todos: list[TodoItem] = field(default_factory=list)
+    on_todos: Callable[[list[TodoItem]], None] | None = None
+    output_limits: OutputLimits = field(default_factory=OutputLimits)
+    # Serialises check-then-write of the file tools when the model calls them in parallel.
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 ToolFunc = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
@@ -88,7 +109,11 @@ class ToolRegistry:
         return [tool.spec() for tool in self.tools.values()]
 
     async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-        """Runs a tool; every failure comes back as an error output the model can read."""
+        """Runs a tool; every failure comes back as an error output the model can read.
+        Every output is shaped to the context's output limits (long ones keep head and tail)."""
+        return shape(await self._call(name, arguments, context), context.output_limits)
+
+    async def _call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutput(f"unknown tool {name!r}; available: {', '.join(sorted(self.tools))}", True)
@@ -100,6 +125,19 @@ class ToolRegistry:
             raise
         except Exception as exc:  # a tool bug must not kill the run; the model is told
             return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", True)
+
+
+def shape(output: ToolOutput, limits: OutputLimits) -> ToolOutput:
+    shaped = shape_tool_output(
+        output.content,
+        max_bytes=limits.max_bytes,
+        max_lines=limits.max_lines,
+        keep_head=limits.keep_head,
+        keep_tail=limits.keep_tail,
+    )
+    output.content = shaped.text
+    output.line_count, output.byte_count, output.truncated = shaped.lines, shaped.bytes, shaped.truncated
+    return output
 
 
 def require_str(arguments: dict[str, Any], name: str, *, optional: bool = False) -> str | None:
