@@ -11,5 +11,5 @@ class AgentAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "description", "enabled")}),
         ("Model", {"fields": ("model", "system_prompt", "max_tokens", "thinking_budget")}),
-        ("Limits and grounding", {"fields": ("max_iterations", "grounding_mode")}),
+        ("Limits and grounding", {"fields": ("max_iterations", "max_run_seconds", "token_budget", "grounding_mode")}),
     )

@@ -98,6 +98,19 @@ class ToolResult:
     touched: tuple[tuple[str, str], ...] = ()  # (path, action) pairs the tool read or changed
 
 
+class PauseReason(StrEnum):
+    MAX_ITERATIONS = "max_iterations"
+    WALL_CLOCK = "wall_clock"
+    TOKEN_BUDGET = "token_budget"
+
+
+@dataclass(slots=True, frozen=True)
+class RunPaused:
+    """A limit stopped the run; the session keeps its turns, and "continue" goes on from them."""
+
+    reason: PauseReason
+
+
 @dataclass(slots=True, frozen=True)
 class Usage:
     model: str
@@ -143,6 +156,7 @@ RunEvent = (
     | ToolCallArgs
     | ToolCallEnded
     | ToolResult
+    | RunPaused
 )
 
 

@@ -7,8 +7,10 @@ view of the conversation in a SessionStore. It knows nothing of HTTP or AG-UI.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from typing import Any, Protocol
 from agents.events import (
     AssistantMessage,
     Outcome,
+    PauseReason,
     Phase,
     PhaseChanged,
     ReasoningDelta,
@@ -24,6 +27,7 @@ from agents.events import (
     ReasoningStarted,
     RunInfo,
     RunListener,
+    RunPaused,
     TextDelta,
     TextEnded,
     TextStarted,
@@ -62,8 +66,12 @@ class LoopConfig:
     max_tokens: int = 8192
     thinking_budget: int = 0
     max_iterations: int = 50
+    wall_clock_seconds: float = 0.0  # 0: no cap
+    token_budget: int = 0  # input + output tokens per run; 0: no budget
     stream_retries: int = 2
     retry_backoff: float = 1.0
+    # The same call (tool and arguments) this many times in a row is stopped as a loop.
+    repeat_limit: int = 3
 
 
 class SessionStore(Protocol):
@@ -78,6 +86,10 @@ class SessionStore(Protocol):
         usage: TokenCount,
     ) -> None:
         """Saves the turns and appends the new transcript messages, atomically."""
+        ...
+
+    async def pause(self, reason: PauseReason) -> None:
+        """Records why the run stopped; the turns committed so far are the checkpoint."""
         ...
 
 
@@ -172,6 +184,10 @@ class _CallStream:
         ]
 
 
+class _Stopped(Exception):
+    """A cancel arrived while the model was streaming."""
+
+
 class AgentLoop:
     def __init__(
         self,
@@ -191,7 +207,8 @@ class AgentLoop:
         self.store = store
         self.listener = listener
         self.make_id = make_id
-        self.usage = TokenCount()
+        self._last_call = ""
+        self._repeats = 0
 
     async def run(self, request: RunRequest, *, run_id: str, thread_id: str) -> Outcome:
         """Runs to the end; ``on_finished`` is called exactly once, whatever happens."""
@@ -216,6 +233,7 @@ class AgentLoop:
         return outcome
 
     async def _run(self, request: RunRequest) -> Outcome:
+        config = self.config
         turns: list[dict[str, Any]] = []
         if request.scenario.conversation_memory:
             turns, _closed = heal_turns(await self.store.load_turns())
@@ -223,22 +241,36 @@ class AgentLoop:
         turns, _ = heal_turns(turns)
         await self.store.commit(turns, [], TokenCount())
         specs = [s for s in self.tools.specs() if request.scenario.offers(s["name"])]
-        for _iteration in range(self.config.max_iterations):
+        started = time.monotonic()
+        tokens = 0
+        for _iteration in range(config.max_iterations):
+            # The iteration boundary is the safe point: everything so far is committed.
             if not self.listener.should_continue():
                 return Outcome.CANCELLED
-            reply, messages = await self._call_model(turns, specs)
+            if config.wall_clock_seconds and time.monotonic() - started >= config.wall_clock_seconds:
+                return await self._pause(PauseReason.WALL_CLOCK)
+            if config.token_budget and tokens >= config.token_budget:
+                return await self._pause(PauseReason.TOKEN_BUDGET)
+            try:
+                reply, messages = await self._call_model(turns, specs)
+            except _Stopped:
+                return Outcome.CANCELLED
+            usage = reply.usage
+            tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
             turns.append({"role": "assistant", "content": reply.content})
             calls = [b for b in reply.content if b.get("type") == "tool_use"]
             if not calls:
-                await self.store.commit(turns, list(messages), self._take_usage(reply))
+                await self.store.commit(turns, list(messages), usage)
                 return Outcome.SUCCESS
             results, tool_messages = await self._run_tools(calls)
             turns.append({"role": "user", "content": results})
-            await self.store.commit(turns, [*messages, *tool_messages], self._take_usage(reply))
-        return Outcome.PAUSED
+            await self.store.commit(turns, [*messages, *tool_messages], usage)
+        return await self._pause(PauseReason.MAX_ITERATIONS)
 
-    def _take_usage(self, reply: ModelReply) -> TokenCount:
-        return reply.usage
+    async def _pause(self, reason: PauseReason) -> Outcome:
+        self.listener.on_event(RunPaused(reason))
+        await self.store.pause(reason)
+        return Outcome.PAUSED
 
     async def _call_model(
         self, turns: list[dict[str, Any]], specs: list[dict[str, Any]]
@@ -258,12 +290,17 @@ class AgentLoop:
         while True:
             call = _CallStream(emit, self.make_id)
             reply: ModelReply | None = None
+            should_continue = self.listener.should_continue
             try:
-                async for item in self.provider.stream(request):
-                    if type(item) is ModelReply:
-                        reply = item
-                    else:
-                        call.handle(item)  # type: ignore[arg-type]
+                async with contextlib.aclosing(self.provider.stream(request)) as stream:
+                    async for item in stream:
+                        if type(item) is ModelReply:
+                            reply = item
+                        else:
+                            call.handle(item)  # type: ignore[arg-type]
+                        # A cancel stops the model mid-reply: nothing of it is committed.
+                        if not should_continue():
+                            raise _Stopped
                 if reply is None:
                     raise ModelError("the model returned no reply", retryable=True, code="early_end")
             except ModelError as exc:
@@ -290,15 +327,32 @@ class AgentLoop:
                 self.listener.on_message(message)
             return reply, messages
 
+    def _is_repeat(self, call: dict[str, Any]) -> bool:
+        key = call["name"] + "\x00" + json.dumps(call.get("input"), sort_keys=True)
+        if key == self._last_call:
+            self._repeats += 1
+        else:
+            self._last_call, self._repeats = key, 1
+        return self._repeats >= self.config.repeat_limit
+
     async def _run_tools(self, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[ToolMessage]]:
         emit = self.listener.on_event
         emit(PhaseChanged(Phase.EXECUTING, True))
         results: dict[str, ToolOutput] = {}
         messages: dict[str, ToolMessage] = {}
 
+        looping = {call["id"] for call in calls if self._is_repeat(call)}
+
         async def run_one(call: dict[str, Any]) -> None:
             arguments = call.get("input")
-            if not isinstance(arguments, dict):
+            if call["id"] in looping:
+                output = ToolOutput(
+                    f"stopped: this is the same {call['name']} call with the same arguments "
+                    f"{self.config.repeat_limit} times in a row, which looks like a loop. "
+                    "Its result would not change; try something different or explain what is blocking you.",
+                    True,
+                )
+            elif not isinstance(arguments, dict):
                 output = ToolOutput("tool arguments must be a JSON object", True)
             elif not self.tools.get(call["name"]):
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)

@@ -24,6 +24,12 @@ class Agent(models.Model):
     system_prompt = models.TextField(blank=True)
     grounding_mode = models.CharField(max_length=16, choices=Grounding.choices, default=Grounding.OFF)
     max_iterations = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
+    max_run_seconds = models.PositiveIntegerField(
+        default=1800, help_text="Wall-clock cap of a run, in seconds; past it the run pauses. 0: no cap."
+    )
+    token_budget = models.PositiveIntegerField(
+        default=0, help_text="Input plus output tokens a run may use before it pauses. 0: no budget."
+    )
     max_tokens = models.PositiveIntegerField(
         default=8192, validators=[MinValueValidator(1)], help_text="Output tokens per model call."
     )

@@ -67,6 +67,8 @@ def loop_config(agent: Agent, provider: ModelProvider) -> LoopConfig:
         max_tokens=agent.max_tokens,
         thinking_budget=agent.thinking_budget,
         max_iterations=min(agent.max_iterations, settings.AGENT_MAX_ITERATIONS),
+        wall_clock_seconds=float(agent.max_run_seconds),
+        token_budget=agent.token_budget,
         stream_retries=settings.MODEL_STREAM_RETRIES,
         retry_backoff=settings.MODEL_RETRY_BACKOFF_SECONDS,
     )

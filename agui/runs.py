@@ -18,12 +18,11 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
-from agents.events import AssistantMessage, Outcome, ToolMessage
+from agents.events import Outcome
 from agents.loop import AgentLoop
-from agents.providers.base import ModelProvider, TokenCount
+from agents.providers.base import ModelProvider
 from agents.request import RunRequest
 from agents.runtime import close_providers, loop_config, provider_for, tool_context, tools_for
-from agui.db import on_db_thread
 from agui.decode import DecodedInput
 from agui.prompt import build_request
 from agui.relay import RunRelay, shared_layer
@@ -31,8 +30,9 @@ from agui.state import STATE_CACHE, ThreadState
 from agui.stream import RunStream
 from agui.translate import AguiTranslator, run_finished, run_started
 from threads import selectors
+from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
-from threads.leases import LEASE
+from threads.leases import lease_length
 from threads.models import Run
 from threads.services import (
     AgentUnavailable,
@@ -41,8 +41,8 @@ from threads.services import (
     leases_renew,
     run_finish,
     run_open,
-    session_commit,
 )
+from threads.store import DbSessionStore
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +90,17 @@ class RunRegistry:
 
     async def _renew_leases(self) -> None:
         while self.by_thread or self.finishing:
-            await asyncio.sleep(LEASE.total_seconds() / 3)
+            await asyncio.sleep(lease_length().total_seconds() / 3)
             run_ids = list(self.live_run_pks())
             if run_ids:
                 try:
-                    await on_db_thread(leases_renew, run_ids=run_ids)
+                    cancelled = await on_db_thread(leases_renew, run_ids=run_ids)
                 except Exception:
                     log.exception("could not renew the leases of %d runs", len(run_ids))
+                    continue
+                for run_pk in cancelled:  # cancels that reached another process
+                    if live := self.live_by_pk(run_pk):
+                        live.cancel_requested = True
 
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)
@@ -137,23 +141,6 @@ class RunRegistry:
 REGISTRY = RunRegistry()
 
 
-class DbSessionStore:
-    def __init__(self, *, session_id: Any, run_pk: Any, turns: list[dict[str, Any]]) -> None:
-        self.session_id = session_id
-        self.run_pk = run_pk
-        self.turns = turns
-
-    async def load_turns(self) -> list[dict[str, Any]]:
-        return list(self.turns)
-
-    async def commit(
-        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
-    ) -> None:
-        await on_db_thread(
-            session_commit, session_id=self.session_id, run_id=self.run_pk, turns=turns, messages=messages, usage=usage
-        )
-
-
 def launch(*, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None) -> LiveRun:
     """Answers a request: RUN_STARTED is on the stream when this returns.
 
@@ -180,9 +167,7 @@ def launch(*, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | 
     return live
 
 
-async def _open_and_run(
-    live: LiveRun, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None
-) -> None:
+async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None) -> None:
     inp = decoded.model
     try:
         opened = await on_db_thread(

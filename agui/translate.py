@@ -22,6 +22,7 @@ from agents.events import (
     ReasoningStarted,
     RunEvent,
     RunInfo,
+    RunPaused,
     TextDelta,
     TextEnded,
     TextStarted,
@@ -90,7 +91,9 @@ class AguiTranslator(BaseListener):
             ReasoningStarted: self._reasoning_started,
             ReasoningEnded: self._reasoning_ended,
             PhaseChanged: self._phase,
+            RunPaused: self._paused,
         }
+        self.pause_reason = ""
 
     # -- run boundaries -------------------------------------------------
 
@@ -140,7 +143,8 @@ class AguiTranslator(BaseListener):
             )
             return
         if outcome in (Outcome.PAUSED, Outcome.CANCELLED, Outcome.INTERRUPTED):
-            publish({"type": "CUSTOM", "name": f"threadline.{outcome.value}", "value": {"reason": outcome.value}})
+            reason = self.pause_reason or outcome.value
+            publish({"type": "CUSTOM", "name": f"threadline.{outcome.value}", "value": {"reason": reason}})
         publish(run_finished(self.thread_id, self.run_id, v1=self.v1))
 
     def _close_open(self) -> None:
@@ -235,6 +239,9 @@ class AguiTranslator(BaseListener):
                 self.publish({"type": "STEP_STARTED", "stepName": name})
         elif self.open_steps.pop(name, 0) is None:
             self.publish({"type": "STEP_FINISHED", "stepName": name})
+
+    def _paused(self, event: RunPaused) -> None:
+        self.pause_reason = event.reason.value
 
     # -- per model call -------------------------------------------------
 

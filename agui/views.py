@@ -11,13 +11,14 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 
 from agents.models import Agent
 from agents.runtime import provider_for
-from agui.db import on_db_thread
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.http import error_response, sse_response, token_error
 from agui.relay import follow_stored_run
 from agui.runs import REGISTRY, launch
 from agui.state import model_entry
 from threads import selectors
+from threads.dbthread import on_db_thread
+from threads.services import RunNotCancellable, run_cancel_request
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -168,6 +169,28 @@ async def info(request: HttpRequest) -> HttpResponseBase:
         },
     }
     return JsonResponse(payload, json_dumps_params={"indent": None})
+
+
+async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: str) -> HttpResponseBase:
+    """POST: stop the run at its next safe point. It ends with RUN_FINISHED (outcome cancelled
+    for 1.0 clients; a threadline.cancelled event before it for 0.x clients)."""
+    if request.method != "POST":
+        return error_response(405, "method_not_allowed", "POST to this URL to cancel the run")
+    if denied := token_error(request):
+        return denied
+    run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
+    if run is None or not await AGENT_NAMES.exists(agent_name) or run.thread.agent.name != agent_name:
+        return error_response(404, "unknown_run", "no such run on this thread")
+    live = REGISTRY.live_by_pk(run.pk)
+    if live is not None:
+        live.cancel_requested = True
+    else:
+        try:
+            # Owned by another process: it reads the request when it renews its lease.
+            await on_db_thread(run_cancel_request, run_id=run.pk)
+        except RunNotCancellable as exc:
+            return error_response(409, "run_ended", str(exc))
+    return JsonResponse({"status": "cancelling", "runId": run_id}, status=202)
 
 
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:

@@ -64,6 +64,8 @@ if AGUI_TOKEN_GENERATED:
 AGUI_ALLOWED_ORIGINS = env_origins("AGUI_ALLOWED_ORIGINS")
 AGUI_MAX_BODY_BYTES = env_int("AGUI_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
+# How long another process waits before it treats a silent process's running runs as abandoned.
+RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 30.0, minimum=1.0)
 SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)
 AGUI_HEARTBEAT_SECONDS = env_float("AGUI_HEARTBEAT_SECONDS", 15.0, minimum=0.05)
 # How long the durable event log may lag behind the stream, and how many events

@@ -15,9 +15,9 @@ from agents.providers.anthropic import AnthropicProvider
 from agents.request import RunRequest
 from agents.tools.base import ToolContext, ToolRegistry, Workspace
 from agents.tools.readonly import READ_ONLY_TOOLS
-from agui.runs import DbSessionStore
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from threads.models import Run, Session, Thread
+from threads.store import DbSessionStore
 
 
 class Recorder(BaseListener):
@@ -56,14 +56,21 @@ def store(coder):
 
 
 async def _run(
-    fake: FakeAnthropic, store: DbSessionStore, listener: Recorder, tmp_path: Path, max_iterations: int = 10
+    fake: FakeAnthropic,
+    store: DbSessionStore,
+    listener: Recorder,
+    tmp_path: Path,
+    max_iterations: int = 10,
+    token_budget: int = 0,
 ) -> Outcome:
     provider = AnthropicProvider(api_key="sk-fake", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
     loop = AgentLoop(
         provider=provider,
         tools=ToolRegistry.of(READ_ONLY_TOOLS),
         tool_context=ToolContext(Workspace(tmp_path)),
-        config=LoopConfig(model="claude-sonnet-5-5", max_iterations=max_iterations, stream_retries=0),
+        config=LoopConfig(
+            model="claude-sonnet-5-5", max_iterations=max_iterations, token_budget=token_budget, stream_retries=0
+        ),
         store=store,
         listener=listener,
     )
@@ -80,7 +87,6 @@ async def test_success_finishes_once(store, tmp_path):
     assert recorder.calls[0] == ("start", "r-loop")
     assert recorder.finished == [Outcome.SUCCESS]
     assert recorder.calls[-1] == ("finished", Outcome.SUCCESS)
-    assert recorder.polls == 2  # polled before each model call
     session = await sync_to_async(Session.objects.get)(pk=store.session_id)
     assert [t["role"] for t in session.turns] == ["user", "assistant", "user", "assistant"]
 
@@ -93,12 +99,35 @@ async def test_a_model_error_is_reported_then_finishes_once(store, tmp_path):
     assert recorder.finished == [Outcome.ERROR]
 
 
-async def test_should_continue_false_cancels_between_iterations(store, tmp_path):
+async def test_should_continue_false_cancels_mid_stream(store, tmp_path):
     with FakeAnthropic([tool_turn("glob", {"pattern": "*"}), text_turn(["never"])]) as fake:
-        recorder = Recorder(stop_after=1)
+        recorder = Recorder(stop_after=3)
         assert await _run(fake, store, recorder, tmp_path) is Outcome.CANCELLED
         assert len(fake.requests) == 1
     assert recorder.finished == [Outcome.CANCELLED]
+    session = await sync_to_async(Session.objects.get)(pk=store.session_id)
+    assert [t["role"] for t in session.turns] == ["user"]  # nothing of the cut reply is kept
+
+
+async def test_a_limit_pauses_with_its_reason_and_keeps_the_checkpoint(store, tmp_path):
+    with FakeAnthropic([tool_turn("glob", {"pattern": "*"}, input_tokens=500), text_turn(["never"])]) as fake:
+        recorder = Recorder()
+        assert await _run(fake, store, recorder, tmp_path, token_budget=100) is Outcome.PAUSED
+        assert len(fake.requests) == 1
+    session = await sync_to_async(Session.objects.get)(pk=store.session_id)
+    assert session.paused_reason == "token_budget"
+    assert [t["role"] for t in session.turns] == ["user", "assistant", "user"]
+
+
+async def test_the_same_call_three_times_in_a_row_is_stopped_as_a_loop(store, tmp_path):
+    same = {"pattern": "*.md"}
+    with FakeAnthropic(
+        [tool_turn("glob", same), tool_turn("glob", same), tool_turn("glob", same), text_turn(["ok, something else"])]
+    ) as fake:
+        assert await _run(fake, store, Recorder(), tmp_path) is Outcome.SUCCESS
+        results = [r.body["messages"][-1]["content"][0] for r in fake.requests[1:]]
+    assert [r.get("is_error", False) for r in results] == [False, False, True]
+    assert "looks like a loop" in results[2]["content"]
 
 
 async def test_the_iteration_cap_pauses(store, tmp_path):

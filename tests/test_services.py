@@ -160,3 +160,46 @@ def test_a_thread_busy_in_another_process_is_refused_there(tmp_path: Path, postg
         finally:
             owner.kill()
             other.kill()
+
+
+def test_a_cancel_sent_to_another_process_stops_the_run(tmp_path: Path, postgres_url, redis_url):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {
+            "ANTHROPIC_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "DATABASE_URL": postgres_url,
+            "REDIS_URL": redis_url,
+            "RUN_LEASE_SECONDS": "1.5",
+        }
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        owner = ServerProcess(data_dir=tmp_path / "a", workspace=workspace, env=env).start()
+        other = ServerProcess(data_dir=tmp_path / "b", workspace=workspace, env=env).start()
+        try:
+            slow = text_turn(split_tokens("a b c d e f g h")).paced(0.2)
+            fake.script([slow])
+            headers = {**owner.headers, "Content-Type": "application/json"}
+            body = orjson.dumps(v1(run_input("t-xcancel", "r1", user("go"))))
+            with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=20) as resp:
+                chunks = resp.iter_raw()
+                first = next(chunks)
+                assert b"RUN_STARTED" in first
+                cancelled = httpx.post(
+                    f"{other.url}/agui/coder/threads/t-xcancel/runs/r1/cancel", headers=other.headers, timeout=10
+                )
+                assert cancelled.status_code == 202
+                rest = first + b"".join(chunks)
+            frames, _ = parse_frames(rest)
+            assert frames[-1].event == {
+                "type": "RUN_FINISHED",
+                "threadId": "t-xcancel",
+                "runId": "r1",
+                "outcome": {"type": "cancelled"},
+            }
+            text = "".join(f.event.get("delta", "") for f in frames if f.event["type"] == "TEXT_MESSAGE_CONTENT")
+            assert text != "a b c d e f g h"  # stopped before the model finished
+        finally:
+            owner.kill()
+            other.kill()

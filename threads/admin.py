@@ -5,6 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from threads.models import Message, Run, RunEvent, Session, Thread
+from threads.services import RunNotCancellable, run_cancel_request
 
 
 class MessageInline(admin.TabularInline):
@@ -66,6 +67,18 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ("agui_run_id", "thread__agui_thread_id")
     readonly_fields = [f.name for f in Run._meta.fields]
     inlines = [RunEventInline]
+    actions = ["cancel_runs"]
+
+    @admin.action(description="Cancel the selected running runs")
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        asked = 0
+        for run in queryset.filter(status=Run.Status.RUNNING):
+            try:
+                run_cancel_request(run_id=run.pk)
+                asked += 1
+            except RunNotCancellable:
+                continue
+        self.message_user(request, f"Asked {asked} run(s) to stop; each stops at its next safe point.")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         return super().get_queryset(request).select_related("thread")

@@ -12,9 +12,13 @@ import os
 import socket
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
-LEASE = timedelta(seconds=30)
+
+def lease_length() -> timedelta:
+    """How long a claim holds without renewal; the owner renews it every third of that."""
+    return timedelta(seconds=settings.RUN_LEASE_SECONDS)
 
 
 def owner_id() -> str:
@@ -43,4 +47,4 @@ def owner_is_gone(owner: str, lease_expires_at: datetime | None, now: datetime |
 
 
 def lease_until(now: datetime | None = None) -> datetime:
-    return (now or timezone.now()) + LEASE
+    return (now or timezone.now()) + lease_length()

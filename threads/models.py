@@ -97,6 +97,8 @@ class Run(models.Model):
     # The server process running it ("host:pid") and how long its claim holds
     # without renewal (threads/leases.py).
     owner = models.CharField(max_length=300, blank=True)
+    # Set by a cancel that reached another process; the owner reads it when it renews its lease.
+    cancel_requested = models.BooleanField(default=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

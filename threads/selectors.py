@@ -25,7 +25,7 @@ def thread_transcript(*, thread: Thread) -> list[dict[str, Any]]:
 
 
 def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | None:
-    runs = Run.objects.select_related("thread").filter(agui_run_id=agui_run_id)
+    runs = Run.objects.select_related("thread__agent").filter(agui_run_id=agui_run_id)
     if agui_thread_id is not None:
         runs = runs.filter(thread__agui_thread_id=agui_thread_id)
     return runs.order_by("-started_at").first()

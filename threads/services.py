@@ -156,6 +156,10 @@ def _run_open(
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
+    if session.paused_reason:
+        # A message after a pause resumes from the checkpoint: the turns are all there.
+        session.paused_reason = ""
+        session.save(update_fields=["paused_reason"])
     run = _new_run(thread, agui_run_id, run_pk, protocol_version)
     # Positions are contiguous from 0, so the next one is the count already stored.
     message_id = new_user_message["id"]
@@ -176,9 +180,22 @@ def _new_run(thread: Thread, agui_run_id: str, run_pk: Any, protocol_version: st
     )
 
 
-def leases_renew(*, run_ids: list[Any]) -> None:
-    """Extends this process's claim on the runs it is running."""
-    Run.objects.filter(id__in=run_ids, status=Run.Status.RUNNING).update(lease_expires_at=leases.lease_until())
+def leases_renew(*, run_ids: list[Any]) -> list[Any]:
+    """Extends this process's claim on the runs it is running; returns those asked to cancel."""
+    running = Run.objects.filter(id__in=run_ids, status=Run.Status.RUNNING)
+    running.update(lease_expires_at=leases.lease_until())
+    return list(running.filter(cancel_requested=True).values_list("id", flat=True))
+
+
+class RunNotCancellable(Exception):
+    """The run has already ended (HTTP 409)."""
+
+
+def run_cancel_request(*, run_id: Any) -> None:
+    """Asks the run to stop at its next safe point, whichever process owns it."""
+    updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True)
+    if not updated:
+        raise RunNotCancellable("the run has already ended")
 
 
 def _transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
@@ -224,6 +241,11 @@ def session_commit(
         cache_write_tokens=F("cache_write_tokens") + usage.cache_write_tokens,
     )
     _append_messages(session.thread_id, [_transcript_body(m) for m in messages])
+
+
+def session_pause(*, session_id: Any, reason: str) -> None:
+    """Marks the session paused by a limit; its committed turns are the checkpoint."""
+    Session.objects.filter(pk=session_id).update(paused_reason=reason)
 
 
 @transaction.atomic

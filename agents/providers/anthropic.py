@@ -10,7 +10,7 @@ nothing of the reply has been shown. HTTP errors before the stream (429, 5xx,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anthropic
@@ -67,7 +67,7 @@ class AnthropicProvider:
             params["max_tokens"] = max(request.max_tokens, request.thinking_budget + 1024)
         return params
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent | ModelReply]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
         try:
             async for item in self._stream(request):
                 yield item
@@ -90,7 +90,7 @@ class AnthropicProvider:
                 code="connection",
             ) from exc
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent | ModelReply]:
+    async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
         # The SDK builds the request, authenticates, retries HTTP failures and
         # decodes the SSE framing; the events themselves are read as plain JSON.
         # Building the SDK's typed event per token costs about 17 µs, seven

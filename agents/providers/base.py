@@ -9,7 +9,7 @@ omitted.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -86,7 +86,7 @@ class ModelInfo:
 class ModelProvider(Protocol):
     info: ModelInfo
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent | ModelReply]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
         """Streams one model call. The last item is the ModelReply; raises ModelError on failure."""
         ...
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agents.providers.base import (
@@ -104,7 +104,7 @@ class DemoProvider:
                         return str(block["name"])
         return ""
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent | ModelReply]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
         thinking, text, calls = self._next_turn(request)
         content: list[dict[str, Any]] = []
         index = 0

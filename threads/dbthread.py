@@ -1,4 +1,4 @@
-"""Database work of the AG-UI routes, on one long-lived thread with a persistent connection.
+"""Database work of requests and runs, on one long-lived thread with a persistent connection.
 
 Django gives each request a fresh thread for its sync work, so every request
 would open a new database connection (0.4 ms on SQLite, more over a network)
