@@ -10,6 +10,7 @@ from typing import Any
 from wcmatch import glob as wcglob
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
+from agents.tools.ledger import remember
 
 GLOB_LIMIT = 500
 GREP_LIMIT = 200
@@ -81,7 +82,7 @@ async def grep_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     return ToolOutput("\n".join(hits))
 
 
-def _read(path: Path, offset: int, limit: int) -> tuple[str, int]:
+def _read(path: Path, offset: int, limit: int) -> tuple[str, int, bytes]:
     data = path.read_bytes()
     if b"\x00" in data[:8192]:
         raise ToolError("the file is binary; file_read shows text files only")
@@ -90,7 +91,7 @@ def _read(path: Path, offset: int, limit: int) -> tuple[str, int]:
     window = lines[offset : offset + limit]
     width = len(str(offset + len(window)))
     numbered = [f"{offset + i + 1:>{width}}\t{line[:MAX_LINE_CHARS]}" for i, line in enumerate(window)]
-    return "\n".join(numbered), len(lines)
+    return "\n".join(numbered), len(lines), data
 
 
 async def file_read_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -101,8 +102,9 @@ async def file_read_tool(arguments: dict[str, Any], context: ToolContext) -> Too
         raise ToolError(f"{raw_path}: not a file")
     offset = optional_int(arguments, "offset", 0)
     limit = optional_int(arguments, "limit", READ_LIMIT_LINES, minimum=1)
-    body, total = await asyncio.to_thread(_read, path, offset, limit)
+    body, total, data = await asyncio.to_thread(_read, path, offset, limit)
     relative = context.workspace.relative(path)
+    remember(context, relative, data)  # the stale-edit check compares against what was read
     if total == 0:
         body = "(empty file)"
     elif offset + limit < total:
