@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agents.compaction import SUMMARY_PROMPT, compacted, estimate_tokens, render_for_summary, split_point
 from agents.events import (
     AssistantMessage,
     Outcome,
@@ -72,6 +73,11 @@ class LoopConfig:
     retry_backoff: float = 1.0
     # The same call (tool and arguments) this many times in a row is stopped as a loop.
     repeat_limit: int = 3
+    # Compaction: before a call whose prompt would pass this share of the window,
+    # older turns are summarised, keeping the last few turns as they are.
+    context_window: int = 200_000
+    compact_at: float = 0.75
+    keep_turns: int = 4
 
 
 class SessionStore(Protocol):
@@ -243,6 +249,8 @@ class AgentLoop:
         specs = [s for s in self.tools.specs() if request.scenario.offers(s["name"])]
         started = time.monotonic()
         tokens = 0
+        counted = 0  # prompt tokens the model reported for the turns before ``counted_upto``
+        counted_upto = 0
         for _iteration in range(config.max_iterations):
             # The iteration boundary is the safe point: everything so far is committed.
             if not self.listener.should_continue():
@@ -251,12 +259,22 @@ class AgentLoop:
                 return await self._pause(PauseReason.WALL_CLOCK)
             if config.token_budget and tokens >= config.token_budget:
                 return await self._pause(PauseReason.TOKEN_BUDGET)
+            prompt = counted + estimate_tokens(turns[counted_upto:])
+            if prompt >= config.compact_at * config.context_window:
+                compact = await self._compact(turns)
+                if compact is not None:
+                    turns, summary_usage = compact
+                    tokens += summary_usage.input_tokens + summary_usage.output_tokens
+                    await self.store.commit(turns, [], summary_usage)
+                    counted, counted_upto = 0, 0
             try:
                 reply, messages = await self._call_model(turns, specs)
             except _Stopped:
                 return Outcome.CANCELLED
             usage = reply.usage
-            tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
+            counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
+            counted_upto = len(turns) + 1  # the reply is counted in its output tokens
+            tokens += counted
             turns.append({"role": "assistant", "content": reply.content})
             calls = [b for b in reply.content if b.get("type") == "tool_use"]
             if not calls:
@@ -266,6 +284,35 @@ class AgentLoop:
             turns.append({"role": "user", "content": results})
             await self.store.commit(turns, [*messages, *tool_messages], usage)
         return await self._pause(PauseReason.MAX_ITERATIONS)
+
+    async def _compact(self, turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], TokenCount] | None:
+        """Summarises the turns before the kept tail; None when there is nothing to compact or it failed."""
+        split = split_point(turns, self.config.keep_turns)
+        if split is None:
+            return None
+        emit = self.listener.on_event
+        emit(PhaseChanged(Phase.COMPACTING, True))
+        request = ModelRequest(
+            model=self.config.model,
+            system=SUMMARY_PROMPT,
+            messages=[{"role": "user", "content": render_for_summary(turns[:split])}],
+            tools=[],
+            max_tokens=min(self.config.max_tokens, 4096),
+        )
+        reply: ModelReply | None = None
+        try:
+            async with contextlib.aclosing(self.provider.stream(request)) as stream:
+                async for item in stream:
+                    if type(item) is ModelReply:
+                        reply = item
+        except ModelError as exc:
+            log.warning("compaction failed (%s); the run goes on uncompacted", exc.message)
+        finally:
+            emit(PhaseChanged(Phase.COMPACTING, False))
+        summary = "".join(b["text"] for b in reply.content if b.get("type") == "text") if reply else ""
+        if not summary.strip() or reply is None:
+            return None
+        return compacted(summary, turns[split:]), reply.usage
 
     async def _pause(self, reason: PauseReason) -> Outcome:
         self.listener.on_event(RunPaused(reason))

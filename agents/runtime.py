@@ -68,6 +68,8 @@ def loop_config(agent: Agent, provider: ModelProvider) -> LoopConfig:
         thinking_budget=agent.thinking_budget,
         max_iterations=min(agent.max_iterations, settings.AGENT_MAX_ITERATIONS),
         wall_clock_seconds=float(agent.max_run_seconds),
+        context_window=settings.COMPACTION_WINDOW_TOKENS or provider.info.context_window,
+        compact_at=settings.COMPACTION_AT_SHARE,
         token_budget=agent.token_budget,
         stream_retries=settings.MODEL_STREAM_RETRIES,
         retry_backoff=settings.MODEL_RETRY_BACKOFF_SECONDS,

@@ -90,6 +90,11 @@ if not AGENT_WORKSPACE.is_dir():
     raise ImproperlyConfigured(f"AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} is not a directory")
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 
+# Compaction: older turns are summarised before a prompt passes this share of the
+# model's window. COMPACTION_WINDOW_TOKENS overrides the window (0: the model's own).
+COMPACTION_AT_SHARE = env_float("COMPACTION_AT_SHARE", 0.75, minimum=0.1)
+COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 0, minimum=0)
+
 REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
 
 INSTALLED_APPS = [
