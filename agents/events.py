@@ -96,6 +96,7 @@ class ToolResult:
     is_error: bool
     message_id: str
     touched: tuple[tuple[str, str], ...] = ()  # (path, action) pairs the tool read or changed
+    duration_seconds: float = 0.0
 
 
 class PauseReason(StrEnum):
@@ -113,11 +114,14 @@ class RunPaused:
 
 @dataclass(slots=True, frozen=True)
 class Usage:
+    """The tokens of one model call, and how long the call took."""
+
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    duration_seconds: float = 0.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -178,6 +182,52 @@ class RunListener(Protocol):
     def on_error(self, error: BaseException, message: str) -> None: ...
     def on_finished(self, outcome: Outcome) -> None: ...
     def should_continue(self) -> bool: ...
+
+
+class Listeners:
+    """Several listeners as one: each hears everything, in order; the run goes on while all agree."""
+
+    def __init__(self, *listeners: RunListener) -> None:
+        self.listeners = listeners
+
+    def on_start(self, run: RunInfo) -> None:
+        for listener in self.listeners:
+            listener.on_start(run)
+
+    def on_model(self, model: str) -> None:
+        for listener in self.listeners:
+            listener.on_model(model)
+
+    def on_event(self, event: RunEvent) -> None:
+        for listener in self.listeners:
+            listener.on_event(event)
+
+    def on_message(self, message: AssistantMessage | ToolMessage) -> None:
+        for listener in self.listeners:
+            listener.on_message(message)
+
+    def on_usage(self, usage: Usage) -> None:
+        for listener in self.listeners:
+            listener.on_usage(usage)
+
+    def on_message_queued(self, request_id: str, display: str) -> None:
+        for listener in self.listeners:
+            listener.on_message_queued(request_id, display)
+
+    def on_queued_message_read(self, request_ids: list[str]) -> None:
+        for listener in self.listeners:
+            listener.on_queued_message_read(request_ids)
+
+    def on_error(self, error: BaseException, message: str) -> None:
+        for listener in self.listeners:
+            listener.on_error(error, message)
+
+    def on_finished(self, outcome: Outcome) -> None:
+        for listener in self.listeners:
+            listener.on_finished(outcome)
+
+    def should_continue(self) -> bool:
+        return all(listener.should_continue() for listener in self.listeners)
 
 
 class BaseListener:

@@ -334,6 +334,7 @@ class AgentLoop:
         emit = self.listener.on_event
         emit(PhaseChanged(Phase.PLANNING, True))
         attempt = 0
+        began = time.monotonic()
         while True:
             call = _CallStream(emit, self.make_id)
             reply: ModelReply | None = None
@@ -368,6 +369,7 @@ class AgentLoop:
                     output_tokens=usage.output_tokens,
                     cache_read_tokens=usage.cache_read_tokens,
                     cache_write_tokens=usage.cache_write_tokens,
+                    duration_seconds=time.monotonic() - began,
                 )
             )
             for message in messages:
@@ -391,6 +393,7 @@ class AgentLoop:
         looping = {call["id"] for call in calls if self._is_repeat(call)}
 
         async def run_one(call: dict[str, Any]) -> None:
+            began = time.monotonic()
             arguments = call.get("input")
             if call["id"] in looping:
                 output = ToolOutput(
@@ -408,7 +411,17 @@ class AgentLoop:
             message_id = self.make_id("tool")
             results[call["id"]] = output
             messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
-            emit(ToolResult(call["id"], call["name"], output.content, output.is_error, message_id, output.touched))
+            emit(
+                ToolResult(
+                    call["id"],
+                    call["name"],
+                    output.content,
+                    output.is_error,
+                    message_id,
+                    output.touched,
+                    time.monotonic() - began,
+                )
+            )
 
         await asyncio.gather(*(run_one(call) for call in calls))
         emit(PhaseChanged(Phase.EXECUTING, False))

@@ -18,8 +18,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
-from agents.events import Outcome
+from agents.events import Listeners, Outcome
 from agents.loop import AgentLoop
+from agents.metrics import MetricsListener
 from agents.providers.base import ModelProvider
 from agents.request import RunRequest
 from agents.runtime import close_providers, loop_config, provider_for, tool_context, tools_for
@@ -224,7 +225,7 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         tool_context=tool_context(),
         config=loop_config(agent, provider),
         store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
-        listener=translator,
+        listener=Listeners(translator, MetricsListener()),
     )
     assert message is not None
     await _execute(live, loop, build_request(decoded, message, request_id=inp.run_id), translator)

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.models import Agent
 from agents.runtime import provider_for
@@ -191,6 +192,13 @@ async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: 
         except RunNotCancellable as exc:
             return error_response(409, "run_ended", str(exc))
     return JsonResponse({"status": "cancelling", "runId": run_id}, status=202)
+
+
+def metrics(request: HttpRequest) -> HttpResponseBase:
+    """GET /metrics: run metrics in the Prometheus text format, behind the AG-UI token."""
+    if denied := token_error(request):
+        return denied
+    return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
 
 
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:

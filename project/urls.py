@@ -1,7 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from agui.views import metrics
+
 urlpatterns = [
     path("agui/", include("agui.urls")),
     path("admin/", admin.site.urls),
+    path("metrics", metrics, name="metrics"),
 ]

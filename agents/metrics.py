@@ -1,0 +1,64 @@
+"""Run metrics in the Prometheus format: tools, model calls, compactions, runs by outcome.
+
+A MetricsListener hears every run beside the surface's own listener. The
+counters live in prometheus_client's default registry, served at /metrics.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+from agents.events import BaseListener, Outcome, Phase, PhaseChanged, RunEvent, ToolResult, Usage
+
+TOOL_SECONDS = Histogram(
+    "threadline_tool_duration_seconds",
+    "Time a tool call took.",
+    ["tool", "outcome"],
+    buckets=(0.005, 0.02, 0.1, 0.5, 1, 5, 30, 120, 600),
+)
+MODEL_CALLS = Counter("threadline_model_calls_total", "Model calls that returned a reply.", ["model"])
+MODEL_SECONDS = Histogram(
+    "threadline_model_call_duration_seconds",
+    "Time a model call took, stream included.",
+    ["model"],
+    buckets=(0.25, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+MODEL_TOKENS = Counter(
+    "threadline_model_tokens_total",
+    "Tokens of model calls; kind is input (uncached), cache_read, cache_write or output.",
+    ["model", "kind"],
+)
+COMPACTIONS = Counter("threadline_compactions_total", "Times a session's older turns were summarised.")
+RUNS = Counter("threadline_runs_total", "Runs that ended, by outcome.", ["outcome"])
+
+# The cache-hit ratio is cache_read / (input + cache_read + cache_write) over these counters, e.g.
+#   sum(rate(threadline_model_tokens_total{kind="cache_read"}[5m]))
+#     / sum(rate(threadline_model_tokens_total{kind!="output"}[5m]))
+
+
+class MetricsListener(BaseListener):
+    def on_event(self, event: RunEvent) -> None:
+        kind = type(event)
+        if kind is ToolResult:
+            assert isinstance(event, ToolResult)
+            outcome = "error" if event.is_error else "ok"
+            TOOL_SECONDS.labels(event.name, outcome).observe(event.duration_seconds)
+        elif kind is PhaseChanged:
+            assert isinstance(event, PhaseChanged)
+            if event.started and event.phase is Phase.COMPACTING:
+                COMPACTIONS.inc()
+
+    def on_usage(self, usage: Usage) -> None:
+        MODEL_CALLS.labels(usage.model).inc()
+        MODEL_SECONDS.labels(usage.model).observe(usage.duration_seconds)
+        for kind, count in (
+            ("input", usage.input_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("output", usage.output_tokens),
+        ):
+            if count:
+                MODEL_TOKENS.labels(usage.model, kind).inc(count)
+
+    def on_finished(self, outcome: Outcome) -> None:
+        RUNS.labels(outcome.value).inc()
