@@ -99,6 +99,13 @@ class ToolResult:
     duration_seconds: float = 0.0
 
 
+@dataclass(slots=True, frozen=True)
+class TodosChanged:
+    """The run's todo list as todo_write left it (items with id, content, status)."""
+
+    todos: tuple[dict[str, str], ...]
+
+
 class PauseReason(StrEnum):
     MAX_ITERATIONS = "max_iterations"
     WALL_CLOCK = "wall_clock"
@@ -161,6 +168,7 @@ RunEvent = (
     | ToolCallEnded
     | ToolResult
     | RunPaused
+    | TodosChanged
 )
 
 

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from agents.compaction import SUMMARY_PROMPT, compacted, estimate_tokens, render_for_summary, split_point
 from agents.events import (
     AssistantMessage,
+    Listeners,
     Outcome,
     PauseReason,
     Phase,
@@ -32,6 +33,7 @@ from agents.events import (
     TextDelta,
     TextEnded,
     TextStarted,
+    TodosChanged,
     ToolCallArgs,
     ToolCallEnded,
     ToolCallStarted,
@@ -50,7 +52,7 @@ from agents.providers.base import (
     ModelRequest,
     TokenCount,
 )
-from agents.request import RunRequest
+from agents.request import RunRequest, render_prompt
 from agents.tools.base import ToolContext, ToolOutput, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -215,9 +217,16 @@ class AgentLoop:
         self.make_id = make_id
         self._last_call = ""
         self._repeats = 0
+        tool_context.on_todos = self._todos_changed
+
+    def _todos_changed(self, todos: list[dict[str, str]]) -> None:
+        self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
 
     async def run(self, request: RunRequest, *, run_id: str, thread_id: str) -> Outcome:
-        """Runs to the end; ``on_finished`` is called exactly once, whatever happens."""
+        """Runs to the end; ``on_finished`` is called exactly once, whatever happens.
+        The request's own listeners hear the run beside the loop's."""
+        if request.listeners:
+            self.listener = Listeners(self.listener, *request.listeners)
         listener = self.listener
         outcome = Outcome.ERROR
         try:
@@ -246,7 +255,8 @@ class AgentLoop:
         turns.append({"role": "user", "content": request.user_content()})
         turns, _ = heal_turns(turns)
         await self.store.commit(turns, [], TokenCount())
-        specs = [s for s in self.tools.specs() if request.scenario.offers(s["name"])]
+        specs = [tool.spec() for tool in self.tools.tools.values() if request.scenario.offers(tool)]
+        self._system = render_prompt(config.system_prompt, request.prompt_variables)
         started = time.monotonic()
         tokens = 0
         counted = 0  # prompt tokens the model reported for the turns before ``counted_upto``
@@ -280,9 +290,12 @@ class AgentLoop:
             if not calls:
                 await self.store.commit(turns, list(messages), usage)
                 return Outcome.SUCCESS
-            results, tool_messages = await self._run_tools(calls)
+            # The calls are committed before they run: a process that dies mid-tool
+            # leaves them open, and the next use of the session closes them.
+            await self.store.commit(turns, list(messages), usage)
+            results, tool_messages = await self._run_tools(calls, request)
             turns.append({"role": "user", "content": results})
-            await self.store.commit(turns, [*messages, *tool_messages], usage)
+            await self.store.commit(turns, list(tool_messages), TokenCount())
         return await self._pause(PauseReason.MAX_ITERATIONS)
 
     async def _compact(self, turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], TokenCount] | None:
@@ -325,7 +338,7 @@ class AgentLoop:
         config = self.config
         request = ModelRequest(
             model=config.model,
-            system=config.system_prompt,
+            system=self._system,
             messages=turns,
             tools=specs,
             max_tokens=config.max_tokens,
@@ -384,7 +397,9 @@ class AgentLoop:
             self._last_call, self._repeats = key, 1
         return self._repeats >= self.config.repeat_limit
 
-    async def _run_tools(self, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[ToolMessage]]:
+    async def _run_tools(
+        self, calls: list[dict[str, Any]], request: RunRequest
+    ) -> tuple[list[dict[str, Any]], list[ToolMessage]]:
         emit = self.listener.on_event
         emit(PhaseChanged(Phase.EXECUTING, True))
         results: dict[str, ToolOutput] = {}
@@ -404,7 +419,7 @@ class AgentLoop:
                 )
             elif not isinstance(arguments, dict):
                 output = ToolOutput("tool arguments must be a JSON object", True)
-            elif not self.tools.get(call["name"]):
+            elif (tool := self.tools.get(call["name"])) is None or not request.scenario.offers(tool):
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)
             else:
                 output = await self.tools.call(call["name"], arguments, self.tool_context)

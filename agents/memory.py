@@ -11,8 +11,8 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def heal_turns(turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """Returns a history the Messages API accepts, and how many tool calls were closed.
+def heal_turns(turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Returns a history the Messages API accepts, and the ids of the tool calls it closed.
 
     - a history never starts with tool results whose calls are gone;
     - every tool_use is answered: calls left open by a stopped process get a
@@ -20,7 +20,7 @@ def heal_turns(turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     - consecutive turns of one role are merged.
     """
     healed: list[dict[str, Any]] = []
-    closed = 0
+    closed: list[str] = []
     for turn in turns:
         if not healed and turn["role"] == "user" and not isinstance(turn["content"], str):
             kept = [b for b in turn["content"] if b.get("type") != "tool_result"]
@@ -51,7 +51,7 @@ def heal_turns(turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         missing = [c for c in calls if c not in answered]
         if not missing:
             continue
-        closed += len(missing)
+        closed.extend(missing)
         synthetic = [
             {"type": "tool_result", "tool_use_id": c, "content": INTERRUPTED, "is_error": True} for c in missing
         ]

@@ -6,21 +6,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.events import RunListener
+from agents.tools.base import Tool
 
 
 @dataclass(slots=True, frozen=True)
 class Scenario:
-    """Decides memory and which tools a run is offered."""
+    """Decides memory and which tools a run is offered (seeds/004, ``Scenario``)."""
 
     name: str
     conversation_memory: bool = True
+    # Tools that change the workspace; a scenario with nobody to approve them
+    # denies them unless a rule allows them (rules come with the approvals).
+    mutating_tools: bool = True
     denied_tools: frozenset[str] = frozenset()
 
-    def offers(self, tool_name: str) -> bool:
-        return tool_name not in self.denied_tools
+    def offers(self, tool: Tool) -> bool:
+        if tool.name in self.denied_tools:
+            return False
+        return tool.read_only or self.mutating_tools
 
 
 INTERACTIVE = Scenario("interactive")
+# Scheduled or triggered runs: no approver is watching, and each starts from nothing.
+BACKGROUND = Scenario("background", conversation_memory=False, mutating_tools=False)
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,3 +74,11 @@ class RunRequest:
         if self.text:
             blocks.append({"type": "text", "text": self.text})
         return blocks
+
+
+def render_prompt(template: str, variables: dict[str, str]) -> str:
+    """The system prompt with ``{{name}}`` placeholders filled from the request's prompt variables;
+    unknown placeholders are left as they are."""
+    for name, value in variables.items():
+        template = template.replace("{{" + name + "}}", value)
+    return template

@@ -13,7 +13,9 @@ from agents.providers.anthropic import AnthropicProvider
 from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
 from agents.tools.base import ToolContext, ToolRegistry, Workspace
+from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
+from agents.tools.shaping import OutputLimits
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +55,17 @@ async def close_providers() -> None:
 
 
 def tools_for(agent: Agent) -> ToolRegistry:
+    if settings.AGENT_MUTATING_TOOLS == "on":
+        return ToolRegistry.of((*READ_ONLY_TOOLS, *MUTATING_TOOLS))
     return ToolRegistry.of(READ_ONLY_TOOLS)
 
 
 def tool_context() -> ToolContext:
-    return ToolContext(workspace=Workspace(Path(settings.AGENT_WORKSPACE)))
+    """A fresh context per run: its read ledger and todo list are the run's own."""
+    max_lines: int = settings.TOOL_OUTPUT_MAX_LINES
+    keep = min(200, max_lines // 3)  # 200 head and 200 tail lines at the default 600
+    limits = OutputLimits(max_bytes=settings.TOOL_OUTPUT_MAX_BYTES, max_lines=max_lines, keep_head=keep, keep_tail=keep)
+    return ToolContext(workspace=Workspace(Path(settings.AGENT_WORKSPACE)), output_limits=limits)
 
 
 def loop_config(agent: Agent, provider: ModelProvider) -> LoopConfig:

@@ -103,6 +103,29 @@ class ThreadState:
                 ops.append({"op": "replace", "path": f"/tokenUsage/{key}", "value": value})
         return ops
 
+    def todo_ops(self, todos: tuple[dict[str, str], ...]) -> list[Op]:
+        """Operations from the old list to the new: per changed field while the items keep
+        their ids and order (so one changed item of thousands is one operation), else a replace."""
+        current: list[dict[str, Any]] = self.document["todos"]
+        new = [dict(item) for item in todos]
+        same_prefix = all(a.get("id") == b.get("id") for a, b in zip(current, new, strict=False))
+        if not same_prefix:
+            self.document["todos"] = new
+            return [{"op": "replace", "path": "/todos", "value": new}]
+        ops: list[Op] = []
+        for index, (old, item) in enumerate(zip(current, new, strict=False)):
+            for key, value in item.items():
+                if old.get(key) != value:
+                    ops.append(
+                        {"op": "replace" if key in old else "add", "path": f"/todos/{index}/{key}", "value": value}
+                    )
+            ops.extend({"op": "remove", "path": f"/todos/{index}/{key}"} for key in old if key not in item)
+        ops.extend({"op": "add", "path": "/todos/-", "value": item} for item in new[len(current) :])
+        # Items past the new end go from the last backwards, so each index is still valid.
+        ops.extend({"op": "remove", "path": f"/todos/{index}"} for index in range(len(current) - 1, len(new) - 1, -1))
+        self.document["todos"] = new
+        return ops
+
     def file_ops(self, touched: tuple[tuple[str, str], ...]) -> list[Op]:
         files: list[dict[str, Any]] = self.document["files"]
         ops: list[Op] = []

@@ -26,6 +26,7 @@ from agents.events import (
     TextDelta,
     TextEnded,
     TextStarted,
+    TodosChanged,
     ToolCallArgs,
     ToolCallEnded,
     ToolCallStarted,
@@ -92,6 +93,7 @@ class AguiTranslator(BaseListener):
             ReasoningEnded: self._reasoning_ended,
             PhaseChanged: self._phase,
             RunPaused: self._paused,
+            TodosChanged: self._todos,
         }
         self.pause_reason = ""
 
@@ -239,6 +241,9 @@ class AguiTranslator(BaseListener):
                 self.publish({"type": "STEP_STARTED", "stepName": name})
         elif self.open_steps.pop(name, 0) is None:
             self.publish({"type": "STEP_FINISHED", "stepName": name})
+
+    def _todos(self, event: TodosChanged) -> None:
+        self._state_delta(self.state.todo_ops(event.todos))
 
     def _paused(self, event: RunPaused) -> None:
         self.pause_reason = event.reason.value

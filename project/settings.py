@@ -89,6 +89,13 @@ AGENT_WORKSPACE = Path(env_str("AGENT_WORKSPACE", str(BASE_DIR))).resolve()
 if not AGENT_WORKSPACE.is_dir():
     raise ImproperlyConfigured(f"AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} is not a directory")
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
+# The tools that change the workspace (file_write, file_edit, apply_patch, bash, todo_write).
+# Off until approvals exist: with "on" they run without asking anyone.
+AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "off").lower()
+if AGENT_MUTATING_TOOLS not in ("off", "on"):
+    raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off' or 'on'")
+TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
+TOOL_OUTPUT_MAX_LINES = env_int("TOOL_OUTPUT_MAX_LINES", 600, minimum=20)
 
 # Compaction: older turns are summarised before a prompt passes this share of the
 # model's window. COMPACTION_WINDOW_TOKENS overrides the window (0: the model's own).

@@ -28,12 +28,14 @@ def _pairs_are_intact(messages: list[dict]) -> bool:
 
 
 def test_older_turns_are_summarised_before_the_window_fills(server, fake_api):
-    fake_api.script([
-        tool_turn("glob", {"pattern": "*"}, input_tokens=100),
-        tool_turn("file_read", {"path": "README.md"}, input_tokens=900),
-        text_turn(["The user listed the workspace and is reading the README."]),  # the summary
-        text_turn(["It is a demo project."]),
-    ])
+    fake_api.script(
+        [
+            tool_turn("glob", {"pattern": "*"}, input_tokens=100),
+            tool_turn("file_read", {"path": "README.md"}, input_tokens=900),
+            text_turn(["The user listed the workspace and is reading the README."]),  # the summary
+            text_turn(["It is a demo project."]),
+        ]
+    )
     with override_settings(COMPACTION_WINDOW_TOKENS=1000, COMPACTION_AT_SHARE=0.75):
         stream = post_run(server.url, "coder", v1(run_input("t-compact", "r1", user("what is this?"))))
     server.drain()

@@ -148,3 +148,77 @@ async def test_a_cancelled_task_finishes_once_and_propagates(store, tmp_path):
             await task
         hanging.resume.set()
     assert recorder.finished == [Outcome.CANCELLED]
+
+
+async def test_request_listeners_hear_the_run_beside_the_loops(store, tmp_path):
+    extra = Recorder()
+    with FakeAnthropic([text_turn(["hi"])]) as fake:
+        provider = AnthropicProvider(api_key="k", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
+        loop = AgentLoop(
+            provider=provider,
+            tools=ToolRegistry.of(READ_ONLY_TOOLS),
+            tool_context=ToolContext(Workspace(tmp_path)),
+            config=LoopConfig(model="claude-sonnet-5-5", system_prompt="You help {{user_name}} in {{team}}."),
+            store=store,
+            listener=Recorder(),
+        )
+        request = RunRequest(request_id="r-loop", text="hi", listeners=[extra], prompt_variables={"user_name": "Ada"})
+        try:
+            assert await loop.run(request, run_id="r-loop", thread_id="t-loop") is Outcome.SUCCESS
+        finally:
+            await provider.client.close()
+        system = fake.requests[0].body["system"][0]["text"]
+    assert extra.finished == [Outcome.SUCCESS]
+    assert system == "You help Ada in {{team}}."
+
+
+async def test_a_background_run_is_not_offered_tools_that_change_things(store, tmp_path):
+    from agents.request import BACKGROUND
+    from agents.tools.mutating import MUTATING_TOOLS
+
+    with FakeAnthropic([tool_turn("bash", {"command": "touch hacked"}), text_turn(["ok"])]) as fake:
+        provider = AnthropicProvider(api_key="k", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
+        loop = AgentLoop(
+            provider=provider,
+            tools=ToolRegistry.of((*READ_ONLY_TOOLS, *MUTATING_TOOLS)),
+            tool_context=ToolContext(Workspace(tmp_path)),
+            config=LoopConfig(model="claude-sonnet-5-5"),
+            store=store,
+            listener=Recorder(),
+        )
+        try:
+            await loop.run(RunRequest(request_id="r", text="go", scenario=BACKGROUND), run_id="r", thread_id="t")
+        finally:
+            await provider.client.close()
+        offered = [tool["name"] for tool in fake.requests[0].body["tools"]]
+        refused = fake.requests[1].body["messages"][-1]["content"][0]
+    assert offered == ["glob", "grep", "file_read"]
+    assert refused["is_error"] and "unknown tool 'bash'" in refused["content"]
+    assert not (tmp_path / "hacked").exists()
+
+
+async def test_a_transient_tool_error_is_retried_once(tmp_path):
+    from agents.tools.base import Tool, ToolOutput
+
+    calls = {"flaky": 0, "broken": 0}
+
+    async def flaky(arguments, context):
+        calls["flaky"] += 1
+        if calls["flaky"] == 1:
+            raise BlockingIOError(11, "resource temporarily unavailable")
+        return ToolOutput("worked the second time")
+
+    async def broken(arguments, context):
+        calls["broken"] += 1
+        raise ValueError("a bug, not a hiccup")
+
+    registry = ToolRegistry.of(
+        [
+            Tool("flaky", "", {"type": "object"}, flaky),
+            Tool("broken", "", {"type": "object"}, broken),
+        ]
+    )
+    context = ToolContext(Workspace(tmp_path))
+    assert (await registry.call("flaky", {}, context)).content == "worked the second time"
+    output = await registry.call("broken", {}, context)
+    assert output.is_error and calls == {"flaky": 2, "broken": 1}

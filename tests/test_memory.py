@@ -11,7 +11,7 @@ def test_a_dangling_tool_use_gets_an_interrupted_result():
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "file_read", "input": {}}]},
     ]
     healed, closed = heal_turns(turns)
-    assert closed == 1
+    assert closed == ["t1"]
     assert healed[-1] == {
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "t1", "content": INTERRUPTED, "is_error": True}],
@@ -32,7 +32,7 @@ def test_a_partly_answered_turn_is_completed_and_results_come_first():
         {"role": "user", "content": "and then?"},
     ]
     healed, closed = heal_turns(turns)
-    assert closed == 1
+    assert closed == ["b"]
     assert [b.get("tool_use_id") for b in healed[2]["content"]] == ["b", "a", None]
     assert healed[2]["content"][-1] == {"type": "text", "text": "and then?"}
 
@@ -49,4 +49,4 @@ def test_orphaned_results_at_the_start_are_dropped():
 
 def test_a_well_formed_history_is_unchanged():
     turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": [{"type": "text", "text": "b"}]}]
-    assert heal_turns(turns) == (turns, 0)
+    assert heal_turns(turns) == (turns, [])

@@ -27,11 +27,13 @@ def _delta(before, after, name, **labels):
 
 
 def test_a_run_is_counted(server, fake_api):
-    fake_api.script([
-        tool_turn("file_read", {"path": "README.md"}, input_tokens=10, cache_read_input_tokens=90),
-        tool_turn("file_read", {"path": "missing.txt"}),
-        text_turn(["ok"]),
-    ])
+    fake_api.script(
+        [
+            tool_turn("file_read", {"path": "README.md"}, input_tokens=10, cache_read_input_tokens=90),
+            tool_turn("file_read", {"path": "missing.txt"}),
+            text_turn(["ok"]),
+        ]
+    )
     before = _samples(server)
     post_run(server.url, "coder", v1(run_input("t-metrics", "r1", user("read"))))
     server.drain()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
+from agents.memory import INTERRUPTED
+from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess
 from tests.sse import post_run
@@ -98,5 +100,58 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
             )
             assert "('r1', 'interrupted')" in status.stdout, status.stderr
             assert "('r2', 'succeeded')" in status.stdout
+        finally:
+            server.kill()
+
+
+def test_a_process_killed_mid_tool_leaves_a_session_the_next_message_heals(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, "AGENT_MUTATING_TOOLS": "on"}
+        server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
+        try:
+            fake.script([tool_turn("bash", {"command": "touch started && sleep 60"}, id="toolu_sleepy")])
+            import httpx
+            import orjson
+
+            with httpx.stream(
+                "POST",
+                f"{server.url}/agui/coder",
+                timeout=10,
+                content=orjson.dumps(v1(run_input("t-midtool", "r1", user("one", "u1")))),
+                headers={**server.headers, "Content-Type": "application/json"},
+            ) as response:
+                assert response.status_code == 200
+                for _ in range(100):
+                    if (workspace / "started").exists():
+                        break
+                    time.sleep(0.1)
+                assert (workspace / "started").exists()
+                server.kill()
+            server.start()
+            fake.script([text_turn(["Picked up again."])])
+            after = post_run(
+                server.url,
+                "coder",
+                v1(run_input("t-midtool", "r2", user("one", "u1"), user("two", "u2"))),
+                token=server.token,
+            )
+            assert after.types[-1] == "RUN_FINISHED"
+            history = fake.requests[-1].body["messages"]
+            assert [m["role"] for m in history] == ["user", "assistant", "user"]
+            assert history[1]["content"][0]["id"] == "toolu_sleepy"
+            closing = history[2]["content"]
+            assert closing[0] == {
+                "type": "tool_result",
+                "tool_use_id": "toolu_sleepy",
+                "content": INTERRUPTED,
+                "is_error": True,
+            }
+            assert closing[-1] == {"type": "text", "text": "two"}
+            hydrated = post_run(server.url, "coder", v1(run_input("t-midtool", "r3")), token=server.token)
+            transcript = hydrated.events[1]["messages"]
+            assert [m["role"] for m in transcript] == ["user", "assistant", "tool", "user", "assistant"]
+            assert transcript[2]["toolCallId"] == "toolu_sleepy"
         finally:
             server.kill()

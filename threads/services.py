@@ -11,6 +11,7 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from agents.events import AssistantMessage, ToolMessage
+from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
 from agents.providers.base import TokenCount
 from threads import fastsql, leases
@@ -156,10 +157,20 @@ def _run_open(
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
-    if session.paused_reason:
+    healed, closed = heal_turns(session.turns)
+    if session.paused_reason or closed:
         # A message after a pause resumes from the checkpoint: the turns are all there.
+        # Calls a stopped run left open are closed, in the session and in the
+        # transcript, before the new message, where they belong.
         session.paused_reason = ""
-        session.save(update_fields=["paused_reason"])
+        session.turns = healed
+        session.save(update_fields=["paused_reason", "turns"])
+        closings = [
+            {"id": f"tool_{uuid.uuid4().hex}", "role": "tool", "content": INTERRUPTED, "toolCallId": call_id}
+            for call_id in closed
+        ]
+        _append_messages(thread.pk, closings)
+        stored |= {closing["id"] for closing in closings}
     run = _new_run(thread, agui_run_id, run_pk, protocol_version)
     # Positions are contiguous from 0, so the next one is the count already stored.
     message_id = new_user_message["id"]
@@ -200,11 +211,13 @@ def run_cancel_request(*, run_id: Any) -> None:
 
 def _transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
     if isinstance(message, ToolMessage):
+        # Keys in the order of the protocol's ToolMessage, so a replayed snapshot
+        # is byte for byte what the official models encode.
         return {
             "id": message.message_id,
             "role": "tool",
-            "toolCallId": message.tool_call_id,
             "content": message.content,
+            "toolCallId": message.tool_call_id,
         }
     body: dict[str, Any] = {"id": message.message_id, "role": "assistant"}
     if message.content:

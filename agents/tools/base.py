@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,14 +118,30 @@ class ToolRegistry:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutput(f"unknown tool {name!r}; available: {', '.join(sorted(self.tools))}", True)
-        try:
-            return await tool.func(arguments, context)
-        except ToolError as exc:
-            return ToolOutput(str(exc), True)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a tool bug must not kill the run; the model is told
-            return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", True)
+        for attempt in (1, 2):
+            try:
+                return await tool.func(arguments, context)
+            except ToolError as exc:
+                return ToolOutput(str(exc), True)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a tool bug must not kill the run; the model is told
+                if attempt == 1 and is_transient(exc):
+                    await asyncio.sleep(TRANSIENT_RETRY_DELAY)
+                    continue
+                return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", True)
+        raise AssertionError("unreachable")
+
+
+TRANSIENT_RETRY_DELAY = 0.2
+_TRANSIENT_ERRNOS = {errno.EAGAIN, errno.EBUSY, errno.EINTR, errno.ETXTBSY, errno.ETIMEDOUT, errno.EMFILE}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth one more try: the resource was busy or the call was interrupted."""
+    if isinstance(exc, (TimeoutError, ConnectionError, InterruptedError, BlockingIOError)):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
 
 
 def shape(output: ToolOutput, limits: OutputLimits) -> ToolOutput:

@@ -14,7 +14,8 @@ from agents.tools.ledger import remember
 
 GLOB_LIMIT = 500
 GREP_LIMIT = 200
-READ_LIMIT_LINES = 2000
+# Below the output shaping's 600 lines, so a default read is never cut in its middle.
+READ_LIMIT_LINES = 500
 MAX_LINE_CHARS = 2000
 _GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.NEGATE
 
