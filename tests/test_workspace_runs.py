@@ -31,11 +31,8 @@ def test_the_agent_reads_then_edits_a_file(server, fake_api, workspace, mutating
     fake_api.script(
         [
             tool_turn("file_read", {"path": "src/app.py"}),
-        tool_turn("bash", {"command": "cd src && python3 -c 'import app; print(app.main())'"}),
-            tool_turn(
-                "bash",
-                {"command": "python3 -c 'import sys; sys.path.insert(0, \"src\"); import app; print(app.main())'"},
-            ),
+            tool_turn("file_edit", {"path": "src/app.py", "old_string": "'hello'", "new_string": "'hello, world'"}),
+            tool_turn("bash", {"command": "cd src && python3 -c 'import app; print(app.main())'"}),
             text_turn(["Done."]),
         ]
     )
