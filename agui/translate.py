@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from agents.events import (
-    AssistantMessage,
     BaseListener,
     Outcome,
     PhaseChanged,
@@ -30,7 +29,6 @@ from agents.events import (
     ToolCallArgs,
     ToolCallEnded,
     ToolCallStarted,
-    ToolMessage,
     ToolResult,
     Usage,
 )
@@ -79,7 +77,6 @@ class AguiTranslator(BaseListener):
         self.open_steps: dict[str, None] = {}
         self.error_message = ""
         self.error_code = ""
-        self.messages: list[AssistantMessage | ToolMessage] = []
         self._handlers: dict[type, Callable[[Any], None]] = {
             TextDelta: self._text_delta,
             ToolCallArgs: self._tool_args,
@@ -252,9 +249,6 @@ class AguiTranslator(BaseListener):
 
     def on_usage(self, usage: Usage) -> None:
         self._state_delta(self.state.usage_ops(usage))
-
-    def on_message(self, message: AssistantMessage | ToolMessage) -> None:
-        self.messages.append(message)
 
     def _state_delta(self, ops: list[dict[str, Any]]) -> None:
         if ops:

@@ -199,7 +199,3 @@ def metrics(request: HttpRequest) -> HttpResponseBase:
     if denied := token_error(request):
         return denied
     return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
-
-
-def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-    return error_response(404, "not_found", "no such AG-UI route")

@@ -11,6 +11,7 @@ import socket
 import uuid
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -63,106 +64,16 @@ def redis_url() -> str:
     return REDIS_URL
 
 
-def test_a_conversation_continues_after_a_restart_on_postgres_and_redis(tmp_path, postgres_url, redis_url):
-    conversation_survives_restart(tmp_path, {"DATABASE_URL": postgres_url, "REDIS_URL": redis_url})
+@dataclass
+class TwoProcesses:
+    fake: FakeAnthropic
+    owner: ServerProcess
+    other: ServerProcess
 
 
-def test_another_process_can_follow_a_run_it_does_not_own(tmp_path: Path, postgres_url, redis_url):
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with FakeAnthropic() as fake:
-        env = {
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "DATABASE_URL": postgres_url,
-            "REDIS_URL": redis_url,
-        }
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        owner = ServerProcess(data_dir=tmp_path / "a", workspace=workspace, env=env).start()
-        other = ServerProcess(data_dir=tmp_path / "b", workspace=workspace, env=env).start()
-        try:
-            slow = text_turn(split_tokens("one two three four five six")).pause(after_events=5)
-            fake.script([slow])
-            headers = {**owner.headers, "Content-Type": "application/json"}
-            body = orjson.dumps(v1(run_input("t-multi", "r1", user("go"))))
-            with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
-                seen = bytearray()
-                for chunk in resp.iter_raw():
-                    seen += chunk
-                    if seen.count(b"\n\n") >= 3:
-                        break
-            assert slow.paused.wait(10)
-            first_three, _ = parse_frames(b"\n\n".join(bytes(seen).split(b"\n\n")[:3]) + b"\n\n")
-            with httpx.stream(
-                "GET",
-                f"{other.url}/agui/coder/threads/t-multi/events",
-                headers={**other.headers, "Last-Event-ID": "3"},
-                timeout=20,
-            ) as follow:
-                assert follow.status_code == 200
-                rest = bytearray()
-                for chunk in follow.iter_raw():
-                    rest += chunk
-                    if b"data: " in rest:
-                        slow.resume.set()
-            frames, _ = parse_frames(bytes(rest))
-            assert [f.id for f in frames] == list(range(4, 4 + len(frames)))
-            assert frames[-1].event["type"] == "RUN_FINISHED"
-            text = "".join(
-                f.event.get("delta", "") for f in [*first_three, *frames] if f.event["type"] == "TEXT_MESSAGE_CONTENT"
-            )
-            assert text == "one two three four five six"
-        finally:
-            owner.kill()
-            other.kill()
-
-
-def test_a_thread_busy_in_another_process_is_refused_there(tmp_path: Path, postgres_url, redis_url):
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with FakeAnthropic() as fake:
-        env = {
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "DATABASE_URL": postgres_url,
-            "REDIS_URL": redis_url,
-        }
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        owner = ServerProcess(data_dir=tmp_path / "a", workspace=workspace, env=env).start()
-        other = ServerProcess(data_dir=tmp_path / "b", workspace=workspace, env=env).start()
-        try:
-            slow = text_turn(["slow ", "reply"]).pause(after_events=4)
-            fake.script([slow, text_turn(["second"])])
-            headers = {**owner.headers, "Content-Type": "application/json"}
-            body = orjson.dumps(v1(run_input("t-two", "r1", user("one", "u1"))))
-            with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
-                assert resp.status_code == 200
-                assert slow.paused.wait(10)
-                refused = post_run(
-                    other.url,
-                    "coder",
-                    v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
-                    token=other.token,
-                )
-                assert refused.types == ["RUN_STARTED", "RUN_ERROR"]
-                assert "another server process" in refused.events[1]["message"]
-                slow.resume.set()
-                resp.read()
-            accepted = post_run(
-                other.url,
-                "coder",
-                v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
-                token=other.token,
-            )
-            assert accepted.types[-1] == "RUN_FINISHED"
-        finally:
-            owner.kill()
-            other.kill()
-
-
-def test_a_cancel_sent_to_another_process_stops_the_run(tmp_path: Path, postgres_url, redis_url):
+@pytest.fixture
+def two_processes(tmp_path: Path, postgres_url: str, redis_url: str) -> Iterator[TwoProcesses]:
+    """Two server processes on one PostgreSQL database and one Redis, with the model faked."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with FakeAnthropic() as fake:
@@ -173,33 +84,105 @@ def test_a_cancel_sent_to_another_process_stops_the_run(tmp_path: Path, postgres
             "REDIS_URL": redis_url,
             "RUN_LEASE_SECONDS": "1.5",
         }
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        owner = ServerProcess(data_dir=tmp_path / "a", workspace=workspace, env=env).start()
-        other = ServerProcess(data_dir=tmp_path / "b", workspace=workspace, env=env).start()
+        servers: list[ServerProcess] = []
         try:
-            slow = text_turn(split_tokens("a b c d e f g h")).paced(0.2)
-            fake.script([slow])
-            headers = {**owner.headers, "Content-Type": "application/json"}
-            body = orjson.dumps(v1(run_input("t-xcancel", "r1", user("go"))))
-            with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=20) as resp:
-                chunks = resp.iter_raw()
-                first = next(chunks)
-                assert b"RUN_STARTED" in first
-                cancelled = httpx.post(
-                    f"{other.url}/agui/coder/threads/t-xcancel/runs/r1/cancel", headers=other.headers, timeout=10
-                )
-                assert cancelled.status_code == 202
-                rest = first + b"".join(chunks)
-            frames, _ = parse_frames(rest)
-            assert frames[-1].event == {
-                "type": "RUN_FINISHED",
-                "threadId": "t-xcancel",
-                "runId": "r1",
-                "outcome": {"type": "cancelled"},
-            }
-            text = "".join(f.event.get("delta", "") for f in frames if f.event["type"] == "TEXT_MESSAGE_CONTENT")
-            assert text != "a b c d e f g h"  # stopped before the model finished
+            for name in ("a", "b"):
+                (tmp_path / name).mkdir()
+                servers.append(ServerProcess(data_dir=tmp_path / name, workspace=workspace, env=env).start())
+            yield TwoProcesses(fake, servers[0], servers[1])
         finally:
-            owner.kill()
-            other.kill()
+            for server in servers:
+                server.kill()
+
+
+def test_a_conversation_continues_after_a_restart_on_postgres_and_redis(tmp_path, postgres_url, redis_url):
+    conversation_survives_restart(tmp_path, {"DATABASE_URL": postgres_url, "REDIS_URL": redis_url})
+
+
+def test_another_process_can_follow_a_run_it_does_not_own(two_processes: TwoProcesses) -> None:
+    fake, owner, other = two_processes.fake, two_processes.owner, two_processes.other
+    slow = text_turn(split_tokens("one two three four five six")).pause(after_events=5)
+    fake.script([slow])
+    headers = {**owner.headers, "Content-Type": "application/json"}
+    body = orjson.dumps(v1(run_input("t-multi", "r1", user("go"))))
+    with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
+        seen = bytearray()
+        for chunk in resp.iter_raw():
+            seen += chunk
+            if seen.count(b"\n\n") >= 3:
+                break
+    assert slow.paused.wait(10)
+    first_three, _ = parse_frames(b"\n\n".join(bytes(seen).split(b"\n\n")[:3]) + b"\n\n")
+    with httpx.stream(
+        "GET",
+        f"{other.url}/agui/coder/threads/t-multi/events",
+        headers={**other.headers, "Last-Event-ID": "3"},
+        timeout=20,
+    ) as follow:
+        assert follow.status_code == 200
+        rest = bytearray()
+        for chunk in follow.iter_raw():
+            rest += chunk
+            if b"data: " in rest:
+                slow.resume.set()
+    frames, _ = parse_frames(bytes(rest))
+    assert [f.id for f in frames] == list(range(4, 4 + len(frames)))
+    assert frames[-1].event["type"] == "RUN_FINISHED"
+    text = "".join(
+        f.event.get("delta", "") for f in [*first_three, *frames] if f.event["type"] == "TEXT_MESSAGE_CONTENT"
+    )
+    assert text == "one two three four five six"
+
+
+def test_a_thread_busy_in_another_process_is_refused_there(two_processes: TwoProcesses) -> None:
+    fake, owner, other = two_processes.fake, two_processes.owner, two_processes.other
+    slow = text_turn(["slow ", "reply"]).pause(after_events=4)
+    fake.script([slow, text_turn(["second"])])
+    headers = {**owner.headers, "Content-Type": "application/json"}
+    body = orjson.dumps(v1(run_input("t-two", "r1", user("one", "u1"))))
+    with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
+        assert resp.status_code == 200
+        assert slow.paused.wait(10)
+        refused = post_run(
+            other.url,
+            "coder",
+            v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
+            token=other.token,
+        )
+        assert refused.types == ["RUN_STARTED", "RUN_ERROR"]
+        assert "another server process" in refused.events[1]["message"]
+        slow.resume.set()
+        resp.read()
+    accepted = post_run(
+        other.url,
+        "coder",
+        v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
+        token=other.token,
+    )
+    assert accepted.types[-1] == "RUN_FINISHED"
+
+
+def test_a_cancel_sent_to_another_process_stops_the_run(two_processes: TwoProcesses) -> None:
+    fake, owner, other = two_processes.fake, two_processes.owner, two_processes.other
+    slow = text_turn(split_tokens("a b c d e f g h")).paced(0.2)
+    fake.script([slow])
+    headers = {**owner.headers, "Content-Type": "application/json"}
+    body = orjson.dumps(v1(run_input("t-xcancel", "r1", user("go"))))
+    with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=20) as resp:
+        chunks = resp.iter_raw()
+        first = next(chunks)
+        assert b"RUN_STARTED" in first
+        cancelled = httpx.post(
+            f"{other.url}/agui/coder/threads/t-xcancel/runs/r1/cancel", headers=other.headers, timeout=10
+        )
+        assert cancelled.status_code == 202
+        rest = first + b"".join(chunks)
+    frames, _ = parse_frames(rest)
+    assert frames[-1].event == {
+        "type": "RUN_FINISHED",
+        "threadId": "t-xcancel",
+        "runId": "r1",
+        "outcome": {"type": "cancelled"},
+    }
+    text = "".join(f.event.get("delta", "") for f in frames if f.event["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text != "a b c d e f g h"  # stopped before the model finished

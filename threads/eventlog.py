@@ -58,7 +58,6 @@ class EventLogWriter:
         )
         self.written = 0
         self.writes = 0  # INSERT batches, for tests and the benchmark
-        self.failed: BaseException | None = None
 
     def append(self, seq: int, type_: str, payload: str) -> None:
         self._pending.append((seq, type_, payload))
@@ -93,7 +92,6 @@ class EventLogWriter:
                 log.warning("event log batch for run %s was already written", self.run_pk)
             except Exception as exc:  # the database may be briefly locked or gone
                 log.warning("event log write for run %s failed (attempt %d): %s", self.run_pk, attempt, exc)
-                self.failed = exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
