@@ -1,8 +1,9 @@
 """Runs detached from the request that started them.
 
-A run is an asyncio task owned by this process and registered here by thread;
-the SSE response that started it is only a subscriber of its RunStream, so a
-client that goes away does not stop it, and a reattach can follow it.
+A run is an asyncio task owned by this process and registered by thread
+(agui/registry.py); the SSE response that started it is only a subscriber of
+its RunStream, so a client that goes away does not stop it, and a reattach can
+follow it.
 """
 
 from __future__ import annotations
@@ -11,21 +12,19 @@ import asyncio
 import contextvars
 import logging
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
 
 from agents.events import Listeners, Outcome
 from agents.loop import AgentLoop
 from agents.metrics import MetricsListener
 from agents.providers.base import ModelProvider
 from agents.request import RunRequest
-from agents.runtime import close_providers, loop_config, provider_for, tool_context, tools_for
+from agents.runtime import loop_config, provider_for, tool_context, tools_for
 from agui.decode import DecodedInput
 from agui.prompt import build_request
+from agui.registry import REGISTRY, LiveRun
 from agui.relay import RunRelay, shared_layer
 from agui.state import STATE_CACHE, ThreadState
 from agui.stream import RunStream
@@ -33,13 +32,11 @@ from agui.translate import AguiTranslator, run_finished, run_started
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
-from threads.leases import lease_length
 from threads.models import Run
 from threads.services import (
     AgentUnavailable,
     OpenedThread,
     ThreadConflict,
-    leases_renew,
     run_finish,
     run_open,
 )
@@ -57,89 +54,6 @@ _STATUS = {
     Outcome.PAUSED: Run.Status.PAUSED,
     Outcome.INTERRUPTED: Run.Status.INTERRUPTED,
 }
-
-
-@dataclass(slots=True)
-class LiveRun:
-    run_pk: Any
-    agui_run_id: str
-    agui_thread_id: str
-    stream: RunStream
-    task: asyncio.Task[None] | None = None
-    cancel_requested: bool = False
-    message_ids: set[str] = field(default_factory=set)  # the thread's messages, as far as this run knows
-
-
-@dataclass(slots=True)
-class RunRegistry:
-    """The runs this process owns, by thread (one active run per thread)."""
-
-    by_thread: dict[str, LiveRun] = field(default_factory=dict)
-    # Runs whose terminal event is out but whose log is still being written:
-    # no longer busy (the client may send its next message at once) but still
-    # followable by a reattach and not to be mistaken for abandoned runs.
-    finishing: dict[Any, LiveRun] = field(default_factory=dict)
-    _renewer: asyncio.Task[None] | None = None
-
-    def register(self, live: LiveRun) -> None:
-        """Makes the thread busy with ``live`` and keeps this process's leases on its runs renewed."""
-        self.by_thread[live.agui_thread_id] = live
-        if self._renewer is None or self._renewer.done():
-            self._renewer = asyncio.get_running_loop().create_task(
-                self._renew_leases(), name="run-leases", context=contextvars.Context()
-            )
-
-    async def _renew_leases(self) -> None:
-        while self.by_thread or self.finishing:
-            await asyncio.sleep(lease_length().total_seconds() / 3)
-            run_ids = list(self.live_run_pks())
-            if run_ids:
-                try:
-                    cancelled = await on_db_thread(leases_renew, run_ids=run_ids)
-                except Exception:
-                    log.exception("could not renew the leases of %d runs", len(run_ids))
-                    continue
-                for run_pk in cancelled:  # cancels that reached another process
-                    if live := self.live_by_pk(run_pk):
-                        live.cancel_requested = True
-
-    def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
-        return self.by_thread.get(agui_thread_id)
-
-    def live_by_pk(self, run_pk: Any) -> LiveRun | None:
-        for live in self.by_thread.values():
-            if live.run_pk == run_pk:
-                return live
-        return self.finishing.get(run_pk)
-
-    def live_run_pks(self) -> set[Any]:
-        return {r.run_pk for r in self.by_thread.values()} | set(self.finishing)
-
-    def release(self, live: LiveRun) -> None:
-        if self.by_thread.get(live.agui_thread_id) is live:
-            del self.by_thread[live.agui_thread_id]
-        self.finishing[live.run_pk] = live
-
-    async def shutdown(self, grace: float) -> None:
-        tasks = [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]
-        if tasks:
-            _done, pending = await asyncio.wait(tasks, timeout=grace)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
-        await close_providers()
-        # Runs do their database work on asgiref's shared thread; close its connection.
-        await sync_to_async(connections.close_all, thread_sensitive=True)()
-
-    async def drain(self) -> None:
-        """Waits for every run to finish and be recorded (used at shutdown and by tests)."""
-        tasks = [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
-REGISTRY = RunRegistry()
 
 
 def launch(*, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None) -> LiveRun:

@@ -14,8 +14,9 @@ from agents.models import Agent
 from agents.runtime import provider_for
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.http import error_response, sse_response, token_error
+from agui.registry import REGISTRY
 from agui.relay import follow_stored_run
-from agui.runs import REGISTRY, launch
+from agui.runs import launch
 from agui.state import model_entry
 from threads import selectors
 from threads.dbthread import on_db_thread

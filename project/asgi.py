@@ -19,7 +19,7 @@ agui_app = AguiHandler()
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
-    from agui.runs import REGISTRY
+    from agui.registry import REGISTRY
 
     while True:
         message = await receive()

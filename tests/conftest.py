@@ -23,7 +23,7 @@ class LiveServer:
 
     def drain(self, timeout: float = 30) -> None:
         """Waits until every run the server owns has finished and been recorded."""
-        from agui.runs import REGISTRY
+        from agui.registry import REGISTRY
 
         asyncio.run_coroutine_threadsafe(REGISTRY.drain(), self.loop).result(timeout)
 
