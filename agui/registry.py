@@ -76,9 +76,16 @@ class RunRegistry:
         return {r.run_pk for r in self.by_thread.values()} | set(self.finishing)
 
     def release(self, live: LiveRun) -> None:
+        """The run's loop has ended: the thread is free, the run is still being recorded."""
         if self.by_thread.get(live.agui_thread_id) is live:
             del self.by_thread[live.agui_thread_id]
         self.finishing[live.run_pk] = live
+
+    def forget(self, live: LiveRun) -> None:
+        """The run is recorded (or was never opened): nothing here refers to it any more."""
+        if self.by_thread.get(live.agui_thread_id) is live:
+            del self.by_thread[live.agui_thread_id]
+        self.finishing.pop(live.run_pk, None)
 
     async def shutdown(self, grace: float) -> None:
         tasks = [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]

@@ -162,8 +162,7 @@ def _end_unopened(live: LiveRun, terminal: dict[str, Any]) -> None:
     """Ends a stream whose run was never recorded (refused, or a hydrate)."""
     live.stream.publish(terminal)
     live.stream.close()
-    if REGISTRY.by_thread.get(live.agui_thread_id) is live:
-        del REGISTRY.by_thread[live.agui_thread_id]
+    REGISTRY.forget(live)
 
 
 async def _hydrate(live: LiveRun, decoded: DecodedInput, opened: OpenedThread) -> None:
@@ -203,4 +202,4 @@ async def _execute(live: LiveRun, loop: AgentLoop, request: RunRequest, translat
         finally:
             # Only now does the terminal event reach subscribers (RunStream).
             live.stream.close()
-            REGISTRY.finishing.pop(live.run_pk, None)
+            REGISTRY.forget(live)
