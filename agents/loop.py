@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agents.approvals import AllowAll, Approver
 from agents.callstream import CallStream
 from agents.compaction import SUMMARY_PROMPT, compacted, estimate_tokens, render_for_summary, split_point
 from agents.events import (
@@ -104,6 +105,7 @@ class AgentLoop:
         config: LoopConfig,
         store: SessionStore,
         listener: RunListener,
+        approver: Approver | None = None,
         make_id: Callable[[str], str] = new_id,
     ) -> None:
         self.provider = provider
@@ -112,6 +114,7 @@ class AgentLoop:
         self.config = config
         self.store = store
         self.listener = listener
+        self.approver: Approver = approver or AllowAll()
         self.make_id = make_id
         self._last_call = ""
         self._repeats = 0
@@ -319,6 +322,8 @@ class AgentLoop:
                 output = ToolOutput("tool arguments must be a JSON object", True)
             elif (tool := self.tools.get(call["name"])) is None or not request.scenario.offers(tool):
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)
+            elif not (answer := await self.approver.decide(tool, call["id"], arguments)).approved:
+                output = ToolOutput(answer.refusal(tool.name), True)
             else:
                 output = await self.tools.call(call["name"], arguments, self.tool_context)
             message_id = self.make_id("tool")

@@ -29,6 +29,14 @@ MODEL_TOKENS = Counter(
     ["model", "kind"],
 )
 COMPACTIONS = Counter("threadline_compactions_total", "Times a session's older turns were summarised.")
+APPROVALS = Counter(
+    "threadline_approvals_total", "Tool calls a person was asked about, by decision.", ["tool", "decision"]
+)
+APPROVAL_SECONDS = Histogram(
+    "threadline_approval_wait_seconds",
+    "Time from asking a person to their answer (or the deadline).",
+    buckets=(1, 5, 15, 60, 300, 900, 3600),
+)
 RUNS = Counter("threadline_runs_total", "Runs that ended, by outcome.", ["outcome"])
 
 # The cache-hit ratio is cache_read / (input + cache_read + cache_write) over these counters, e.g.

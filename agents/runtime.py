@@ -55,7 +55,7 @@ async def close_providers() -> None:
 
 
 def tools_for(agent: Agent) -> ToolRegistry:
-    if settings.AGENT_MUTATING_TOOLS == "on":
+    if settings.AGENT_MUTATING_TOOLS != "off":
         return ToolRegistry.of((*READ_ONLY_TOOLS, *MUTATING_TOOLS))
     return ToolRegistry.of(READ_ONLY_TOOLS)
 

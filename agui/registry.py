@@ -11,7 +11,9 @@ from typing import Any
 from django.db import connections
 
 from agents.runtime import close_providers
+from agui.approvals import Waiting
 from agui.stream import RunStream
+from agui.translate import AguiTranslator
 from threads.dbthread import on_db_thread
 from threads.leases import lease_length
 from threads.services import leases_renew
@@ -28,6 +30,10 @@ class LiveRun:
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
     message_ids: set[str] = field(default_factory=set)  # the thread's messages, as far as this run knows
+    waiting: Waiting = field(default_factory=Waiting)  # approvals the agent run waits for
+    # The current AG-UI run has ended on interrupts; the agent run goes on in the next one.
+    suspended: bool = False
+    translator: AguiTranslator | None = None
 
 
 @dataclass(slots=True)

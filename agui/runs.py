@@ -16,12 +16,15 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.approvals import ApprovalRequest
 from agents.events import Listeners, Outcome
 from agents.loop import AgentLoop
 from agents.metrics import MetricsListener
 from agents.providers.base import ModelProvider
 from agents.request import RunRequest
 from agents.runtime import loop_config, provider_for, tool_context, tools_for
+from agents.tools.base import Tool
+from agui.approvals import InterruptApprover, answer_of, interrupt_of
 from agui.decode import DecodedInput
 from agui.prompt import build_request
 from agui.registry import REGISTRY, LiveRun
@@ -37,8 +40,10 @@ from threads.services import (
     AgentUnavailable,
     OpenedThread,
     ThreadConflict,
+    approval_answer,
     run_finish,
     run_open,
+    run_segment_open,
 )
 from threads.store import DbSessionStore
 
@@ -113,15 +118,7 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         return
     agent = opened.agent  # as the database has it now, not as a cache saw it
     provider = provider_for(agent)
-    layer = shared_layer()
-    live.stream.attach_log(
-        EventLogWriter(
-            live.run_pk,
-            flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS,
-            batch=settings.EVENT_LOG_BATCH,
-            after_write=RunRelay(layer, live.run_pk).send if layer is not None else None,
-        )
-    )
+    live.stream.attach_log(_new_log(live.run_pk))
     state = _thread_state(decoded, opened, provider)
     STATE_CACHE.put(inp.thread_id, state.document)
     translator = AguiTranslator(
@@ -133,6 +130,15 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         should_continue=lambda: not live.cancel_requested,
     )
     translator.start(announced=True)
+    live.translator = translator
+    approver = InterruptApprover(
+        run_pk=lambda: live.run_pk,
+        waiting=live.waiting,
+        policy=_policy,
+        suspend=lambda requests: _suspend(live, decoded, opened, requests),
+        go_on=lambda: _go_on(live, decoded),
+        timeout=settings.APPROVAL_TIMEOUT_SECONDS,
+    )
     loop = AgentLoop(
         provider=provider,
         tools=tools_for(agent),
@@ -140,9 +146,124 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         config=loop_config(agent, provider),
         store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
         listener=Listeners(translator, MetricsListener()),
+        approver=approver,
     )
     assert message is not None
     await _execute(live, loop, build_request(decoded, message, request_id=inp.run_id), translator)
+
+
+async def _policy(tool: Tool, arguments: dict[str, Any]) -> tuple[str, str]:
+    """Until permission rules exist: read-only tools run; the others ask, or run with AGENT_MUTATING_TOOLS=on."""
+    if tool.read_only:
+        return "allow", ""
+    if settings.AGENT_MUTATING_TOOLS == "on":
+        return "allow", "AGENT_MUTATING_TOOLS=on"
+    return "ask", f"{tool.name} changes the workspace."
+
+
+def _new_log(run_pk: Any) -> EventLogWriter:
+    layer = shared_layer()
+    return EventLogWriter(
+        run_pk,
+        flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS,
+        batch=settings.EVENT_LOG_BATCH,
+        after_write=RunRelay(layer, run_pk).send if layer is not None else None,
+    )
+
+
+async def _suspend(live: LiveRun, decoded: DecodedInput, opened: OpenedThread, requests: list[ApprovalRequest]) -> None:
+    """Ends the current AG-UI run on interrupts, once it is durable; the agent run waits on."""
+    assert live.translator is not None
+    transcript = await on_db_thread(selectors.thread_transcript, thread=opened.thread)
+    if not live.translator.v1:
+        transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
+    live.translator.interrupt([interrupt_of(r) for r in requests], transcript)
+    live.suspended = True
+    await _record_segment(live, Run.Status.WAITING, "interrupt", "")
+
+
+async def _record_segment(live: LiveRun, status: str, outcome: str, error: str) -> None:
+    """Writes the current AG-UI run's log and end, then lets its terminal event out."""
+    assert live.translator is not None
+    try:
+        if live.stream.log is not None:
+            await live.stream.log.close()
+        await on_db_thread(
+            run_finish,
+            run_id=live.run_pk,
+            status=status,
+            outcome=outcome,
+            error=error,
+            event_count=live.stream.last_seq,
+            state=live.translator.state.document,
+        )
+    except Exception:
+        log.exception("could not record the end of run %s", live.agui_run_id)
+    finally:
+        live.stream.close()
+
+
+async def _open_segment(live: LiveRun, *, agui_run_id: str, v1: bool, protocol_version: str) -> None:
+    """The agent run goes on in a new AG-UI run: a new Run row, stream and log."""
+    assert live.translator is not None
+    run = await on_db_thread(
+        run_segment_open, previous_run_id=live.run_pk, agui_run_id=agui_run_id, protocol_version=protocol_version
+    )
+    stream = RunStream(log=None)
+    stream.attach_log(_new_log(run.pk))
+    live.stream, live.run_pk, live.agui_run_id, live.suspended = stream, run.pk, agui_run_id, False
+    live.translator.continue_in(stream.publish, run_id=agui_run_id, v1=v1)
+
+
+async def _go_on(live: LiveRun, decoded: DecodedInput) -> None:
+    """After an expiry nobody resumed: the agent run goes on in a run of its own, which a
+    client can follow with the thread's events stream."""
+    if live.suspended:
+        inp = decoded.model
+        await _open_segment(
+            live,
+            agui_run_id=f"{inp.run_id}-after-expiry",
+            v1=decoded.speaks_v1,
+            protocol_version=inp.protocol_version or "",
+        )
+
+
+async def resume(live: LiveRun, decoded: DecodedInput, answered_by: str) -> RunStream:
+    """Answers the interrupts a waiting agent run ended its last AG-UI run on, and returns the
+    stream of the AG-UI run it goes on in. Every open interrupt must be answered."""
+    inp = decoded.model
+    entries = {entry.interrupt_id: entry for entry in inp.resume or []}
+    open_ids = [p.request.id for p in live.waiting.announced()]
+    missing = [interrupt_id for interrupt_id in open_ids if interrupt_id not in entries]
+    if missing or not live.suspended:
+        stream = RunStream(log=None)
+        stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
+        message = (
+            f"answer every open interrupt in resume; not answered: {', '.join(missing)}"
+            if missing
+            else "nothing on this thread is waiting for an answer"
+        )
+        stream.publish({"type": "RUN_ERROR", "message": message, "code": "interrupt_unanswered"})
+        stream.close()
+        return stream
+    await _open_segment(live, agui_run_id=inp.run_id, v1=decoded.speaks_v1, protocol_version=inp.protocol_version or "")
+    for interrupt_id in open_ids:
+        pending = live.waiting.pending[interrupt_id]
+        answer, decision = answer_of(entries[interrupt_id], answered_by)
+        # A duplicate answer (CopilotKit also adds a tool message) changes nothing.
+        if (
+            await on_db_thread(
+                approval_answer,
+                interrupt_id=interrupt_id,
+                decision=decision,
+                reason=answer.reason,
+                always=answer.always,
+                answered_by=answered_by,
+            )
+            and not pending.answer.done()
+        ):
+            pending.answer.set_result(answer)
+    return live.stream
 
 
 def _thread_state(decoded: DecodedInput, opened: OpenedThread, provider: ModelProvider) -> ThreadState:
@@ -186,20 +307,7 @@ async def _execute(live: LiveRun, loop: AgentLoop, request: RunRequest, translat
     finally:
         REGISTRY.release(live)
         try:
-            if live.stream.log is not None:
-                await live.stream.log.close()
-            await on_db_thread(
-                run_finish,
-                run_id=live.run_pk,
-                status=_STATUS[outcome],
-                outcome=outcome.value,
-                error=translator.error_message,
-                event_count=live.stream.last_seq,
-                state=translator.state.document,
-            )
-        except Exception:
-            log.exception("could not record the end of run %s", live.agui_run_id)
+            # The terminal event reaches subscribers only once this is recorded (RunStream).
+            await _record_segment(live, _STATUS[outcome], outcome.value, translator.error_message)
         finally:
-            # Only now does the terminal event reach subscribers (RunStream).
-            live.stream.close()
             REGISTRY.forget(live)

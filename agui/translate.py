@@ -105,6 +105,30 @@ class AguiTranslator(BaseListener):
             self.publish(run_started(self.thread_id, self.run_id, v1=self.v1))
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
 
+    def interrupt(self, interrupts: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
+        """Ends this AG-UI run on interrupts (the agent run goes on waiting): what is open is
+        closed, the snapshots go first, then RUN_FINISHED with the interrupt outcome."""
+        self._close_open()
+        self.publish({"type": "MESSAGES_SNAPSHOT", "messages": messages})
+        self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
+        self.publish(
+            {
+                "type": "RUN_FINISHED",
+                "threadId": self.thread_id,
+                "runId": self.run_id,
+                "outcome": {"type": "interrupt", "interrupts": interrupts},
+            }
+        )
+
+    def continue_in(self, publish: Publish, *, run_id: str, v1: bool) -> None:
+        """The agent run goes on in a new AG-UI run (a resume): RUN_STARTED and STATE_SNAPSHOT
+        there. Calls opened before keep their ids and are not opened again."""
+        self.publish = publish
+        self.run_id = run_id
+        self.v1 = v1
+        self.started = False
+        self.start()
+
     def on_start(self, run: RunInfo) -> None:
         self.start()
 

@@ -91,9 +91,13 @@ if not AGENT_WORKSPACE.is_dir():
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 # The tools that change the workspace (file_write, file_edit, apply_patch, bash, todo_write).
 # Off until approvals exist: with "on" they run without asking anyone.
-AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "off").lower()
-if AGENT_MUTATING_TOOLS not in ("off", "on"):
-    raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off' or 'on'")
+# "ask": offered, and each call waits for a person's approval; "on": offered and run
+# without asking; "off": not offered.
+AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "ask").lower()
+if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
+    raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off', 'ask' or 'on'")
+# How long an approval waits for its answer before it fails closed (denied).
+APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
 TOOL_OUTPUT_MAX_LINES = env_int("TOOL_OUTPUT_MAX_LINES", 600, minimum=20)
 

@@ -80,12 +80,12 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def server(live_server_thread: LiveServer, coder: Any, workspace: Path) -> Iterator[LiveServer]:
-    """The server with the demo model, a workspace and the coder agent; runs are drained after the test."""
-    from agents.runtime import close_providers
+    """The server with the demo model, a workspace and the coder agent. After the test, runs get
+    a moment to finish (one still waiting for an approval is cancelled), as at a server's shutdown."""
+    from agui.registry import REGISTRY
 
     yield live_server_thread
-    live_server_thread.drain()
-    live_server_thread.call(close_providers())
+    live_server_thread.call(REGISTRY.shutdown(grace=5), timeout=60)
 
 
 @pytest.fixture

@@ -20,9 +20,10 @@ def mutating_on():
         yield
 
 
-def test_mutating_tools_are_off_by_default(server, fake_api):
+def test_mutating_tools_can_be_turned_off(server, fake_api):
     fake_api.script([text_turn(["ok"])])
-    post_run(server.url, "coder", v1(run_input("t-off", "r1", user("hi"))))
+    with override_settings(AGENT_MUTATING_TOOLS="off"):
+        post_run(server.url, "coder", v1(run_input("t-off", "r1", user("hi"))))
     offered = [tool["name"] for tool in fake_api.requests[0].body["tools"]]
     assert offered == ["glob", "grep", "file_read"]
 

@@ -80,6 +80,9 @@ class Run(models.Model):
         CANCELLED = "cancelled", "Cancelled"
         PAUSED = "paused", "Paused"
         INTERRUPTED = "interrupted", "Interrupted"
+        # Its AG-UI run ended on an interrupt; the agent waits for the answer,
+        # which continues it in a new run (the resume).
+        WAITING = "waiting", "Waiting for an answer"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agui_run_id = models.CharField(max_length=200, db_index=True)
@@ -134,3 +137,40 @@ class RunEvent(models.Model):
     @property
     def data(self) -> Any:
         return orjson.loads(self.payload)
+
+
+class Approval(models.Model):
+    """A tool call a person was asked about, and what they decided."""
+
+    class Decision(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        DENIED = "denied", "Denied"
+        TIMEOUT = "timeout", "No answer in time"
+        CANCELLED = "cancelled", "Cancelled"
+
+    id = models.CharField(primary_key=True, max_length=100)  # the AG-UI interrupt id
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    tool_call_id = models.CharField(max_length=200)
+    tool = models.CharField(max_length=100)
+    arguments = models.JSONField(default=dict)
+    message = models.TextField()
+    decision = models.CharField(max_length=16, choices=Decision.choices, default=Decision.PENDING, db_index=True)
+    reason = models.TextField(blank=True)
+    always = models.BooleanField(default=False)
+    answered_by = models.CharField(max_length=150, blank=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.decision})"
+
+    @property
+    def latency_seconds(self) -> float | None:
+        if self.answered_at is None:
+            return None
+        return (self.answered_at - self.requested_at).total_seconds()

@@ -15,7 +15,7 @@ from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
 from agents.providers.base import TokenCount
 from threads import fastsql, leases
-from threads.models import Message, Run, Session, Thread
+from threads.models import Approval, Message, Run, Session, Thread
 from threads.selectors import agent_get
 
 
@@ -271,3 +271,44 @@ def run_finish(*, run_id: Any, status: str, outcome: str, error: str, event_coun
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "outcome", "error", "event_count", "finished_at"])
     Thread.objects.filter(pk=run.thread_id).update(state=state, updated_at=timezone.now())
+
+
+def approval_request(
+    *,
+    interrupt_id: str,
+    run_id: Any,
+    tool_call_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    message: str,
+    expires_at: Any,
+) -> None:
+    Approval(
+        id=interrupt_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        tool=tool,
+        arguments=arguments,
+        message=message,
+        expires_at=expires_at,
+    ).save(force_insert=True)
+
+
+def approval_answer(
+    *, interrupt_id: str, decision: str, reason: str = "", always: bool = False, answered_by: str = ""
+) -> bool:
+    """Records the answer; False when the approval was already answered (a duplicate is harmless)."""
+    return bool(
+        Approval.objects.filter(id=interrupt_id, decision=Approval.Decision.PENDING).update(
+            decision=decision, reason=reason, always=always, answered_by=answered_by, answered_at=timezone.now()
+        )
+    )
+
+
+def run_segment_open(*, previous_run_id: Any, agui_run_id: str, protocol_version: str) -> Run:
+    """The next AG-UI run of an agent run that waited for an answer: a new Run, child of the last."""
+    previous = Run.objects.get(pk=previous_run_id)
+    run = _new_run(previous.thread, agui_run_id, None, protocol_version)
+    run.parent_id = previous.pk
+    run.save(force_insert=True)
+    return run

@@ -246,6 +246,14 @@ async function main() {
     for (const key of ["tools", "context", "forwardedProps", "resume"]) {
       if (run[key] !== undefined) parameters[key] = run[key];
     }
+    // `answerAll: {status, payload}` answers every interrupt the agent has pending
+    // with the same entry, as a page's "approve all" would; the ids are the server's.
+    if (run.answerAll !== undefined) {
+      parameters.resume = (agent.pendingInterrupts ?? []).map((interrupt) => ({
+        interruptId: interrupt.id,
+        ...run.answerAll,
+      }));
+    }
 
     const events = [];
     const warnings = [];

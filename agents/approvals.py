@@ -1,0 +1,57 @@
+"""Approvals: who decides whether a tool call runs.
+
+The loop asks its Approver before every tool call. An approver applies the
+permission policy and, where the policy says "ask", asks a person and waits;
+nobody answering before the deadline fails closed. How a person is asked
+(an AG-UI interrupt, the admin, the REST API) is the surface's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from agents.tools.base import Tool
+
+
+@dataclass(slots=True, frozen=True)
+class ApprovalRequest:
+    """A tool call waiting for a person."""
+
+    id: str
+    tool_call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    message: str
+    expires_at: datetime
+
+
+@dataclass(slots=True, frozen=True)
+class Answer:
+    approved: bool
+    reason: str = ""
+    always: bool = False  # remember the approval for the session
+    answered_by: str = ""
+    timed_out: bool = False
+
+    def refusal(self, tool: str) -> str:
+        """What the model reads when the call was not allowed."""
+        if self.timed_out:
+            return f"not run: nobody approved this {tool} call in time, so it was denied"
+        if self.reason:
+            return f"not run: the user denied this {tool} call: {self.reason}"
+        return f"not run: the {tool} call was denied"
+
+
+class Approver(Protocol):
+    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
+        """Whether the call may run; may wait for a person, and never raises for a refusal."""
+        ...
+
+
+class AllowAll:
+    """For runs nobody supervises by design (tests of the loop, trusted deployments)."""
+
+    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
+        return Answer(approved=True, reason="allowed")

@@ -1,0 +1,168 @@
+"""Approvals asked through AG-UI interrupts.
+
+A call the policy wants a person to approve ends the HTTP run with
+RUN_FINISHED ``outcome: {type: "interrupt"}``; the agent run itself waits.
+The client's next request answers with ``resume`` entries and the agent run
+goes on in that request's stream. Nobody answering by ``expiresAt`` fails
+closed: the call is denied, recorded, and the model told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ag_ui.core import ResumeEntry
+from django.utils import timezone
+
+from agents.approvals import Answer, ApprovalRequest
+from agents.metrics import APPROVAL_SECONDS, APPROVALS
+from agents.tools.base import Tool
+from threads.dbthread import on_db_thread
+from threads.models import Approval
+from threads.services import approval_answer, approval_request
+
+# The answer a person gives, as the interrupt's responseSchema says.
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean", "description": "Run the call."},
+        "always": {"type": "boolean", "description": "Also run such calls from now on in this conversation."},
+        "reason": {"type": "string", "description": "Why not, for the agent to read."},
+    },
+    "required": ["approved"],
+}
+
+
+@dataclass(slots=True)
+class Pending:
+    request: ApprovalRequest
+    answer: asyncio.Future[Answer]
+    announced: bool = False
+
+
+@dataclass(slots=True)
+class Waiting:
+    """The approvals an agent run is waiting for, by interrupt id."""
+
+    pending: dict[str, Pending] = field(default_factory=dict)
+
+    def announced(self) -> list[Pending]:
+        return [p for p in self.pending.values() if p.announced]
+
+
+def interrupt_of(request: ApprovalRequest) -> dict[str, Any]:
+    # Keys in the order of the protocol's Interrupt model (frames stay byte-identical).
+    return {
+        "id": request.id,
+        "reason": "confirmation",
+        "message": request.message,
+        "toolCallId": request.tool_call_id,
+        "responseSchema": RESPONSE_SCHEMA,
+        "expiresAt": request.expires_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def answer_of(entry: ResumeEntry, answered_by: str) -> tuple[Answer, str]:
+    """A resume entry as an Answer, with the decision to record."""
+    if entry.status == "cancelled":
+        return Answer(approved=False, reason="cancelled by the user", answered_by=answered_by), "cancelled"
+    payload = entry.payload
+    if isinstance(payload, bool):
+        payload = {"approved": payload}
+    if not isinstance(payload, dict):
+        payload = {}
+    approved = payload.get("approved") is True
+    reason = payload.get("reason")
+    answer = Answer(
+        approved=approved,
+        reason=reason if isinstance(reason, str) else "",
+        always=approved and payload.get("always") is True,
+        answered_by=answered_by,
+    )
+    return answer, Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
+
+
+class InterruptApprover:
+    """The loop's Approver for AG-UI runs.
+
+    ``policy`` says allow, deny or ask for a call; ``suspend`` ends the current
+    AG-UI run on the given requests; ``go_on`` gives the agent run a stream
+    again when it continues without a resume (after an expiry).
+    """
+
+    def __init__(
+        self,
+        *,
+        run_pk: Callable[[], Any],
+        waiting: Waiting,
+        policy: Callable[[Tool, dict[str, Any]], Awaitable[tuple[str, str]]],
+        suspend: Callable[[list[ApprovalRequest]], Awaitable[None]],
+        go_on: Callable[[], Awaitable[None]],
+        timeout: float,
+    ) -> None:
+        self.run_pk = run_pk
+        self.waiting = waiting
+        self.policy = policy
+        self.suspend = suspend
+        self.go_on = go_on
+        self.timeout = timeout
+        self._announcing: asyncio.Task[None] | None = None
+
+    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
+        decision, reason = await self.policy(tool, arguments)
+        if decision == "allow":
+            return Answer(approved=True, reason=reason)
+        if decision == "deny":
+            return Answer(approved=False, reason=reason)
+        request = ApprovalRequest(
+            id=f"approval_{uuid.uuid4().hex}",
+            tool_call_id=tool_call_id,
+            tool=tool.name,
+            arguments=arguments,
+            message=f"Allow {tool.name}? {reason}".strip(),
+            expires_at=timezone.now() + timedelta(seconds=self.timeout),
+        )
+        pending = Pending(request, asyncio.get_running_loop().create_future())
+        self.waiting.pending[request.id] = pending
+        await on_db_thread(
+            approval_request,
+            interrupt_id=request.id,
+            run_id=self.run_pk(),
+            tool_call_id=tool_call_id,
+            tool=tool.name,
+            arguments=arguments,
+            message=request.message,
+            expires_at=request.expires_at,
+        )
+        if self._announcing is None or self._announcing.done():
+            self._announcing = asyncio.get_running_loop().create_task(self._announce())
+        asked = time.monotonic()
+        try:
+            async with asyncio.timeout(self.timeout):
+                answer = await pending.answer
+        except TimeoutError:
+            await on_db_thread(approval_answer, interrupt_id=request.id, decision=Approval.Decision.TIMEOUT)
+            await self.go_on()
+            answer = Answer(approved=False, timed_out=True)
+        finally:
+            self.waiting.pending.pop(request.id, None)
+        decision = "timeout" if answer.timed_out else "approved" if answer.approved else "denied"
+        APPROVALS.labels(tool.name, decision).inc()
+        APPROVAL_SECONDS.observe(time.monotonic() - asked)
+        return answer
+
+    async def _announce(self) -> None:
+        # One tick later, so parallel calls that all ask end the run together,
+        # in one interrupt outcome.
+        await asyncio.sleep(0)
+        fresh = [p for p in self.waiting.pending.values() if not p.announced]
+        for pending in fresh:
+            pending.announced = True
+        if fresh:
+            await self.suspend([p.request for p in fresh])

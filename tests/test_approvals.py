@@ -1,0 +1,119 @@
+"""Approvals over AG-UI interrupts, through @ag-ui/client 1.0.0 and 0.0.59: nothing runs that nobody allowed."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from django.test import override_settings
+
+from tests.agui_client import run_client
+from tests.fakes.anthropic_api import text_turn, tool_turn
+from tests.helpers import run_input, user, v1
+from tests.sse import EVENT, post_run
+from threads.models import Approval, Run
+
+pytestmark = pytest.mark.clients
+VERSIONS = ["1", "0"]
+WRITE = {"path": "notes.txt", "content": "remember the milk\n"}
+
+
+def _types(result):
+    return [e["type"] for e in result["received"]]
+
+
+def _ask_then_answer(server, fake_api, version, thread_id, answer):
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["Done."])])
+    first = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "note it"}]}
+    # CopilotKit reuses the interrupted run's runId for the resume.
+    second = {"runId": "r1", "answerAll": answer}
+    results = run_client(version, f"{server.url}/agui/coder", "test-token", [first, second])
+    server.drain()
+    for result in results:
+        assert result["error"] is None, result["error"]
+        for event in result["received"]:
+            EVENT.validate_python(event)
+    return results
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_approved_call_runs_after_the_resume(server, fake_api, workspace, version):
+    asked, resumed = _ask_then_answer(
+        server, fake_api, version, f"t-approve-{version}", {"status": "resolved", "payload": {"approved": True}}
+    )
+    types = _types(asked)
+    assert types[-3:] == ["MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert "TOOL_CALL_END" in types and "TOOL_CALL_RESULT" not in types
+    (interrupt,) = asked["received"][-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "confirmation"
+    assert interrupt["toolCallId"] == "toolu_write"
+    assert interrupt["responseSchema"]["required"] == ["approved"]
+    assert interrupt["expiresAt"].endswith("Z")
+    assert asked["pendingInterrupts"][0]["id"] == interrupt["id"]
+
+    types = _types(resumed)
+    assert types[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
+    assert "TOOL_CALL_START" not in types  # the call is not opened again
+    result = next(e for e in resumed["received"] if e["type"] == "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == "toolu_write"
+    assert types[-1] == "RUN_FINISHED"
+    assert (workspace / "notes.txt").read_text() == "remember the milk\n"
+    metrics = httpx.get(f"{server.url}/metrics", headers={"Authorization": "Bearer test-token"}).text
+    assert 'threadline_approvals_total{decision="approved",tool="file_write"}' in metrics
+    approval = Approval.objects.get(id=interrupt["id"])
+    assert approval.decision == Approval.Decision.APPROVED and approval.answered_at is not None
+    assert approval.tool == "file_write" and approval.arguments == WRITE
+    statuses = list(
+        Run.objects.filter(thread__agui_thread_id=f"t-approve-{version}")
+        .order_by("started_at")
+        .values_list("status", flat=True)
+    )
+    assert statuses == [Run.Status.WAITING, Run.Status.SUCCEEDED]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_denied_call_does_not_run_and_the_model_reads_the_reason(server, fake_api, workspace, version):
+    _ask_then_answer(
+        server,
+        fake_api,
+        version,
+        f"t-deny-{version}",
+        {"status": "resolved", "payload": {"approved": False, "reason": "not in this folder"}},
+    )
+    assert not (workspace / "notes.txt").exists()
+    told = fake_api.requests[-1].body["messages"][-1]["content"][0]
+    assert told["tool_use_id"] == "toolu_write" and told["is_error"] is True
+    assert "the user denied this file_write call: not in this folder" in told["content"]
+    assert Approval.objects.get().decision == Approval.Decision.DENIED
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_cancelled_interrupt_is_a_denial(server, fake_api, workspace, version):
+    _ask_then_answer(server, fake_api, version, f"t-cancelled-{version}", {"status": "cancelled"})
+    assert not (workspace / "notes.txt").exists()
+    assert Approval.objects.get().decision == Approval.Decision.CANCELLED
+
+
+def test_nobody_answering_in_time_fails_closed(server, fake_api, workspace):
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["Understood."])])
+    with override_settings(APPROVAL_TIMEOUT_SECONDS=0.3):
+        asked = post_run(server.url, "coder", v1(run_input("t-expiry", "r1", user("note it"))))
+        assert asked.events[-1]["outcome"]["type"] == "interrupt"
+        server.drain()
+    assert not (workspace / "notes.txt").exists()
+    assert Approval.objects.get().decision == Approval.Decision.TIMEOUT
+    told = fake_api.requests[-1].body["messages"][-1]["content"][0]
+    assert "nobody approved this file_write call in time" in told["content"]
+    # The agent run went on in a run of its own, recorded with its events.
+    runs = list(Run.objects.filter(thread__agui_thread_id="t-expiry").order_by("started_at"))
+    assert [r.status for r in runs] == [Run.Status.WAITING, Run.Status.SUCCEEDED]
+    assert runs[1].parent_id == runs[0].pk and runs[1].events.count() == runs[1].event_count
+
+
+def test_a_new_message_while_an_interrupt_is_open_gets_a_clear_error(server, fake_api, workspace):
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write")])
+    post_run(server.url, "coder", v1(run_input("t-open", "r1", user("note it", "u1"))))
+    again = post_run(server.url, "coder", v1(run_input("t-open", "r2", user("note it", "u1"), user("hello?"))))
+    assert again.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert "answer every open interrupt" in again.events[1]["message"]
+    assert not (workspace / "notes.txt").exists()
+    assert Approval.objects.get().decision == Approval.Decision.PENDING
