@@ -23,9 +23,13 @@ from django.utils import timezone
 from agents.approvals import Answer, ApprovalRequest
 from agents.metrics import APPROVAL_SECONDS, APPROVALS
 from agents.tools.base import Tool
+from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.models import Approval
 from threads.services import approval_answer, approval_request
+
+# How often a waiting run looks for an answer given outside the chat.
+ANSWER_POLL_SECONDS = 1.0
 
 # The answer a person gives, as the interrupt's responseSchema says.
 RESPONSE_SCHEMA: dict[str, Any] = {
@@ -143,19 +147,37 @@ class InterruptApprover:
         if self._announcing is None or self._announcing.done():
             self._announcing = asyncio.get_running_loop().create_task(self._announce())
         asked = time.monotonic()
+        watcher = asyncio.get_running_loop().create_task(self._watch(pending))
         try:
             async with asyncio.timeout(self.timeout):
                 answer = await pending.answer
         except TimeoutError:
             await on_db_thread(approval_answer, interrupt_id=request.id, decision=Approval.Decision.TIMEOUT)
-            await self.go_on()
             answer = Answer(approved=False, timed_out=True)
         finally:
+            watcher.cancel()
             self.waiting.pending.pop(request.id, None)
+        # Answered without a resume (the admin, the API, the deadline): nobody is
+        # streaming, so the agent run goes on in a run of its own.
+        await self.go_on()
         decision = "timeout" if answer.timed_out else "approved" if answer.approved else "denied"
         APPROVALS.labels(tool.name, decision).inc()
         APPROVAL_SECONDS.observe(time.monotonic() - asked)
         return answer
+
+    async def _watch(self, pending: Pending) -> None:
+        """Takes an answer given outside the chat (the admin, the REST API, another process)."""
+        while not pending.answer.done():
+            await asyncio.sleep(ANSWER_POLL_SECONDS)
+            approval = await on_db_thread(selectors.approval_get, interrupt_id=pending.request.id)
+            if approval is None or approval.decision == Approval.Decision.PENDING or pending.answer.done():
+                continue
+            approved = approval.decision == Approval.Decision.APPROVED
+            pending.answer.set_result(
+                Answer(
+                    approved=approved, reason=approval.reason, always=approval.always, answered_by=approval.answered_by
+                )
+            )
 
     async def _announce(self) -> None:
         # One tick later, so parallel calls that all ask end the run together,

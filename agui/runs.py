@@ -216,13 +216,13 @@ async def _open_segment(live: LiveRun, *, agui_run_id: str, v1: bool, protocol_v
 
 
 async def _go_on(live: LiveRun, decoded: DecodedInput) -> None:
-    """After an expiry nobody resumed: the agent run goes on in a run of its own, which a
-    client can follow with the thread's events stream."""
+    """Answered without a resume (the admin, the API, the deadline): the agent run goes on in
+    a run of its own, which a client can follow with the thread's events stream."""
     if live.suspended:
         inp = decoded.model
         await _open_segment(
             live,
-            agui_run_id=f"{inp.run_id}-after-expiry",
+            agui_run_id=f"{inp.run_id}-continued",
             v1=decoded.speaks_v1,
             protocol_version=inp.protocol_version or "",
         )

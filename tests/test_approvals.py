@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 from django.test import override_settings
@@ -117,3 +119,35 @@ def test_a_new_message_while_an_interrupt_is_open_gets_a_clear_error(server, fak
     assert "answer every open interrupt" in again.events[1]["message"]
     assert not (workspace / "notes.txt").exists()
     assert Approval.objects.get().decision == Approval.Decision.PENDING
+
+
+def test_an_answer_from_the_admin_continues_the_run_and_a_reattaching_client_sees_it(
+    server, fake_api, workspace, client
+):
+    from django.contrib.auth.models import User
+
+    from tests.sse import get_stream
+
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["Written."])])
+    asked = post_run(server.url, "coder", v1(run_input("t-admin", "r1", user("note it"))))
+    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    client.force_login(User.objects.create_superuser("op", "op@example.com", "a-long-password"))
+    page = client.get("/admin/threads/approval/")
+    assert page.status_code == 200 and b"file_write" in page.content
+    response = client.post(
+        "/admin/threads/approval/", {"action": "approve", "_selected_action": [interrupt["id"]]}, follow=True
+    )
+    assert b"Answered 1 pending approval" in response.content
+    for _ in range(100):  # the waiting run takes the answer within a second
+        if Run.objects.filter(thread__agui_thread_id="t-admin", agui_run_id="r1-continued").exists():
+            break
+        time.sleep(0.05)
+    follow = get_stream(f"{server.url}/agui/coder/threads/t-admin/events")
+    types = follow.types
+    assert types[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
+    assert types[-1] == "RUN_FINISHED"
+    assert next(e for e in follow.events if e["type"] == "TOOL_CALL_RESULT")["toolCallId"] == "toolu_write"
+    server.drain()
+    assert (workspace / "notes.txt").read_text() == "remember the milk\n"
+    approval = Approval.objects.get(id=interrupt["id"])
+    assert approval.answered_by == "op" and approval.decision == Approval.Decision.APPROVED

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, When
 from django.http import HttpRequest
 
-from threads.models import Message, Run, RunEvent, Session, Thread
-from threads.services import RunNotCancellable, run_cancel_request
+from threads.models import Approval, Message, Run, RunEvent, Session, Thread
+from threads.services import RunNotCancellable, approval_answer, run_cancel_request
 
 
 class MessageInline(admin.TabularInline):
@@ -82,3 +82,42 @@ class RunAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         return super().get_queryset(request).select_related("thread")
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    """The queue of approvals: pending ones first; approve or deny from the list."""
+
+    list_display = ("tool", "decision", "run", "requested_at", "expires_at", "answered_by", "latency")
+    list_filter = ("decision", "tool")
+    list_select_related = ("run",)
+    search_fields = ("id", "tool", "tool_call_id", "run__agui_run_id")
+    readonly_fields = [f.name for f in Approval._meta.fields]
+    actions = ["approve", "deny"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
+        pending_first = Case(When(decision=Approval.Decision.PENDING, then=0), default=1)
+        return super().get_queryset(request).order_by(pending_first, "-requested_at")
+
+    @admin.display(description="latency (s)")
+    def latency(self, approval: Approval) -> str:
+        seconds = approval.latency_seconds
+        return "" if seconds is None else f"{seconds:.1f}"
+
+    def _answer(self, request: HttpRequest, queryset: QuerySet[Approval], approved: bool) -> None:
+        who = request.user.get_username()
+        decision = Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
+        reason = "" if approved else f"denied by {who} in the admin"
+        answered = sum(
+            approval_answer(interrupt_id=a.pk, decision=decision, reason=reason, answered_by=who)
+            for a in queryset.filter(decision=Approval.Decision.PENDING)
+        )
+        self.message_user(request, f"Answered {answered} pending approval(s); their runs go on.")
+
+    @admin.action(description="Approve the selected pending calls")
+    def approve(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
+        self._answer(request, queryset, approved=True)
+
+    @admin.action(description="Deny the selected pending calls")
+    def deny(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
+        self._answer(request, queryset, approved=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.models import Agent
-from threads.models import Message, Run, RunEvent, Thread
+from threads.models import Approval, Message, Run, RunEvent, Thread
 
 
 def agent_get(*, name: str) -> Agent | None:
@@ -38,3 +38,7 @@ def thread_latest_run(*, thread: Thread) -> Run | None:
 def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[RunEvent]:
     events = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")
     return list(events[:limit] if limit else events)
+
+
+def approval_get(*, interrupt_id: str) -> Approval | None:
+    return Approval.objects.filter(id=interrupt_id).first()
