@@ -1,6 +1,18 @@
-from django.contrib import admin
+from __future__ import annotations
 
-from agents.models import Agent
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Max
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+
+from agents.models import Agent, PermissionRule
+from agents.permissions import KNOWN_TOOLS, Verdict, evaluate, memory_key, primary_argument, rules_for
 
 
 @admin.register(Agent)
@@ -13,3 +25,125 @@ class AgentAdmin(admin.ModelAdmin):
         ("Model", {"fields": ("model", "system_prompt", "max_tokens", "thinking_budget")}),
         ("Limits and grounding", {"fields": ("max_iterations", "max_run_seconds", "token_budget", "grounding_mode")}),
     )
+
+
+def _tool_choices() -> list[tuple[str, str]]:
+    return [
+        (name, f"{name} ({'read-only' if tool.read_only else 'not read-only'})")
+        for name, tool in sorted(KNOWN_TOOLS.items())
+    ]
+
+
+class PermissionRuleForm(forms.ModelForm):
+    tool = forms.ChoiceField(choices=[("", "Any tool"), *_tool_choices()], required=False, help_text="Blank: any tool.")
+
+    class Meta:
+        model = PermissionRule
+        fields = "__all__"
+
+
+class TryCallForm(forms.Form):
+    """A tool call to evaluate against the rules, as the loop would."""
+
+    agent = forms.ModelChoiceField(queryset=Agent.objects.all(), to_field_name="name")
+    thread = forms.CharField(required=False, help_text="AG-UI thread id; blank: no thread's own rules apply.")
+    tool = forms.ChoiceField(choices=_tool_choices)
+    arguments = forms.JSONField(
+        required=False,
+        initial={},
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+        help_text='The call\'s arguments as a JSON object, e.g. {"path": "src/app.py"} or {"command": "git status"}.',
+    )
+    remembered = forms.BooleanField(required=False, label="Approved always earlier in the session")
+    auto_approve = forms.BooleanField(required=False, label="Auto-approve is on")
+
+    def clean_arguments(self) -> dict[str, Any]:
+        value = self.cleaned_data.get("arguments")
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValidationError("The arguments are a JSON object, as the model sends them.")
+        return value
+
+
+@dataclass(slots=True, frozen=True)
+class TriedCall:
+    verdict: Verdict
+    rules: list[PermissionRule]  # the rules in scope, in evaluation order
+    targets: list[str]  # what the globs were matched against
+    memory_key: str
+
+
+def try_call(data: dict[str, Any]) -> TriedCall:
+    tool = KNOWN_TOOLS[data["tool"]]
+    rules = rules_for(data["agent"].name, data["thread"])
+    verdict = evaluate(
+        rules, tool=tool, arguments=data["arguments"], remembered=data["remembered"], auto_approve=data["auto_approve"]
+    )
+    return TriedCall(
+        verdict, rules, primary_argument(tool.name, data["arguments"]), memory_key(tool.name, data["arguments"])
+    )
+
+
+@admin.register(PermissionRule)
+class PermissionRuleAdmin(admin.ModelAdmin):
+    form = PermissionRuleForm
+    change_list_template = "admin/agents/permissionrule/change_list.html"
+    list_display = ("rule", "position", "scope", "target", "tool_name", "glob", "decision", "enabled", "description")
+    list_display_links = ("rule",)
+    list_editable = ("position", "decision", "enabled")
+    list_filter = ("scope", "decision", "enabled", "agent")
+    list_select_related = ("agent",)
+    search_fields = ("match", "tool", "description", "thread_agui_id", "agent__name")
+    ordering = ("position", "id")
+    fieldsets = (
+        (None, {"fields": ("position", "tool", "match", "decision", "enabled", "description")}),
+        ("Scope", {"fields": ("scope", "agent", "thread_agui_id")}),
+    )
+
+    @admin.display(description="rule", ordering="id")
+    def rule(self, obj: PermissionRule) -> str:
+        return f"#{obj.pk}"
+
+    @admin.display(description="agent or thread")
+    def target(self, obj: PermissionRule) -> str:
+        if obj.scope == PermissionRule.Scope.AGENT:
+            return str(obj.agent)
+        return obj.thread_agui_id or "—"
+
+    @admin.display(description="tool", ordering="tool")
+    def tool_name(self, obj: PermissionRule) -> str:
+        return obj.tool or "any tool"
+
+    @admin.display(description="match", ordering="match")
+    def glob(self, obj: PermissionRule) -> str:
+        return obj.match or "*"
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        # A new rule goes after the others unless the operator says otherwise.
+        last = PermissionRule.objects.aggregate(last=Max("position"))["last"]
+        return {"position": 10 if last is None else last + 10, **super().get_changeform_initial_data(request)}
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.model._meta
+        try_url = path(
+            "try/",
+            self.admin_site.admin_view(self.try_view),
+            name=f"{opts.app_label}_{opts.model_name}_try",
+        )
+        return [try_url, *super().get_urls()]  # before the catch-all <object_id>/ of the change view
+
+    def try_view(self, request: HttpRequest) -> HttpResponse:
+        """Evaluates a tool call against the rules in scope and shows the verdict; it changes nothing."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        form = TryCallForm(request.GET if "tool" in request.GET else None)
+        tried = try_call(form.cleaned_data) if form.is_bound and form.is_valid() else None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Try a tool call",
+            "form": form,
+            "tried": tried,
+        }
+        return TemplateResponse(request, "admin/agents/permissionrule/try.html", context)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
@@ -45,3 +46,92 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class PermissionRule(models.Model):
+    """One line of the permission policy: for calls of ``tool`` (or any tool) whose primary argument
+    matches the glob ``match``, the decision is ``decision``. Rules are tried in ``position`` order and
+    the first that matches decides; agents/permissions.py evaluates them."""
+
+    class Decision(models.TextChoices):
+        ALLOW = "allow", "Allow"
+        ASK = "ask", "Ask"
+        DENY = "deny", "Deny"
+
+    class Scope(models.TextChoices):
+        GLOBAL = "global", "Every agent"
+        AGENT = "agent", "One agent"
+        THREAD = "thread", "One thread"
+
+    position = models.PositiveIntegerField(
+        help_text="Rules are tried from the lowest position up; the first match decides."
+    )
+    tool = models.CharField(max_length=64, blank=True, help_text="Blank: any tool.")
+    match = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text=(
+            "A glob over the call's primary argument: the path for file tools (** crosses directories, "
+            "{a,b} alternates), the command for bash. Blank, * or ** match anything."
+        ),
+    )
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    enabled = models.BooleanField(default=True)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.GLOBAL)
+    agent = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="permission_rules",
+        help_text="The agent of a rule scoped to one agent.",
+    )
+    # The AG-UI thread id rather than a key to threads.Thread: threads depends on agents, not the reverse.
+    thread_agui_id = models.CharField(
+        "thread id", max_length=200, blank=True, help_text="The AG-UI thread id of a rule scoped to one thread."
+    )
+    description = models.TextField(blank=True, help_text="Why the rule exists.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        indexes = [
+            models.Index(fields=["position", "id"], name="permissionrule_order"),
+            models.Index(fields=["thread_agui_id"], name="permissionrule_thread"),
+        ]
+        constraints = [
+            # The same invariant as clean(), for writes that do not go through a form.
+            models.CheckConstraint(
+                condition=(
+                    models.Q(scope="global", agent__isnull=True, thread_agui_id="")
+                    | models.Q(scope="agent", agent__isnull=False, thread_agui_id="")
+                    | (models.Q(scope="thread", agent__isnull=True) & ~models.Q(thread_agui_id=""))
+                ),
+                name="permissionrule_scope_target",
+                violation_error_message="The scope and its agent or thread id disagree.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.decision} {self.tool or 'any tool'} `{self.match or '*'}`"
+
+    def clean(self) -> None:
+        # agents.permissions imports this module; the glob rules and tool names live there.
+        from agents.permissions import KNOWN_TOOLS, glob_error
+
+        errors: dict[str, str] = {}
+        if self.scope == self.Scope.AGENT and self.agent_id is None:
+            errors["agent"] = "A rule scoped to one agent needs that agent."
+        if self.scope != self.Scope.AGENT and self.agent_id is not None:
+            errors["agent"] = "Only a rule scoped to one agent names an agent."
+        if self.scope == self.Scope.THREAD and not self.thread_agui_id:
+            errors["thread_agui_id"] = "A rule scoped to one thread needs its thread id."
+        if self.scope != self.Scope.THREAD and self.thread_agui_id:
+            errors["thread_agui_id"] = "Only a rule scoped to one thread names a thread."
+        if self.tool and self.tool not in KNOWN_TOOLS:
+            errors["tool"] = f"No tool is called {self.tool!r}; known: {', '.join(sorted(KNOWN_TOOLS))}."
+        if (problem := glob_error(self.match)) is not None:
+            errors["match"] = problem
+        if errors:
+            raise ValidationError(errors)
