@@ -17,7 +17,7 @@ from agents.tools.base import Tool
 
 @dataclass(slots=True, frozen=True)
 class ApprovalRequest:
-    """A tool call waiting for a person."""
+    """A tool call waiting for a person: an approval, or (``question``) the agent asking something."""
 
     id: str
     tool_call_id: str
@@ -25,6 +25,7 @@ class ApprovalRequest:
     arguments: dict[str, Any]
     message: str
     expires_at: datetime
+    question: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -34,6 +35,7 @@ class Answer:
     always: bool = False  # remember the approval for the session
     answered_by: str = ""
     timed_out: bool = False
+    text: str = ""  # the reply to a question
 
     def refusal(self, tool: str) -> str:
         """What the model reads when the call was not allowed."""
@@ -49,9 +51,16 @@ class Approver(Protocol):
         """Whether the call may run; may wait for a person, and never raises for a refusal."""
         ...
 
+    async def ask(self, tool_call_id: str, question: str) -> Answer:
+        """Puts the agent's question to the person; the reply is ``text`` of an approved Answer."""
+        ...
+
 
 class AllowAll:
     """For runs nobody supervises by design (tests of the loop, trusted deployments)."""
 
     async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
         return Answer(approved=True, reason="allowed")
+
+    async def ask(self, tool_call_id: str, question: str) -> Answer:
+        return Answer(approved=False, reason="nobody is there to answer questions in this run")

@@ -43,6 +43,7 @@ from agents.providers.base import (
     TokenCount,
 )
 from agents.request import RunRequest, render_prompt
+from agents.tools.ask import ASK_USER
 from agents.tools.base import ToolContext, ToolOutput, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -290,6 +291,17 @@ class AgentLoop:
                 self.listener.on_message(message)
             return reply, messages
 
+    async def _ask_user(self, tool_call_id: str, arguments: dict[str, Any]) -> ToolOutput:
+        question = arguments.get("question")
+        if not isinstance(question, str) or not question.strip():
+            return ToolOutput("argument 'question' must be a non-empty string", True)
+        answer = await self.approver.ask(tool_call_id, question.strip())
+        if answer.approved:
+            return ToolOutput(answer.text or "(the user replied with nothing)")
+        if answer.timed_out:
+            return ToolOutput("the user did not answer in time; go on without it or stop and say why", True)
+        return ToolOutput(f"the user did not answer: {answer.reason or 'declined'}", True)
+
     def _is_repeat(self, call: dict[str, Any]) -> bool:
         key = call["name"] + "\x00" + json.dumps(call.get("input"), sort_keys=True)
         if key == self._last_call:
@@ -322,6 +334,8 @@ class AgentLoop:
                 output = ToolOutput("tool arguments must be a JSON object", True)
             elif (tool := self.tools.get(call["name"])) is None or not request.scenario.offers(tool):
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)
+            elif tool is ASK_USER:
+                output = await self._ask_user(call["id"], arguments)
             elif not (answer := await self.approver.decide(tool, call["id"], arguments)).approved:
                 output = ToolOutput(answer.refusal(tool.name), True)
             else:

@@ -12,6 +12,7 @@ from agents.models import Agent
 from agents.providers.anthropic import AnthropicProvider
 from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
+from agents.tools.ask import ASK_USER
 from agents.tools.base import ToolContext, ToolRegistry, Workspace
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
@@ -56,8 +57,8 @@ async def close_providers() -> None:
 
 def tools_for(agent: Agent) -> ToolRegistry:
     if settings.AGENT_MUTATING_TOOLS != "off":
-        return ToolRegistry.of((*READ_ONLY_TOOLS, *MUTATING_TOOLS))
-    return ToolRegistry.of(READ_ONLY_TOOLS)
+        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, *MUTATING_TOOLS))
+    return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER))
 
 
 def tool_context() -> ToolContext:

@@ -10,6 +10,7 @@ closed: the call is denied, recorded, and the model told.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from agents.approvals import Answer, ApprovalRequest
 from agents.metrics import APPROVAL_SECONDS, APPROVALS
+from agents.permissions import Decision, Verdict, primary_argument
 from agents.tools.base import Tool
 from threads import selectors
 from threads.dbthread import on_db_thread
@@ -40,6 +42,14 @@ RESPONSE_SCHEMA: dict[str, Any] = {
         "reason": {"type": "string", "description": "Why not, for the agent to read."},
     },
     "required": ["approved"],
+}
+
+
+# The reply to the agent's question (ask_user).
+QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "description": "Your reply to the agent's question."}},
+    "required": ["answer"],
 }
 
 
@@ -64,19 +74,23 @@ def interrupt_of(request: ApprovalRequest) -> dict[str, Any]:
     # Keys in the order of the protocol's Interrupt model (frames stay byte-identical).
     return {
         "id": request.id,
-        "reason": "confirmation",
+        "reason": "input_required" if request.question else "confirmation",
         "message": request.message,
         "toolCallId": request.tool_call_id,
-        "responseSchema": RESPONSE_SCHEMA,
+        "responseSchema": QUESTION_SCHEMA if request.question else RESPONSE_SCHEMA,
         "expiresAt": request.expires_at.isoformat().replace("+00:00", "Z"),
     }
 
 
-def answer_of(entry: ResumeEntry, answered_by: str) -> tuple[Answer, str]:
+def answer_of(entry: ResumeEntry, answered_by: str, *, question: bool = False) -> tuple[Answer, str]:
     """A resume entry as an Answer, with the decision to record."""
     if entry.status == "cancelled":
         return Answer(approved=False, reason="cancelled by the user", answered_by=answered_by), "cancelled"
     payload = entry.payload
+    if question:
+        reply = payload.get("answer") if isinstance(payload, dict) else payload
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        return Answer(approved=True, text=text, reason=text, answered_by=answered_by), Approval.Decision.APPROVED
     if isinstance(payload, bool):
         payload = {"approved": payload}
     if not isinstance(payload, dict):
@@ -92,6 +106,13 @@ def answer_of(entry: ResumeEntry, answered_by: str) -> tuple[Answer, str]:
     return answer, Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
 
 
+def _summary(tool: str, arguments: dict[str, Any]) -> str:
+    """The call in a few words a person can judge: the command, the path, the files of a patch."""
+    targets = primary_argument(tool, arguments)
+    text = ", ".join(t for t in targets if t) or json.dumps(arguments)
+    return f"`{text[:300]}`"
+
+
 class InterruptApprover:
     """The loop's Approver for AG-UI runs.
 
@@ -105,7 +126,8 @@ class InterruptApprover:
         *,
         run_pk: Callable[[], Any],
         waiting: Waiting,
-        policy: Callable[[Tool, dict[str, Any]], Awaitable[tuple[str, str]]],
+        policy: Callable[[Tool, dict[str, Any]], Awaitable[Verdict]],
+        remember: Callable[[str, dict[str, Any]], Awaitable[None]],
         suspend: Callable[[list[ApprovalRequest]], Awaitable[None]],
         go_on: Callable[[], Awaitable[None]],
         timeout: float,
@@ -113,34 +135,54 @@ class InterruptApprover:
         self.run_pk = run_pk
         self.waiting = waiting
         self.policy = policy
+        self.remember = remember
         self.suspend = suspend
         self.go_on = go_on
         self.timeout = timeout
         self._announcing: asyncio.Task[None] | None = None
 
     async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
-        decision, reason = await self.policy(tool, arguments)
-        if decision == "allow":
-            return Answer(approved=True, reason=reason)
-        if decision == "deny":
-            return Answer(approved=False, reason=reason)
+        verdict = await self.policy(tool, arguments)
+        if verdict.decision == Decision.ALLOW:
+            return Answer(approved=True, reason=verdict.reason)
+        if verdict.decision == Decision.DENY:
+            return Answer(approved=False, reason=f"a permission rule forbids it ({verdict.reason})")
         request = ApprovalRequest(
             id=f"approval_{uuid.uuid4().hex}",
             tool_call_id=tool_call_id,
             tool=tool.name,
             arguments=arguments,
-            message=f"Allow {tool.name}? {reason}".strip(),
+            message=f"Allow {tool.name} {_summary(tool.name, arguments)}? ({verdict.reason})",
             expires_at=timezone.now() + timedelta(seconds=self.timeout),
         )
+        answer = await self._wait(request)
+        if answer.approved and answer.always:
+            await self.remember(tool.name, arguments)
+        return answer
+
+    async def ask(self, tool_call_id: str, question: str) -> Answer:
+        request = ApprovalRequest(
+            id=f"question_{uuid.uuid4().hex}",
+            tool_call_id=tool_call_id,
+            tool="ask_user",
+            arguments={"question": question},
+            message=question,
+            expires_at=timezone.now() + timedelta(seconds=self.timeout),
+            question=True,
+        )
+        return await self._wait(request)
+
+    async def _wait(self, request: ApprovalRequest) -> Answer:
+        """Records the request, ends the AG-UI run on it (with any asked alongside) and waits."""
         pending = Pending(request, asyncio.get_running_loop().create_future())
         self.waiting.pending[request.id] = pending
         await on_db_thread(
             approval_request,
             interrupt_id=request.id,
             run_id=self.run_pk(),
-            tool_call_id=tool_call_id,
-            tool=tool.name,
-            arguments=arguments,
+            tool_call_id=request.tool_call_id,
+            tool=request.tool,
+            arguments=request.arguments,
             message=request.message,
             expires_at=request.expires_at,
         )
@@ -161,7 +203,7 @@ class InterruptApprover:
         # streaming, so the agent run goes on in a run of its own.
         await self.go_on()
         decision = "timeout" if answer.timed_out else "approved" if answer.approved else "denied"
-        APPROVALS.labels(tool.name, decision).inc()
+        APPROVALS.labels(request.tool, decision).inc()
         APPROVAL_SECONDS.observe(time.monotonic() - asked)
         return answer
 

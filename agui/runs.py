@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from agents.approvals import ApprovalRequest
 from agents.events import Listeners, Outcome
 from agents.loop import AgentLoop
 from agents.metrics import MetricsListener
+from agents.permissions import Verdict, arules_for, evaluate, memory_key
 from agents.providers.base import ModelProvider
 from agents.request import RunRequest
 from agents.runtime import loop_config, provider_for, tool_context, tools_for
@@ -44,6 +46,8 @@ from threads.services import (
     run_finish,
     run_open,
     run_segment_open,
+    session_approved_always,
+    session_remember_approval,
 )
 from threads.store import DbSessionStore
 
@@ -134,7 +138,10 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
     approver = InterruptApprover(
         run_pk=lambda: live.run_pk,
         waiting=live.waiting,
-        policy=_policy,
+        policy=_policy(agent.name, inp.thread_id, opened.session.pk),
+        remember=lambda tool, arguments: on_db_thread(
+            session_remember_approval, session_id=opened.session.pk, key=memory_key(tool, arguments)
+        ),
         suspend=lambda requests: _suspend(live, decoded, opened, requests),
         go_on=lambda: _go_on(live, decoded),
         timeout=settings.APPROVAL_TIMEOUT_SECONDS,
@@ -152,13 +159,24 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
     await _execute(live, loop, build_request(decoded, message, request_id=inp.run_id), translator)
 
 
-async def _policy(tool: Tool, arguments: dict[str, Any]) -> tuple[str, str]:
-    """Until permission rules exist: read-only tools run; the others ask, or run with AGENT_MUTATING_TOOLS=on."""
-    if tool.read_only:
-        return "allow", ""
-    if settings.AGENT_MUTATING_TOOLS == "on":
-        return "allow", "AGENT_MUTATING_TOOLS=on"
-    return "ask", f"{tool.name} changes the workspace."
+def _policy(agent_name: str, thread_id: str, session_id: Any) -> Callable[[Tool, dict[str, Any]], Awaitable[Verdict]]:
+    """The permission rules in scope, read at each call (an operator's edit applies at once),
+    with the session's "yes, always" answers and AGENT_MUTATING_TOOLS=on as auto-approve."""
+
+    async def policy(tool: Tool, arguments: dict[str, Any]) -> Verdict:
+        rules = await arules_for(agent_name, thread_id)
+        remembered = memory_key(tool.name, arguments) in await on_db_thread(
+            session_approved_always, session_id=session_id
+        )
+        return evaluate(
+            rules,
+            tool=tool,
+            arguments=arguments,
+            remembered=remembered,
+            auto_approve=settings.AGENT_MUTATING_TOOLS == "on",
+        )
+
+    return policy
 
 
 def _new_log(run_pk: Any) -> EventLogWriter:
@@ -249,7 +267,7 @@ async def resume(live: LiveRun, decoded: DecodedInput, answered_by: str) -> RunS
     await _open_segment(live, agui_run_id=inp.run_id, v1=decoded.speaks_v1, protocol_version=inp.protocol_version or "")
     for interrupt_id in open_ids:
         pending = live.waiting.pending[interrupt_id]
-        answer, decision = answer_of(entries[interrupt_id], answered_by)
+        answer, decision = answer_of(entries[interrupt_id], answered_by, question=pending.request.question)
         # A duplicate answer (CopilotKit also adds a tool message) changes nothing.
         if (
             await on_db_thread(

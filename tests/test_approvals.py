@@ -151,3 +151,104 @@ def test_an_answer_from_the_admin_continues_the_run_and_a_reattaching_client_see
     assert (workspace / "notes.txt").read_text() == "remember the milk\n"
     approval = Approval.objects.get(id=interrupt["id"])
     assert approval.answered_by == "op" and approval.decision == Approval.Decision.APPROVED
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_agent_asks_a_question_and_the_reply_is_its_tool_result(server, fake_api, version):
+    fake_api.script([tool_turn("ask_user", {"question": "Which file?"}, id="toolu_ask"), text_turn(["Thanks."])])
+    asked, resumed = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": f"t-ask-{version}",
+                "runId": "r1",
+                "messages": [{"id": "u1", "role": "user", "content": "go"}],
+            },
+            {"runId": "r1", "answerAll": {"status": "resolved", "payload": {"answer": "README.md"}}},
+        ],
+    )
+    server.drain()
+    assert asked["error"] is None and resumed["error"] is None
+    (interrupt,) = asked["received"][-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "input_required"
+    assert interrupt["message"] == "Which file?"
+    assert interrupt["responseSchema"]["required"] == ["answer"]
+    result = next(e for e in resumed["received"] if e["type"] == "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == "toolu_ask" and result["content"] == "README.md"
+    told = fake_api.requests[-1].body["messages"][-1]["content"][0]
+    assert told == {"type": "tool_result", "tool_use_id": "toolu_ask", "content": "README.md"}
+    assert Approval.objects.get(id=interrupt["id"]).reason == "README.md"
+
+
+def _rule(position, tool, match, decision, **extra):
+    from agents.models import PermissionRule
+
+    rule = PermissionRule(position=position, tool=tool, match=match, decision=decision, **extra)
+    rule.full_clean()
+    rule.save()
+    return rule
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_yes_always_lets_the_same_kind_of_call_run_unasked(server, fake_api, workspace, version):
+    again = {"path": "notes.txt", "content": "and the bread\n"}
+    fake_api.script(
+        [
+            tool_turn("file_write", WRITE, id="toolu_first"),
+            tool_turn("file_write", again, id="toolu_second"),
+            text_turn(["Both written."]),
+        ]
+    )
+    asked, resumed = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": f"t-always-{version}",
+                "runId": "r1",
+                "messages": [{"id": "u1", "role": "user", "content": "note twice"}],
+            },
+            {"runId": "r1", "answerAll": {"status": "resolved", "payload": {"approved": True, "always": True}}},
+        ],
+    )
+    server.drain()
+    assert asked["received"][-1]["outcome"]["type"] == "interrupt"
+    assert resumed["error"] is None
+    assert [e["toolCallId"] for e in resumed["received"] if e["type"] == "TOOL_CALL_RESULT"] == [
+        "toolu_first",
+        "toolu_second",
+    ]
+    assert "outcome" not in resumed["received"][-1] or resumed["received"][-1]["outcome"]["type"] == "success"
+    assert (workspace / "notes.txt").read_text() == "and the bread\n"
+    assert Approval.objects.count() == 1 and Approval.objects.get().always
+
+
+def test_a_deny_rule_refuses_without_asking(server, fake_api, workspace):
+    _rule(10, "bash", "rm *", "deny")
+    fake_api.script([tool_turn("bash", {"command": "rm README.md"}, id="toolu_rm"), text_turn(["I may not."])])
+    stream = post_run(server.url, "coder", v1(run_input("t-deny-rule", "r1", user("clean up"))))
+    assert stream.events[-1]["type"] == "RUN_FINISHED" and stream.events[-1]["outcome"] == {"type": "success"}
+    assert (workspace / "README.md").exists()
+    told = fake_api.requests[-1].body["messages"][-1]["content"][0]
+    assert told["is_error"] and "a permission rule forbids it" in told["content"] and "rm *" in told["content"]
+    assert not Approval.objects.exists()
+
+
+def test_an_allow_rule_runs_a_mutating_call_unasked(server, fake_api, workspace):
+    _rule(10, "file_write", "notes*", "allow")
+    fake_api.script([tool_turn("file_write", WRITE), text_turn(["Noted."])])
+    stream = post_run(server.url, "coder", v1(run_input("t-allow-rule", "r1", user("note it"))))
+    assert stream.events[-1]["outcome"] == {"type": "success"}
+    assert (workspace / "notes.txt").exists()
+
+
+def test_an_ask_rule_is_a_gate_even_with_auto_approve(server, fake_api, workspace):
+    _rule(10, "bash", "git push*", "ask")
+    fake_api.script([tool_turn("bash", {"command": "git push origin main"})])
+    with override_settings(AGENT_MUTATING_TOOLS="on"):
+        stream = post_run(server.url, "coder", v1(run_input("t-gate", "r1", user("ship it"))))
+    assert stream.events[-1]["outcome"]["type"] == "interrupt"
+    assert "git push*" in stream.events[-1]["outcome"]["interrupts"][0]["message"]

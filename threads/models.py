@@ -41,6 +41,8 @@ class Session(models.Model):
     thread = models.OneToOneField(Thread, on_delete=models.CASCADE, related_name="session")
     turns = models.JSONField(default=list, blank=True)
     paused_reason = models.CharField(max_length=64, blank=True)
+    # "Yes, always" answers: the memory keys (agents/permissions.py) of calls that run unasked.
+    approved_always = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     cache_read_tokens = models.PositiveBigIntegerField(default=0)

@@ -312,3 +312,17 @@ def run_segment_open(*, previous_run_id: Any, agui_run_id: str, protocol_version
     run.parent_id = previous.pk
     run.save(force_insert=True)
     return run
+
+
+def session_approved_always(*, session_id: Any) -> set[str]:
+    keys = Session.objects.filter(pk=session_id).values_list("approved_always", flat=True).first()
+    return set(keys or [])
+
+
+@transaction.atomic
+def session_remember_approval(*, session_id: Any, key: str) -> None:
+    """Remembers a "yes, always" for the session, so the same kind of call is not asked again."""
+    session = Session.objects.select_for_update().get(pk=session_id)
+    if key not in session.approved_always:
+        session.approved_always = [*session.approved_always, key]
+        session.save(update_fields=["approved_always"])
