@@ -165,9 +165,9 @@ async def info(request: HttpRequest) -> HttpResponseBase:
         "capabilities": {
             "streaming": True,
             "frontendTools": False,
-            "humanInTheLoop": False,
+            "humanInTheLoop": True,
             "sharedState": True,
-            "interrupts": False,
+            "interrupts": True,
             "reasoning": True,
             "subAgents": False,
             "reattach": True,
