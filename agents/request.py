@@ -29,6 +29,8 @@ class Scenario:
 INTERACTIVE = Scenario("interactive")
 # Scheduled or triggered runs: no approver is watching, and each starts from nothing.
 BACKGROUND = Scenario("background", conversation_memory=False, mutating_tools=False)
+# A child run working for a parent: its own memory, and nobody to put questions to.
+SUB_AGENT = Scenario("sub-agent", conversation_memory=False, denied_tools=frozenset({"ask_user"}))
 
 
 @dataclass(slots=True, frozen=True)

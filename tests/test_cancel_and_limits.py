@@ -3,6 +3,7 @@ its protocol version accepts; "continue" goes on from the checkpoint."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -97,3 +98,23 @@ def test_a_run_past_its_iteration_cap_pauses_and_continue_resumes_it(server, fak
     assert history[-1]["content"][0]["type"] == "tool_result"
     assert history[-1]["content"][-1] == {"type": "text", "text": "continue"}
     assert Session.objects.get(thread__agui_thread_id="t-pause").paused_reason == ""
+
+
+def test_a_cancel_during_a_tool_stops_at_the_next_safe_point(server, fake_api, workspace):
+    from django.test import override_settings
+
+    fake_api.script([tool_turn("bash", {"command": "touch began && sleep 1 && echo finished"}), text_turn(["never"])])
+    with override_settings(AGENT_MUTATING_TOOLS="on"), ThreadPoolExecutor(1) as pool:
+        running = pool.submit(post_run, server.url, "coder", v1(run_input("t-midtool-cancel", "r1", user("go"))))
+        for _ in range(100):
+            if (workspace / "began").exists():
+                break
+            threading.Event().wait(0.05)
+        assert _cancel(server, "t-midtool-cancel", "r1").status_code == 202
+        stream = running.result(30)
+    result = next(e for e in stream.events if e["type"] == "TOOL_CALL_RESULT")
+    assert "finished" in result["content"]  # the tool was not killed halfway
+    assert stream.events[-1]["outcome"] == {"type": "cancelled"}
+    assert len(fake_api.requests) == 1  # no model call after the safe point
+    server.drain()
+    assert Run.objects.get(agui_run_id="r1").status == Run.Status.CANCELLED

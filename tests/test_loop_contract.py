@@ -222,3 +222,25 @@ async def test_a_transient_tool_error_is_retried_once(tmp_path):
     assert (await registry.call("flaky", {}, context)).content == "worked the second time"
     output = await registry.call("broken", {}, context)
     assert output.is_error and calls == {"flaky": 2, "broken": 1}
+
+
+async def test_the_wall_clock_cap_pauses_at_the_next_boundary(store, tmp_path):
+    slow = tool_turn("glob", {"pattern": "*"}).paced(0.05)
+    with FakeAnthropic([slow, text_turn(["never"])]) as fake:
+        provider = AnthropicProvider(api_key="k", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
+        loop = AgentLoop(
+            provider=provider,
+            tools=ToolRegistry.of(READ_ONLY_TOOLS),
+            tool_context=ToolContext(Workspace(tmp_path)),
+            config=LoopConfig(model="claude-sonnet-5-5", wall_clock_seconds=0.1),
+            store=store,
+            listener=Recorder(),
+        )
+        try:
+            outcome = await loop.run(RunRequest(request_id="r", text="go"), run_id="r", thread_id="t")
+        finally:
+            await provider.client.close()
+        assert len(fake.requests) == 1
+    assert outcome is Outcome.PAUSED
+    session = await sync_to_async(Session.objects.get)(pk=store.session_id)
+    assert session.paused_reason == "wall_clock"
