@@ -106,6 +106,14 @@ class TodosChanged:
     todos: tuple[dict[str, str], ...]
 
 
+@dataclass(slots=True, frozen=True)
+class GroundingReported:
+    """The agent's last grounding report, and whether the grounding gate is now open."""
+
+    report: dict[str, Any]
+    gate_open: bool
+
+
 class PauseReason(StrEnum):
     MAX_ITERATIONS = "max_iterations"
     WALL_CLOCK = "wall_clock"
@@ -169,6 +177,7 @@ RunEvent = (
     | ToolResult
     | RunPaused
     | TodosChanged
+    | GroundingReported
 )
 
 

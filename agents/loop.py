@@ -21,6 +21,7 @@ from agents.callstream import CallStream
 from agents.compaction import SUMMARY_PROMPT, compacted, estimate_tokens, render_for_summary, split_point
 from agents.events import (
     AssistantMessage,
+    GroundingReported,
     Listeners,
     Outcome,
     PauseReason,
@@ -45,6 +46,7 @@ from agents.providers.base import (
 from agents.request import RunRequest, render_prompt
 from agents.tools.ask import ASK_USER
 from agents.tools.base import ToolContext, ToolOutput, ToolRegistry
+from agents.tools.grounding import GROUNDING_PROMPT, GROUNDING_REPORT
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,10 @@ class LoopConfig:
     context_window: int = 200_000
     compact_at: float = 0.75
     keep_turns: int = 4
+    # Grounding: "off", "prompt" (asked for in the system prompt) or "enforced" (only
+    # read-only tools until a grounding_report says understood, or this many iterations).
+    grounding: str = "off"
+    grounding_max_iterations: int = 6
 
 
 class SessionStore(Protocol):
@@ -119,6 +125,8 @@ class AgentLoop:
         self.make_id = make_id
         self._last_call = ""
         self._repeats = 0
+        self._grounded = True
+        self._system = config.system_prompt
         tool_context.on_todos = self._todos_changed
 
     def _todos_changed(self, todos: list[dict[str, str]]) -> None:
@@ -157,13 +165,22 @@ class AgentLoop:
         turns.append({"role": "user", "content": request.user_content()})
         turns, _ = heal_turns(turns)
         await self.store.commit(turns, [], TokenCount())
-        specs = [tool.spec() for tool in self.tools.tools.values() if request.scenario.offers(tool)]
+        offered = [tool for tool in self.tools.tools.values() if request.scenario.offers(tool)]
         self._system = render_prompt(config.system_prompt, request.prompt_variables)
+        if config.grounding in ("prompt", "enforced"):
+            self._system += GROUNDING_PROMPT
+        else:
+            offered = [tool for tool in offered if tool is not GROUNDING_REPORT]
+        self._grounded = config.grounding != "enforced"
         started = time.monotonic()
         tokens = 0
         counted = 0  # prompt tokens the model reported for the turns before ``counted_upto``
         counted_upto = 0
-        for _iteration in range(config.max_iterations):
+        for iteration in range(config.max_iterations):
+            if not self._grounded and iteration >= config.grounding_max_iterations:
+                self._grounded = True  # the gate opens anyway: grounding must not stall the run
+            # Until the agent is grounded (enforced mode) it is offered only what cannot change anything.
+            specs = [t.spec() for t in offered if self._grounded or t.read_only]
             # The iteration boundary is the safe point: everything so far is committed.
             if not self.listener.should_continue():
                 return Outcome.CANCELLED
@@ -302,6 +319,27 @@ class AgentLoop:
             return ToolOutput("the user did not answer in time; go on without it or stop and say why", True)
         return ToolOutput(f"the user did not answer: {answer.reason or 'declined'}", True)
 
+    async def _grounding_report(self, tool_call_id: str, arguments: dict[str, Any]) -> ToolOutput:
+        understood = arguments.get("understood")
+        if not isinstance(understood, bool):
+            return ToolOutput("argument 'understood' must be true or false", True)
+        report = {
+            "understood": understood,
+            "relevantFiles": [f for f in arguments.get("relevant_files") or [] if isinstance(f, str)],
+            "evidence": str(arguments.get("evidence") or ""),
+        }
+        question = arguments.get("question")
+        if understood:
+            self._grounded = True
+        elif isinstance(question, str) and question.strip():
+            report["question"] = question.strip()
+        self.listener.on_event(GroundingReported(report, self._grounded))
+        if understood:
+            return ToolOutput("grounding recorded; you may now change the workspace")
+        if "question" in report:
+            return await self._ask_user(tool_call_id, {"question": report["question"]})
+        return ToolOutput("noted: keep investigating until you understand the task, then report again")
+
     def _is_repeat(self, call: dict[str, Any]) -> bool:
         key = call["name"] + "\x00" + json.dumps(call.get("input"), sort_keys=True)
         if key == self._last_call:
@@ -336,6 +374,12 @@ class AgentLoop:
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)
             elif tool is ASK_USER:
                 output = await self._ask_user(call["id"], arguments)
+            elif tool is GROUNDING_REPORT:
+                output = await self._grounding_report(call["id"], arguments)
+            elif not self._grounded and not tool.read_only:
+                output = ToolOutput(
+                    f"not yet: report your understanding with grounding_report before using {tool.name}", True
+                )
             elif not (answer := await self.approver.decide(tool, call["id"], arguments)).approved:
                 output = ToolOutput(answer.refusal(tool.name), True)
             else:

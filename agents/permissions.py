@@ -53,6 +53,7 @@ from wcmatch import glob as wcglob
 from agents.models import PermissionRule
 from agents.tools.ask import ASK_USER
 from agents.tools.base import Tool
+from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
 
@@ -60,7 +61,9 @@ Decision = PermissionRule.Decision
 Scope = PermissionRule.Scope
 
 # The tools a rule may name. A tool added to the loop is added here, or rules cannot name it.
-KNOWN_TOOLS: dict[str, Tool] = {tool.name: tool for tool in (*READ_ONLY_TOOLS, ASK_USER, *MUTATING_TOOLS)}
+KNOWN_TOOLS: dict[str, Tool] = {
+    tool.name: tool for tool in (*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, *MUTATING_TOOLS)
+}
 
 _FILE_TOOLS = frozenset({"file_read", "file_write", "file_edit", "glob", "grep"})
 _DIRECTORY_TOOLS = frozenset({"glob", "grep"})  # their path is a directory to search, "." by default

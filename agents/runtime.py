@@ -14,6 +14,7 @@ from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
 from agents.tools.ask import ASK_USER
 from agents.tools.base import ToolContext, ToolRegistry, Workspace
+from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.shaping import OutputLimits
@@ -57,8 +58,8 @@ async def close_providers() -> None:
 
 def tools_for(agent: Agent) -> ToolRegistry:
     if settings.AGENT_MUTATING_TOOLS != "off":
-        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, *MUTATING_TOOLS))
-    return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER))
+        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, *MUTATING_TOOLS))
+    return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT))
 
 
 def tool_context() -> ToolContext:
@@ -69,7 +70,8 @@ def tool_context() -> ToolContext:
     return ToolContext(workspace=Workspace(Path(settings.AGENT_WORKSPACE)), output_limits=limits)
 
 
-def loop_config(agent: Agent, provider: ModelProvider) -> LoopConfig:
+def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -> LoopConfig:
+    """``grounding`` is the session's override of the agent's grounding mode, if it has one."""
     return LoopConfig(
         model=provider.info.id,
         system_prompt=agent.system_prompt,
@@ -79,6 +81,8 @@ def loop_config(agent: Agent, provider: ModelProvider) -> LoopConfig:
         wall_clock_seconds=float(agent.max_run_seconds),
         context_window=settings.COMPACTION_WINDOW_TOKENS or provider.info.context_window,
         compact_at=settings.COMPACTION_AT_SHARE,
+        grounding=grounding or agent.grounding_mode,
+        grounding_max_iterations=settings.GROUNDING_MAX_ITERATIONS,
         token_budget=agent.token_budget,
         stream_retries=settings.MODEL_STREAM_RETRIES,
         retry_backoff=settings.MODEL_RETRY_BACKOFF_SECONDS,

@@ -150,7 +150,7 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         provider=provider,
         tools=tools_for(agent),
         tool_context=tool_context(),
-        config=loop_config(agent, provider),
+        config=loop_config(agent, provider, grounding=opened.session.grounding_override),
         store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
         listener=Listeners(translator, MetricsListener()),
         approver=approver,

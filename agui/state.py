@@ -16,7 +16,18 @@ from agents.providers.base import ModelInfo
 
 # Top-level keys the server owns. A client (CopilotKit sends back the last state
 # it saw) may echo them; they are never copied into `client`.
-SERVER_KEYS = ("thread", "session", "agent", "model", "todos", "tokenUsage", "files", "subAgents", "client")
+SERVER_KEYS = (
+    "thread",
+    "session",
+    "agent",
+    "model",
+    "todos",
+    "tokenUsage",
+    "files",
+    "subAgents",
+    "grounding",
+    "client",
+)
 
 Op = dict[str, Any]
 
@@ -82,6 +93,7 @@ class ThreadState:
         usage["contextWindow"] = model.context_window
         doc.setdefault("files", [])
         doc.setdefault("subAgents", [])
+        doc.setdefault("grounding", {})
         doc["client"] = client_part(client_state)
         return cls({key: doc[key] for key in SERVER_KEYS})
 
@@ -125,6 +137,11 @@ class ThreadState:
         ops.extend({"op": "remove", "path": f"/todos/{index}"} for index in range(len(current) - 1, len(new) - 1, -1))
         self.document["todos"] = new
         return ops
+
+    def grounding_ops(self, report: dict[str, Any], gate_open: bool) -> list[Op]:
+        value = {**report, "gateOpen": gate_open}
+        self.document["grounding"] = value
+        return [{"op": "replace", "path": "/grounding", "value": value}]
 
     def file_ops(self, touched: tuple[tuple[str, str], ...]) -> list[Op]:
         files: list[dict[str, Any]] = self.document["files"]

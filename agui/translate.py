@@ -14,6 +14,7 @@ from typing import Any
 
 from agents.events import (
     BaseListener,
+    GroundingReported,
     Outcome,
     PhaseChanged,
     ReasoningDelta,
@@ -91,6 +92,7 @@ class AguiTranslator(BaseListener):
             PhaseChanged: self._phase,
             RunPaused: self._paused,
             TodosChanged: self._todos,
+            GroundingReported: self._grounding,
         }
         self.pause_reason = ""
 
@@ -262,6 +264,9 @@ class AguiTranslator(BaseListener):
                 self.publish({"type": "STEP_STARTED", "stepName": name})
         elif self.open_steps.pop(name, 0) is None:
             self.publish({"type": "STEP_FINISHED", "stepName": name})
+
+    def _grounding(self, event: GroundingReported) -> None:
+        self._state_delta(self.state.grounding_ops(event.report, event.gate_open))
 
     def _todos(self, event: TodosChanged) -> None:
         self._state_delta(self.state.todo_ops(event.todos))

@@ -96,6 +96,8 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "ask").lower()
 if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
     raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off', 'ask' or 'on'")
+# In enforced grounding mode, the gate opens after this many iterations even without a report.
+GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 # How long an approval waits for its answer before it fails closed (denied).
 APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)

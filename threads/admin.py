@@ -46,7 +46,17 @@ class ThreadAdmin(admin.ModelAdmin):
 class SessionAdmin(admin.ModelAdmin):
     list_display = ("thread", "input_tokens", "output_tokens", "cache_read_tokens", "updated_at")
     list_select_related = ("thread",)
-    readonly_fields = ("thread", "turns", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    readonly_fields = (
+        "thread",
+        "turns",
+        "paused_reason",
+        "approved_always",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    )
+    fields = ("thread", "grounding_override", *readonly_fields[1:])
 
 
 class RunEventInline(admin.TabularInline):

@@ -41,6 +41,10 @@ class Session(models.Model):
     thread = models.OneToOneField(Thread, on_delete=models.CASCADE, related_name="session")
     turns = models.JSONField(default=list, blank=True)
     paused_reason = models.CharField(max_length=64, blank=True)
+    # Overrides the agent's grounding mode for this conversation (blank: the agent's).
+    grounding_override = models.CharField(
+        max_length=16, blank=True, choices=[("off", "Off"), ("prompt", "Prompt"), ("enforced", "Enforced")]
+    )
     # "Yes, always" answers: the memory keys (agents/permissions.py) of calls that run unasked.
     approved_always = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveBigIntegerField(default=0)
