@@ -121,6 +121,7 @@ INSTALLED_APPS = [
     "corsheaders",
     "channels",
     "rest_framework",
+    "rest_framework.authtoken",
     "agents",
     "threads",
     "agui",
@@ -194,10 +195,9 @@ STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-    ],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "EXCEPTION_HANDLER": "threads.api_errors.json_errors",
 }
 
 LOGGING = {

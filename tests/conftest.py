@@ -85,7 +85,7 @@ def server(live_server_thread: LiveServer, coder: Any, workspace: Path) -> Itera
     from agui.registry import REGISTRY
 
     yield live_server_thread
-    live_server_thread.call(REGISTRY.shutdown(grace=5), timeout=60)
+    live_server_thread.call(REGISTRY.shutdown(grace=2), timeout=60)
 
 
 @pytest.fixture
