@@ -252,3 +252,68 @@ def test_an_ask_rule_is_a_gate_even_with_auto_approve(server, fake_api, workspac
         stream = post_run(server.url, "coder", v1(run_input("t-gate", "r1", user("ship it"))))
     assert stream.events[-1]["outcome"]["type"] == "interrupt"
     assert "git push*" in stream.events[-1]["outcome"]["interrupts"][0]["message"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_answer_after_the_deadline_changes_nothing_and_shows_what_happened(server, fake_api, workspace, version):
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_late"), text_turn(["I could not write it."])])
+    thread_id = f"t-late-{version}"
+    with override_settings(APPROVAL_TIMEOUT_SECONDS=0.3):
+        (asked,) = run_client(
+            version,
+            f"{server.url}/agui/coder",
+            "test-token",
+            [
+                {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "note"}]},
+            ],
+        )
+        server.drain()
+    assert asked["received"][-1]["outcome"]["type"] == "interrupt"
+    # The page answers long after: the run is over, so the answer only brings the thread up to date.
+    (late,) = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": thread_id,
+                "runId": "r1",
+                "messages": asked["messages"],
+                "resume": [
+                    {
+                        "interruptId": asked["pendingInterrupts"][0]["id"],
+                        "status": "resolved",
+                        "payload": {"approved": True},
+                    }
+                ],
+            },
+        ],
+    )
+    assert late["error"] is None
+    assert _types(late) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    tool = next(m for m in late["messages"] if m["role"] == "tool")
+    assert "nobody approved this file_write call in time" in tool["content"]
+    assert not (workspace / "notes.txt").exists()
+    assert Approval.objects.get().decision == Approval.Decision.TIMEOUT
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_clients_refuse_a_new_message_while_an_interrupt_is_open(server, fake_api, workspace, version):
+    fake_api.script([tool_turn("file_write", WRITE)])
+    asked, refused = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": f"t-refuse-{version}",
+                "runId": "r1",
+                "messages": [{"id": "u1", "role": "user", "content": "note"}],
+            },
+            {"runId": "r2", "append": [{"id": "u2", "role": "user", "content": "hello?"}]},
+        ],
+    )
+    assert asked["error"] is None
+    assert refused["error"] is not None and refused["request"] is None  # refused before sending
+    assert Approval.objects.get().decision == Approval.Decision.PENDING
+    assert not (workspace / "notes.txt").exists()
