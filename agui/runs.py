@@ -196,6 +196,7 @@ async def _suspend(live: LiveRun, decoded: DecodedInput, opened: OpenedThread, r
     if not live.translator.v1:
         transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
     live.translator.interrupt([interrupt_of(r) for r in requests], transcript)
+    live.translator.hold()
     live.suspended = True
     await _record_segment(live, Run.Status.WAITING, "interrupt", "")
 

@@ -71,6 +71,7 @@ class AguiTranslator(BaseListener):
         self._should_continue = should_continue
         self.started = False
         self.finished = False
+        self._held: list[dict[str, Any]] = []
         self.open_texts: dict[str, None] = {}
         self.open_tools: dict[str, None] = {}
         self.closed_tools: set[str] = set()
@@ -122,14 +123,25 @@ class AguiTranslator(BaseListener):
             }
         )
 
+    def hold(self) -> None:
+        """Between two AG-UI runs of one agent run (after an interrupt): events the agent run
+        still makes (a parallel call finishing) are kept for the next AG-UI run, not lost."""
+        self._held = []
+        self.publish = self._held.append
+
     def continue_in(self, publish: Publish, *, run_id: str, v1: bool) -> None:
         """The agent run goes on in a new AG-UI run (a resume): RUN_STARTED and STATE_SNAPSHOT
-        there. Calls opened before keep their ids and are not opened again."""
+        there, then what was held. Calls opened before keep their ids and are not opened again."""
+        held, self._held = self._held, []
         self.publish = publish
         self.run_id = run_id
         self.v1 = v1
         self.started = False
         self.start()
+        for event in held:
+            # The snapshot just sent already holds what the held deltas changed.
+            if event["type"] != "STATE_DELTA":
+                publish(event)
 
     def on_start(self, run: RunInfo) -> None:
         self.start()

@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from tests.agui_client import run_client
-from tests.fakes.anthropic_api import text_turn, tool_turn
+from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
 from tests.helpers import run_input, user, v1
 from tests.sse import EVENT, post_run
 from threads.models import Approval, Run
@@ -317,3 +317,37 @@ def test_the_clients_refuse_a_new_message_while_an_interrupt_is_open(server, fak
     assert refused["error"] is not None and refused["request"] is None  # refused before sending
     assert Approval.objects.get().decision == Approval.Decision.PENDING
     assert not (workspace / "notes.txt").exists()
+
+
+def test_a_call_finishing_after_the_interrupt_reaches_the_resumed_run(server, fake_api, workspace):
+    from tests.sse import post_run as post
+
+    _rule(10, "bash", "sleep*", "allow")
+    fake_api.script(
+        [
+            turn(
+                tool_use("bash", {"command": "sleep 0.5"}, id="toolu_slow"),
+                tool_use("file_write", WRITE, id="toolu_write"),
+            ),
+            text_turn(["Both done."]),
+        ]
+    )
+    asked = post(server.url, "coder", v1(run_input("t-mixed", "r1", user("both"))))
+    assert asked.events[-1]["outcome"]["type"] == "interrupt"
+    assert "toolu_slow" not in [e.get("toolCallId") for e in asked.events if e["type"] == "TOOL_CALL_RESULT"]
+    interrupt = asked.events[-1]["outcome"]["interrupts"][0]["id"]
+    time.sleep(1)  # the slow call finishes between the two AG-UI runs
+    resumed = post(
+        server.url,
+        "coder",
+        {
+            **v1(run_input("t-mixed", "r1")),
+            "resume": [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": True}}],
+        },
+    )
+    results = [e["toolCallId"] for e in resumed.events if e["type"] == "TOOL_CALL_RESULT"]
+    assert sorted(results) == ["toolu_slow", "toolu_write"]
+    assert resumed.types[-1] == "RUN_FINISHED"
+    server.drain()
+    second = Run.objects.filter(thread__agui_thread_id="t-mixed").order_by("started_at")[1]
+    assert second.events.count() == second.event_count == len(resumed.frames)
