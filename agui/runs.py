@@ -247,6 +247,32 @@ async def _go_on(live: LiveRun, decoded: DecodedInput) -> None:
         )
 
 
+async def hydrate_waiting(live: LiveRun, decoded: DecodedInput) -> RunStream:
+    """A reloaded page on a thread whose agent run waits for answers: the messages, the state
+    and the open interrupts again, so the page can ask the person once more."""
+    assert live.translator is not None
+    inp = decoded.model
+    thread = await on_db_thread(selectors.thread_get, agui_thread_id=inp.thread_id)
+    transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
+    if not decoded.speaks_v1:
+        transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
+    stream = RunStream(log=None)
+    stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
+    stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
+    stream.publish({"type": "STATE_SNAPSHOT", "snapshot": live.translator.state.document})
+    interrupts = [interrupt_of(pending.request) for pending in live.waiting.announced()]
+    stream.publish(
+        {
+            "type": "RUN_FINISHED",
+            "threadId": inp.thread_id,
+            "runId": inp.run_id,
+            "outcome": {"type": "interrupt", "interrupts": interrupts},
+        }
+    )
+    stream.close()
+    return stream
+
+
 async def resume(live: LiveRun, decoded: DecodedInput, answered_by: str) -> RunStream:
     """Answers the interrupts a waiting agent run ended its last AG-UI run on, and returns the
     stream of the AG-UI run it goes on in. Every open interrupt must be answered."""

@@ -16,7 +16,7 @@ from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.http import error_response, sse_response, token_error
 from agui.registry import REGISTRY
 from agui.relay import follow_stored_run
-from agui.runs import launch, resume
+from agui.runs import hydrate_waiting, launch, resume
 from agui.state import model_entry
 from threads import selectors
 from threads.dbthread import on_db_thread
@@ -90,6 +90,15 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
     message = _new_user_message(decoded)
     busy = REGISTRY.live_for_thread(decoded.model.thread_id)
+    if (
+        busy is not None
+        and busy.suspended
+        and not decoded.model.resume
+        and (message is None or message["id"] in busy.message_ids)
+    ):
+        # A reloaded page: show it the thread and the questions still open.
+        stream = await hydrate_waiting(busy, decoded)
+        return sse_response(stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
     if busy is not None and (busy.suspended or decoded.model.resume):
         # The agent run waits for answers: this request answers them (or is told to).
         stream = await resume(busy, decoded, answered_by="agui-client")

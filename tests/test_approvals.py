@@ -351,3 +351,34 @@ def test_a_call_finishing_after_the_interrupt_reaches_the_resumed_run(server, fa
     server.drain()
     second = Run.objects.filter(thread__agui_thread_id="t-mixed").order_by("started_at")[1]
     assert second.events.count() == second.event_count == len(resumed.frames)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_reloaded_page_gets_the_open_interrupt_again_and_can_answer_it(server, fake_api, workspace, version):
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["Done."])])
+    thread_id = f"t-reload-{version}"
+    run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "note"}]},
+        ],
+    )
+    # A new page, a new agent object: it hydrates, sees the question, and answers it.
+    reloaded, answered = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {"threadId": thread_id, "runId": "r-reload", "messages": []},
+            {"runId": "r-reload", "answerAll": {"status": "resolved", "payload": {"approved": True}}},
+        ],
+    )
+    server.drain()
+    assert reloaded["error"] is None and answered["error"] is None
+    assert _types(reloaded) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert reloaded["pendingInterrupts"][0]["toolCallId"] == "toolu_write"
+    assert [m["role"] for m in reloaded["messages"]] == ["user", "assistant"]
+    assert _types(answered)[-1] == "RUN_FINISHED"
+    assert (workspace / "notes.txt").exists()
