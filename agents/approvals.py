@@ -26,6 +26,7 @@ class ApprovalRequest:
     message: str
     expires_at: datetime
     question: bool = False
+    client_tool: bool = False  # not a question for a person: a tool the client runs
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,7 +36,8 @@ class Answer:
     always: bool = False  # remember the approval for the session
     answered_by: str = ""
     timed_out: bool = False
-    text: str = ""  # the reply to a question
+    text: str = ""  # the reply to a question, or what a client-side tool returned
+    message_id: str = ""  # the client's id for that result, when it sent one
 
     def refusal(self, tool: str) -> str:
         """What the model reads when the call was not allowed."""
@@ -55,6 +57,10 @@ class Approver(Protocol):
         """Puts the agent's question to the person; the reply is ``text`` of an approved Answer."""
         ...
 
+    async def run_on_client(self, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> Answer:
+        """Has the client run one of its own tools; its result is ``text`` of an approved Answer."""
+        ...
+
 
 class AllowAll:
     """For runs nobody supervises by design (tests of the loop, trusted deployments)."""
@@ -64,3 +70,6 @@ class AllowAll:
 
     async def ask(self, tool_call_id: str, question: str) -> Answer:
         return Answer(approved=False, reason="nobody is there to answer questions in this run")
+
+    async def run_on_client(self, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> Answer:
+        return Answer(approved=False, reason="no client is there to run it")

@@ -97,6 +97,7 @@ class ToolResult:
     message_id: str
     touched: tuple[tuple[str, str], ...] = ()  # (path, action) pairs the tool read or changed
     duration_seconds: float = 0.0
+    from_client: bool = False  # the client ran it and already has the result
 
 
 @dataclass(slots=True, frozen=True)

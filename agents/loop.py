@@ -165,12 +165,10 @@ class AgentLoop:
         turns.append({"role": "user", "content": request.user_content()})
         turns, _ = heal_turns(turns)
         await self.store.commit(turns, [], TokenCount())
-        offered = [tool for tool in self.tools.tools.values() if request.scenario.offers(tool)]
         self._system = render_prompt(config.system_prompt, request.prompt_variables)
-        if config.grounding in ("prompt", "enforced"):
+        grounding = config.grounding in ("prompt", "enforced")
+        if grounding:
             self._system += GROUNDING_PROMPT
-        else:
-            offered = [tool for tool in offered if tool is not GROUNDING_REPORT]
         self._grounded = config.grounding != "enforced"
         started = time.monotonic()
         tokens = 0
@@ -179,8 +177,15 @@ class AgentLoop:
         for iteration in range(config.max_iterations):
             if not self._grounded and iteration >= config.grounding_max_iterations:
                 self._grounded = True  # the gate opens anyway: grounding must not stall the run
+            # Read each time: a client may change its tools between two AG-UI runs of this run.
             # Until the agent is grounded (enforced mode) it is offered only what cannot change anything.
-            specs = [t.spec() for t in offered if self._grounded or t.read_only]
+            specs = [
+                tool.spec()
+                for tool in self.tools.tools.values()
+                if request.scenario.offers(tool)
+                and (grounding or tool is not GROUNDING_REPORT)
+                and (self._grounded or tool.read_only)
+            ]
             # The iteration boundary is the safe point: everything so far is committed.
             if not self.listener.should_continue():
                 return Outcome.CANCELLED
@@ -361,6 +366,7 @@ class AgentLoop:
         async def run_one(call: dict[str, Any]) -> None:
             began = time.monotonic()
             arguments = call.get("input")
+            client_message_id = ""
             if call["id"] in looping:
                 output = ToolOutput(
                     f"stopped: this is the same {call['name']} call with the same arguments "
@@ -372,6 +378,16 @@ class AgentLoop:
                 output = ToolOutput("tool arguments must be a JSON object", True)
             elif (tool := self.tools.get(call["name"])) is None or not request.scenario.offers(tool):
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)
+            elif tool.frontend:
+                answer = await self.approver.run_on_client(call["id"], tool.name, arguments)
+                output = (
+                    ToolOutput(answer.text)
+                    if answer.approved
+                    else ToolOutput(
+                        "the client did not run this tool in time" if answer.timed_out else answer.reason, True
+                    )
+                )
+                client_message_id = answer.message_id
             elif tool is ASK_USER:
                 output = await self._ask_user(call["id"], arguments)
             elif tool is GROUNDING_REPORT:
@@ -384,7 +400,7 @@ class AgentLoop:
                 output = ToolOutput(answer.refusal(tool.name), True)
             else:
                 output = await self.tools.call(call["name"], arguments, self.tool_context)
-            message_id = self.make_id("tool")
+            message_id = client_message_id or self.make_id("tool")
             results[call["id"]] = output
             messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
             emit(
@@ -396,6 +412,7 @@ class AgentLoop:
                     message_id,
                     output.touched,
                     time.monotonic() - began,
+                    from_client=bool(client_message_id),
                 )
             )
 

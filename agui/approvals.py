@@ -131,6 +131,7 @@ class InterruptApprover:
         suspend: Callable[[list[ApprovalRequest]], Awaitable[None]],
         go_on: Callable[[], Awaitable[None]],
         timeout: float,
+        client_tool_timeout: float,
     ) -> None:
         self.run_pk = run_pk
         self.waiting = waiting
@@ -139,6 +140,7 @@ class InterruptApprover:
         self.suspend = suspend
         self.go_on = go_on
         self.timeout = timeout
+        self.client_tool_timeout = client_tool_timeout
         self._announcing: asyncio.Task[None] | None = None
 
     async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
@@ -172,39 +174,56 @@ class InterruptApprover:
         )
         return await self._wait(request)
 
+    async def run_on_client(self, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> Answer:
+        request = ApprovalRequest(
+            id=tool_call_id,
+            tool_call_id=tool_call_id,
+            tool=tool,
+            arguments=arguments,
+            message="",
+            expires_at=timezone.now() + timedelta(seconds=self.client_tool_timeout),
+            client_tool=True,
+        )
+        return await self._wait(request)
+
     async def _wait(self, request: ApprovalRequest) -> Answer:
         """Records the request, ends the AG-UI run on it (with any asked alongside) and waits."""
+        timeout = self.client_tool_timeout if request.client_tool else self.timeout
         pending = Pending(request, asyncio.get_running_loop().create_future())
         self.waiting.pending[request.id] = pending
-        await on_db_thread(
-            approval_request,
-            interrupt_id=request.id,
-            run_id=self.run_pk(),
-            tool_call_id=request.tool_call_id,
-            tool=request.tool,
-            arguments=request.arguments,
-            message=request.message,
-            expires_at=request.expires_at,
-        )
+        if not request.client_tool:  # a client's tool is no decision; there is nothing to record
+            await on_db_thread(
+                approval_request,
+                interrupt_id=request.id,
+                run_id=self.run_pk(),
+                tool_call_id=request.tool_call_id,
+                tool=request.tool,
+                arguments=request.arguments,
+                message=request.message,
+                expires_at=request.expires_at,
+            )
         if self._announcing is None or self._announcing.done():
             self._announcing = asyncio.get_running_loop().create_task(self._announce())
         asked = time.monotonic()
-        watcher = asyncio.get_running_loop().create_task(self._watch(pending))
+        watcher = None if request.client_tool else asyncio.get_running_loop().create_task(self._watch(pending))
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(timeout):
                 answer = await pending.answer
         except TimeoutError:
-            await on_db_thread(approval_answer, interrupt_id=request.id, decision=Approval.Decision.TIMEOUT)
+            if not request.client_tool:
+                await on_db_thread(approval_answer, interrupt_id=request.id, decision=Approval.Decision.TIMEOUT)
             answer = Answer(approved=False, timed_out=True)
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             self.waiting.pending.pop(request.id, None)
         # Answered without a resume (the admin, the API, the deadline): nobody is
         # streaming, so the agent run goes on in a run of its own.
         await self.go_on()
-        decision = "timeout" if answer.timed_out else "approved" if answer.approved else "denied"
-        APPROVALS.labels(request.tool, decision).inc()
-        APPROVAL_SECONDS.observe(time.monotonic() - asked)
+        if not request.client_tool:
+            decision = "timeout" if answer.timed_out else "approved" if answer.approved else "denied"
+            APPROVALS.labels(request.tool, decision).inc()
+            APPROVAL_SECONDS.observe(time.monotonic() - asked)
         return answer
 
     async def _watch(self, pending: Pending) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connections
 
 from agents.runtime import close_providers
+from agents.tools.base import ToolRegistry
 from agui.approvals import Waiting
 from agui.stream import RunStream
 from agui.translate import AguiTranslator
@@ -34,6 +35,7 @@ class LiveRun:
     # The current AG-UI run has ended on interrupts; the agent run goes on in the next one.
     suspended: bool = False
     translator: AguiTranslator | None = None
+    registry_tools: ToolRegistry | None = None  # the run's tools, the client's own among them
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.approvals import ApprovalRequest
+from agents.approvals import Answer, ApprovalRequest
 from agents.events import Listeners, Outcome
 from agents.loop import AgentLoop
 from agents.metrics import MetricsListener
@@ -28,6 +28,7 @@ from agents.runtime import loop_config, provider_for, tool_context, tools_for
 from agents.tools.base import Tool
 from agui.approvals import InterruptApprover, answer_of, interrupt_of
 from agui.decode import DecodedInput
+from agui.frontend import client_tool_results, set_frontend_tools
 from agui.prompt import build_request
 from agui.registry import REGISTRY, LiveRun
 from agui.relay import RunRelay, shared_layer
@@ -135,6 +136,9 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
     )
     translator.start(announced=True)
     live.translator = translator
+    registry = tools_for(agent)
+    set_frontend_tools(registry, decoded)
+    live.registry_tools = registry
     approver = InterruptApprover(
         run_pk=lambda: live.run_pk,
         waiting=live.waiting,
@@ -145,10 +149,11 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         suspend=lambda requests: _suspend(live, decoded, opened, requests),
         go_on=lambda: _go_on(live, decoded),
         timeout=settings.APPROVAL_TIMEOUT_SECONDS,
+        client_tool_timeout=settings.FRONTEND_TOOL_TIMEOUT_SECONDS,
     )
     loop = AgentLoop(
         provider=provider,
-        tools=tools_for(agent),
+        tools=registry,
         tool_context=tool_context(),
         config=loop_config(agent, provider, grounding=opened.session.grounding_override),
         store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
@@ -195,10 +200,23 @@ async def _suspend(live: LiveRun, decoded: DecodedInput, opened: OpenedThread, r
     transcript = await on_db_thread(selectors.thread_transcript, thread=opened.thread)
     if not live.translator.v1:
         transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
-    live.translator.interrupt([interrupt_of(r) for r in requests], transcript)
+    live.translator.suspend(_suspension_outcome(live), transcript)
     live.translator.hold()
     live.suspended = True
     await _record_segment(live, Run.Status.WAITING, "interrupt", "")
+
+
+def _suspension_outcome(live: LiveRun) -> dict[str, Any]:
+    """What ends an AG-UI run whose agent run waits: the interrupts for a person, if any; else
+    (only the client's own tools pending) success, naming the calls for a 1.0 client."""
+    assert live.translator is not None
+    announced = live.waiting.announced()
+    questions = [p.request for p in announced if not p.request.client_tool]
+    if questions:
+        return {"type": "interrupt", "interrupts": [interrupt_of(r) for r in questions]}
+    if live.translator.v1:
+        return {"type": "success", "pendingToolCallIds": [p.request.tool_call_id for p in announced]}
+    return {}
 
 
 async def _record_segment(live: LiveRun, status: str, outcome: str, error: str) -> None:
@@ -260,15 +278,10 @@ async def hydrate_waiting(live: LiveRun, decoded: DecodedInput) -> RunStream:
     stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
     stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
     stream.publish({"type": "STATE_SNAPSHOT", "snapshot": live.translator.state.document})
-    interrupts = [interrupt_of(pending.request) for pending in live.waiting.announced()]
-    stream.publish(
-        {
-            "type": "RUN_FINISHED",
-            "threadId": inp.thread_id,
-            "runId": inp.run_id,
-            "outcome": {"type": "interrupt", "interrupts": interrupts},
-        }
-    )
+    finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": inp.thread_id, "runId": inp.run_id}
+    if outcome := _suspension_outcome(live):
+        finished["outcome"] = outcome
+    stream.publish(finished)
     stream.close()
     return stream
 
@@ -278,13 +291,17 @@ async def resume(live: LiveRun, decoded: DecodedInput, answered_by: str) -> RunS
     stream of the AG-UI run it goes on in. Every open interrupt must be answered."""
     inp = decoded.model
     entries = {entry.interrupt_id: entry for entry in inp.resume or []}
-    open_ids = [p.request.id for p in live.waiting.announced()]
+    results = client_tool_results(decoded)
+    announced = live.waiting.announced()
+    open_ids = [p.request.id for p in announced if not p.request.client_tool]
     missing = [interrupt_id for interrupt_id in open_ids if interrupt_id not in entries]
+    missing += [p.request.id for p in announced if p.request.client_tool and p.request.id not in results]
     if missing or not live.suspended:
         stream = RunStream(log=None)
         stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
         message = (
-            f"answer every open interrupt in resume; not answered: {', '.join(missing)}"
+            f"answer every open interrupt in resume, and send the result of every pending tool call "
+            f"as a tool message; not answered: {', '.join(missing)}"
             if missing
             else "nothing on this thread is waiting for an answer"
         )
@@ -292,6 +309,12 @@ async def resume(live: LiveRun, decoded: DecodedInput, answered_by: str) -> RunS
         stream.close()
         return stream
     await _open_segment(live, agui_run_id=inp.run_id, v1=decoded.speaks_v1, protocol_version=inp.protocol_version or "")
+    assert live.registry_tools is not None
+    set_frontend_tools(live.registry_tools, decoded)  # the client's tool set may have changed
+    for pending in [p for p in announced if p.request.client_tool]:
+        message_id, content = results[pending.request.id]
+        if not pending.answer.done():
+            pending.answer.set_result(Answer(approved=True, text=content, message_id=message_id))
     for interrupt_id in open_ids:
         pending = live.waiting.pending[interrupt_id]
         answer, decision = answer_of(entries[interrupt_id], answered_by, question=pending.request.question)

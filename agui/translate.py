@@ -108,20 +108,16 @@ class AguiTranslator(BaseListener):
             self.publish(run_started(self.thread_id, self.run_id, v1=self.v1))
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
 
-    def interrupt(self, interrupts: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
-        """Ends this AG-UI run on interrupts (the agent run goes on waiting): what is open is
-        closed, the snapshots go first, then RUN_FINISHED with the interrupt outcome."""
+    def suspend(self, outcome: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+        """Ends this AG-UI run while the agent run waits (for a person, or a client's tool): what
+        is open is closed, the snapshots go first, then RUN_FINISHED with ``outcome``."""
         self._close_open()
         self.publish({"type": "MESSAGES_SNAPSHOT", "messages": messages})
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
-        self.publish(
-            {
-                "type": "RUN_FINISHED",
-                "threadId": self.thread_id,
-                "runId": self.run_id,
-                "outcome": {"type": "interrupt", "interrupts": interrupts},
-            }
-        )
+        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
+        if outcome:
+            finished["outcome"] = outcome
+        self.publish(finished)
 
     def hold(self) -> None:
         """Between two AG-UI runs of one agent run (after an interrupt): events the agent run
@@ -241,6 +237,8 @@ class AguiTranslator(BaseListener):
             self.publish({"type": "TOOL_CALL_END", "toolCallId": event.tool_call_id})
 
     def _tool_result(self, event: ToolResult) -> None:
+        if event.from_client:
+            return  # the client ran it and already holds its result as a tool message
         if event.tool_call_id not in self.closed_tools:
             # A result for a call the stream never opened (or never closed)
             # opens and closes it first: a bare result aborts the clients.

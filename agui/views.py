@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from agents.models import Agent
 from agents.runtime import provider_for
 from agui.decode import DecodedInput, InputError, decode_run_input
+from agui.frontend import client_tool_results
 from agui.http import error_response, sse_response, token_error
 from agui.registry import REGISTRY
 from agui.relay import follow_stored_run
@@ -94,6 +95,7 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
         busy is not None
         and busy.suspended
         and not decoded.model.resume
+        and not client_tool_results(decoded)
         and (message is None or message["id"] in busy.message_ids)
     ):
         # A reloaded page: show it the thread and the questions still open.

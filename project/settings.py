@@ -98,6 +98,8 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
     raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off', 'ask' or 'on'")
 # In enforced grounding mode, the gate opens after this many iterations even without a report.
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
+# How long a call of one of the client's own tools waits for its result before the model is told.
+FRONTEND_TOOL_TIMEOUT_SECONDS = env_float("FRONTEND_TOOL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 # How long an approval waits for its answer before it fails closed (denied).
 APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)

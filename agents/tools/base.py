@@ -90,6 +90,8 @@ class Tool:
     input_schema: dict[str, Any]
     func: ToolFunc
     read_only: bool = True
+    # Declared by the client (AG-UI frontend tools): the client runs it and sends the result.
+    frontend: bool = False
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}

@@ -1,0 +1,162 @@
+"""Frontend tools through @ag-ui/client 1.0.0 and 0.0.59: the client runs them, the agent run waits and
+goes on with their results."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from tests.agui_client import run_client
+from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
+from tests.helpers import run_input, user, v1
+from tests.sse import EVENT, post_run
+from threads import selectors
+from threads.models import Thread
+
+pytestmark = pytest.mark.clients
+VERSIONS = ["1", "0"]
+BACKGROUND = {
+    "name": "change_background",
+    "description": "Change the page's background colour.",
+    "parameters": {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+}
+
+
+def _normal(message):
+    calls = [(c["id"], c["function"]["name"]) for c in message.get("toolCalls") or []]
+    return (message["id"], message["role"], message.get("content") or None, calls, message.get("toolCallId"))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_frontend_tool_round_trip(server, fake_api, version):
+    fake_api.script(
+        [
+            tool_turn("change_background", {"color": "blue"}, id="toolu_bg"),
+            text_turn(["The background is blue now."]),
+        ]
+    )
+    thread_id = f"t-front-{version}"
+    called, answered = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": thread_id,
+                "runId": "r1",
+                "tools": [BACKGROUND],
+                "messages": [{"id": "u1", "role": "user", "content": "make it blue"}],
+            },
+            {
+                "runId": "r2",
+                "tools": [BACKGROUND],
+                "append": [
+                    {"id": "tr1", "role": "tool", "toolCallId": "toolu_bg", "content": "background set to blue"}
+                ],
+            },
+        ],
+    )
+    server.drain()
+    assert called["error"] is None and answered["error"] is None
+    for result in (called, answered):
+        for event in result["received"]:
+            EVENT.validate_python(event)
+    types = [e["type"] for e in called["received"]]
+    assert "TOOL_CALL_END" in types and "TOOL_CALL_RESULT" not in types
+    finished = called["received"][-1]
+    if version == "1":
+        assert finished["outcome"] == {"type": "success", "pendingToolCallIds": ["toolu_bg"]}
+    else:
+        assert "outcome" not in finished
+    assert [t["name"] for t in fake_api.requests[0].body["tools"]][-1] == "change_background"
+    told = fake_api.requests[1].body["messages"][-1]["content"][0]
+    assert told == {"type": "tool_result", "tool_use_id": "toolu_bg", "content": "background set to blue"}
+    assert [e["type"] for e in answered["received"]][-1] == "RUN_FINISHED"
+    # The transcript the client built is the server's, the client's tool message included.
+    server_side = selectors.thread_transcript(thread=Thread.objects.get(agui_thread_id=thread_id))
+    client_side = [m for m in answered["messages"] if m["role"] != "reasoning"]
+    assert [_normal(m) for m in client_side] == [_normal(m) for m in server_side]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_parallel_frontend_calls_and_a_mixed_turn(server, fake_api, version):
+    fake_api.script(
+        [
+            turn(
+                tool_use("glob", {"pattern": "*.md"}, id="toolu_glob"),
+                tool_use("change_background", {"color": "red"}, id="toolu_a"),
+                tool_use("change_background", {"color": "green"}, id="toolu_b"),
+            ),
+            text_turn(["All three done."]),
+        ]
+    )
+    called, answered = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": f"t-front-par-{version}",
+                "runId": "r1",
+                "tools": [BACKGROUND],
+                "messages": [{"id": "u1", "role": "user", "content": "two colours and a listing"}],
+            },
+            {
+                "runId": "r2",
+                "tools": [BACKGROUND],
+                "append": [
+                    {"id": "tr-a", "role": "tool", "toolCallId": "toolu_a", "content": "red"},
+                    {"id": "tr-b", "role": "tool", "toolCallId": "toolu_b", "content": "green"},
+                ],
+            },
+        ],
+    )
+    server.drain()
+    assert called["error"] is None and answered["error"] is None
+    if version == "1":
+        assert sorted(called["received"][-1]["outcome"]["pendingToolCallIds"]) == ["toolu_a", "toolu_b"]
+    results = {b["tool_use_id"]: b["content"] for b in fake_api.requests[1].body["messages"][-1]["content"]}
+    assert results["toolu_a"] == "red" and results["toolu_b"] == "green" and "README.md" in results["toolu_glob"]
+
+
+def test_a_frontend_call_nobody_answers_times_out_into_an_error_the_model_reads(server, fake_api):
+    fake_api.script([tool_turn("change_background", {"color": "blue"}, id="toolu_bg"), text_turn(["I could not."])])
+    with override_settings(FRONTEND_TOOL_TIMEOUT_SECONDS=0.3):
+        called = post_run(server.url, "coder", v1(run_input("t-front-late", "r1", user("blue"), tools=[BACKGROUND])))
+        assert called.events[-1]["outcome"]["pendingToolCallIds"] == ["toolu_bg"]
+        server.drain()
+    told = fake_api.requests[-1].body["messages"][-1]["content"][0]
+    assert told["is_error"] and "did not run this tool in time" in told["content"]
+
+
+def test_the_frontend_tool_set_can_change_between_requests(server, fake_api):
+    other = {"name": "show_chart", "description": "Render a chart.", "parameters": {"type": "object"}}
+    fake_api.script([tool_turn("change_background", {"color": "blue"}, id="toolu_bg"), text_turn(["ok"])])
+    post_run(server.url, "coder", v1(run_input("t-front-set", "r1", user("blue", "u1"), tools=[BACKGROUND])))
+    post_run(
+        server.url,
+        "coder",
+        v1(
+            {
+                **run_input("t-front-set", "r2", user("blue", "u1")),
+                "messages": [
+                    user("blue", "u1"),
+                    {
+                        "id": "a1",
+                        "role": "assistant",
+                        "toolCalls": [
+                            {
+                                "id": "toolu_bg",
+                                "type": "function",
+                                "function": {"name": "change_background", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    {"id": "tr1", "role": "tool", "toolCallId": "toolu_bg", "content": "done"},
+                ],
+                "tools": [other],
+            }
+        ),
+    )
+    offered = [t["name"] for t in fake_api.requests[1].body["tools"]]
+    assert "show_chart" in offered and "change_background" not in offered
