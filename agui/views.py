@@ -175,7 +175,7 @@ async def info(request: HttpRequest) -> HttpResponseBase:
         ],
         "capabilities": {
             "streaming": True,
-            "frontendTools": False,
+            "frontendTools": True,
             "humanInTheLoop": True,
             "sharedState": True,
             "interrupts": True,
