@@ -38,6 +38,7 @@ class Answer:
     timed_out: bool = False
     text: str = ""  # the reply to a question, or what a client-side tool returned
     message_id: str = ""  # the client's id for that result, when it sent one
+    cancelled: bool = False  # the run was cancelled while it waited
 
     def refusal(self, tool: str) -> str:
         """What the model reads when the call was not allowed."""

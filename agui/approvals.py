@@ -69,6 +69,12 @@ class Waiting:
     def announced(self) -> list[Pending]:
         return [p for p in self.pending.values() if p.announced]
 
+    def cancel_all(self) -> None:
+        """The run is cancelled: nothing it waits for will be answered (recorded by the approver)."""
+        for pending in self.pending.values():
+            if not pending.answer.done():
+                pending.answer.set_result(Answer(approved=False, reason="the run was cancelled", cancelled=True))
+
 
 def interrupt_of(request: ApprovalRequest) -> dict[str, Any]:
     # Keys in the order of the protocol's Interrupt model (frames stay byte-identical).
@@ -217,6 +223,8 @@ class InterruptApprover:
             if watcher is not None:
                 watcher.cancel()
             self.waiting.pending.pop(request.id, None)
+        if answer.cancelled and not request.client_tool:
+            await on_db_thread(approval_answer, interrupt_id=request.id, decision=Approval.Decision.CANCELLED)
         # Answered without a resume (the admin, the API, the deadline): nobody is
         # streaming, so the agent run goes on in a run of its own.
         await self.go_on()

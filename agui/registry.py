@@ -70,6 +70,7 @@ class RunRegistry:
                 for run_pk in cancelled:  # cancels that reached another process
                     if live := self.live_by_pk(run_pk):
                         live.cancel_requested = True
+                        live.waiting.cancel_all()
 
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)

@@ -201,6 +201,7 @@ async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: 
     live = REGISTRY.live_by_pk(run.pk)
     if live is not None:
         live.cancel_requested = True
+        live.waiting.cancel_all()  # a run waiting for answers stops waiting
     else:
         try:
             # Owned by another process: it reads the request when it renews its lease.

@@ -118,3 +118,19 @@ def test_a_cancel_during_a_tool_stops_at_the_next_safe_point(server, fake_api, w
     assert len(fake_api.requests) == 1  # no model call after the safe point
     server.drain()
     assert Run.objects.get(agui_run_id="r1").status == Run.Status.CANCELLED
+
+
+def test_cancelling_a_run_that_waits_for_an_approval_stops_it(server, fake_api, workspace):
+    from threads.models import Approval
+
+    fake_api.script([tool_turn("file_write", {"path": "x.txt", "content": "x"}), text_turn(["never"])])
+    asked = post_run(server.url, "coder", v1(run_input("t-cancel-wait", "r1", user("write"))))
+    assert asked.events[-1]["outcome"]["type"] == "interrupt"
+    assert _cancel(server, "t-cancel-wait", "r1").status_code == 202
+    server.drain()
+    runs = list(Run.objects.filter(thread__agui_thread_id="t-cancel-wait").order_by("started_at"))
+    assert [r.status for r in runs] == [Run.Status.WAITING, Run.Status.CANCELLED]
+    assert runs[1].events.count() == runs[1].event_count
+    assert Approval.objects.get().decision == Approval.Decision.CANCELLED
+    assert not (workspace / "x.txt").exists()
+    assert len(fake_api.requests) == 1

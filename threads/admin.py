@@ -5,7 +5,7 @@ from django.db.models import Case, QuerySet, When
 from django.http import HttpRequest
 
 from threads.models import Approval, Message, Run, RunEvent, Session, Thread
-from threads.services import RunNotCancellable, approval_answer, run_cancel_request
+from threads.services import LIVE_STATUSES, RunNotCancellable, approval_answer, run_cancel_request
 
 
 class MessageInline(admin.TabularInline):
@@ -82,7 +82,7 @@ class RunAdmin(admin.ModelAdmin):
     @admin.action(description="Cancel the selected running runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         asked = 0
-        for run in queryset.filter(status=Run.Status.RUNNING):
+        for run in queryset.filter(status__in=LIVE_STATUSES):
             try:
                 run_cancel_request(run_id=run.pk)
                 asked += 1

@@ -18,6 +18,9 @@ from threads import fastsql, leases
 from threads.models import Approval, Message, Run, Session, Thread
 from threads.selectors import agent_get
 
+# A run in either state is held by a live process (RUNNING, or WAITING for an answer).
+LIVE_STATUSES = (Run.Status.RUNNING, Run.Status.WAITING)
+
 
 class ThreadConflict(Exception):
     """The request names a thread or run in a way the server will not accept (HTTP 409)."""
@@ -145,7 +148,7 @@ def _run_open(
         raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
     now = timezone.now()
     elsewhere = list(
-        Run.objects.filter(thread=thread, status=Run.Status.RUNNING)
+        Run.objects.filter(thread=thread, status__in=LIVE_STATUSES)
         .exclude(id__in=live_run_ids)
         .values_list("id", "owner", "lease_expires_at")
     )
@@ -193,7 +196,7 @@ def _new_run(thread: Thread, agui_run_id: str, run_pk: Any, protocol_version: st
 
 def leases_renew(*, run_ids: list[Any]) -> list[Any]:
     """Extends this process's claim on the runs it is running; returns those asked to cancel."""
-    running = Run.objects.filter(id__in=run_ids, status=Run.Status.RUNNING)
+    running = Run.objects.filter(id__in=run_ids, status__in=LIVE_STATUSES)
     running.update(lease_expires_at=leases.lease_until())
     return list(running.filter(cancel_requested=True).values_list("id", flat=True))
 
@@ -204,7 +207,7 @@ class RunNotCancellable(Exception):
 
 def run_cancel_request(*, run_id: Any) -> None:
     """Asks the run to stop at its next safe point, whichever process owns it."""
-    updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True)
+    updated = Run.objects.filter(pk=run_id, status__in=LIVE_STATUSES).update(cancel_requested=True)
     if not updated:
         raise RunNotCancellable("the run has already ended")
 
