@@ -382,3 +382,26 @@ def test_a_reloaded_page_gets_the_open_interrupt_again_and_can_answer_it(server,
     assert [m["role"] for m in reloaded["messages"]] == ["user", "assistant"]
     assert _types(answered)[-1] == "RUN_FINISHED"
     assert (workspace / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_offline_demo_asks_an_approval_when_asked_for_a_plan(server, version):
+    asked, answered = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": f"t-demo-plan-{version}",
+                "runId": "r1",
+                "messages": [{"id": "u1", "role": "user", "content": "Make a plan, please"}],
+            },
+            {"runId": "r1", "answerAll": {"status": "resolved", "payload": {"approved": True}}},
+        ],
+    )
+    server.drain()
+    assert asked["error"] is None and answered["error"] is None
+    (interrupt,) = asked["received"][-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "confirmation" and "todo_write" in interrupt["message"]
+    assert [t["content"] for t in answered["state"]["todos"]][0] == "Read the README"
+    assert [e["type"] for e in answered["received"]][-1] == "RUN_FINISHED"

@@ -26,6 +26,11 @@ from agents.providers.base import (
     TokenCount,
 )
 
+DEMO_PLAN = [
+    {"id": "1", "content": "Read the README", "status": "completed"},
+    {"id": "2", "content": "Look at the code the question is about", "status": "in_progress"},
+    {"id": "3", "content": "Answer with file and line references", "status": "pending"},
+]
 DEMO_NOTE = "(This answer comes from Threadline's offline demo model; set ANTHROPIC_API_KEY to talk to Claude.)"
 
 
@@ -70,6 +75,18 @@ class DemoProvider:
         question = _last_user_text(request.messages).strip()
         question = question.split("</context>")[-1].strip()
         tool_names = {t["name"] for t in request.tools}
+        if not results and "todo_write" in tool_names and re.search(r"\b(plan|todos?)\b", question, re.I):
+            # Asked for a plan, the demo writes a todo list: a call that changes something,
+            # so a newcomer sees an approval (and then the list in the shared state).
+            return (
+                "A plan is a todo list; writing it needs the user's approval.",
+                "Here is a plan; I will put it on the todo list.",
+                [{"name": "todo_write", "input": {"todos": DEMO_PLAN}}],
+            )
+        previous = self._previous_tool(request.messages)
+        if previous == "todo_write":
+            outcome = str(results[0].get("content", "")) if results else ""
+            return "", f"The todo list says:\n\n{outcome}\n\n{DEMO_NOTE}", []
         if not results:
             if "glob" not in tool_names:
                 return "", f"You said: {question}\n\n{DEMO_NOTE}", []
@@ -78,7 +95,6 @@ class DemoProvider:
                 "Let me look at the workspace first.",
                 [{"name": "glob", "input": {"pattern": "*"}}],
             )
-        previous = self._previous_tool(request.messages)
         listing = str(results[0].get("content", ""))
         if previous == "glob" and "file_read" in tool_names:
             names = [line.rstrip("/") for line in listing.splitlines() if line and not line.endswith("/")]
