@@ -403,5 +403,5 @@ def test_the_offline_demo_asks_an_approval_when_asked_for_a_plan(server, version
     assert asked["error"] is None and answered["error"] is None
     (interrupt,) = asked["received"][-1]["outcome"]["interrupts"]
     assert interrupt["reason"] == "confirmation" and "todo_write" in interrupt["message"]
-    assert [t["content"] for t in answered["state"]["todos"]][0] == "Read the README"
+    assert answered["state"]["todos"][0] == {"id": "1", "content": "Read the README", "status": "completed"}
     assert [e["type"] for e in answered["received"]][-1] == "RUN_FINISHED"
