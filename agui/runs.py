@@ -197,24 +197,22 @@ def _new_log(run_pk: Any) -> EventLogWriter:
 async def _suspend(live: LiveRun, decoded: DecodedInput, opened: OpenedThread, requests: list[ApprovalRequest]) -> None:
     """Ends the current AG-UI run on interrupts, once it is durable; the agent run waits on."""
     assert live.translator is not None
-    transcript = await on_db_thread(selectors.thread_transcript, thread=opened.thread)
-    if not live.translator.v1:
-        transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
-    live.translator.suspend(_suspension_outcome(live), transcript)
+    v1 = live.translator.v1
+    live.translator.suspend(_suspension_outcome(live, v1=v1), await _transcript(opened.thread, v1=v1))
     live.translator.hold()
     live.suspended = True
     await _record_segment(live, Run.Status.WAITING, "interrupt", "")
 
 
-def _suspension_outcome(live: LiveRun) -> dict[str, Any]:
+def _suspension_outcome(live: LiveRun, *, v1: bool) -> dict[str, Any]:
     """What ends an AG-UI run whose agent run waits: the interrupts for a person, if any; else
-    (only the client's own tools pending) success, naming the calls for a 1.0 client."""
-    assert live.translator is not None
+    (only the client's own tools pending) success, naming the calls for a 1.0 client (``v1``:
+    the client this outcome goes to, which may not be the one that started the run)."""
     announced = live.waiting.announced()
     questions = [p.request for p in announced if not p.request.client_tool]
     if questions:
         return {"type": "interrupt", "interrupts": [interrupt_of(r) for r in questions]}
-    if live.translator.v1:
+    if v1:
         return {"type": "success", "pendingToolCallIds": [p.request.tool_call_id for p in announced]}
     return {}
 
@@ -271,15 +269,13 @@ async def hydrate_waiting(live: LiveRun, decoded: DecodedInput) -> RunStream:
     assert live.translator is not None
     inp = decoded.model
     thread = await on_db_thread(selectors.thread_get, agui_thread_id=inp.thread_id)
-    transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
-    if not decoded.speaks_v1:
-        transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
+    transcript = await _transcript(thread, v1=decoded.speaks_v1)
     stream = RunStream(log=None)
     stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
     stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
     stream.publish({"type": "STATE_SNAPSHOT", "snapshot": live.translator.state.document})
     finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": inp.thread_id, "runId": inp.run_id}
-    if outcome := _suspension_outcome(live):
+    if outcome := _suspension_outcome(live, v1=decoded.speaks_v1):
         finished["outcome"] = outcome
     stream.publish(finished)
     stream.close()
@@ -334,6 +330,12 @@ async def resume(live: LiveRun, decoded: DecodedInput, answered_by: str) -> RunS
     return live.stream
 
 
+async def _transcript(thread: Any, *, v1: bool) -> list[dict[str, Any]]:
+    """The thread's messages for MESSAGES_SNAPSHOT, as the client's protocol version takes them."""
+    transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
+    return transcript if v1 else [m for m in transcript if m.get("role") in _V0_ROLES]
+
+
 def _thread_state(decoded: DecodedInput, opened: OpenedThread, provider: ModelProvider) -> ThreadState:
     inp = decoded.model
     return ThreadState.for_run(
@@ -357,9 +359,7 @@ def _end_unopened(live: LiveRun, terminal: dict[str, Any]) -> None:
 async def _hydrate(live: LiveRun, decoded: DecodedInput, opened: OpenedThread) -> None:
     """Replays the thread's messages and state without running the agent."""
     inp = decoded.model
-    transcript = await on_db_thread(selectors.thread_transcript, thread=opened.thread)
-    if not decoded.speaks_v1:
-        transcript = [m for m in transcript if m.get("role") in _V0_ROLES]
+    transcript = await _transcript(opened.thread, v1=decoded.speaks_v1)
     state = _thread_state(decoded, opened, provider_for(opened.agent))
     live.stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
     live.stream.publish({"type": "STATE_SNAPSHOT", "snapshot": state.document})

@@ -160,3 +160,37 @@ def test_the_frontend_tool_set_can_change_between_requests(server, fake_api):
     )
     offered = [t["name"] for t in fake_api.requests[1].body["tools"]]
     assert "show_chart" in offered and "change_background" not in offered
+
+
+def test_a_0x_client_reloading_a_thread_a_1x_client_left_waiting_gets_what_its_schema_accepts(server, fake_api):
+    fake_api.script([tool_turn("change_background", {"color": "blue"}, id="toolu_bg")])
+    (called,) = run_client(
+        "1",
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": "t-front-mixed-versions",
+                "runId": "r1",
+                "tools": [BACKGROUND],
+                "messages": [{"id": "u1", "role": "user", "content": "blue"}],
+            },
+        ],
+    )
+    assert called["received"][-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["toolu_bg"]}
+    (reloaded,) = run_client(
+        "0",
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {"threadId": "t-front-mixed-versions", "runId": "r-reload", "messages": []},
+        ],
+    )
+    assert reloaded["error"] is None
+    assert [e["type"] for e in reloaded["received"]] == [
+        "RUN_STARTED",
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
+    assert "outcome" not in reloaded["received"][-1]
