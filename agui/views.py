@@ -17,7 +17,8 @@ from agui.frontend import client_tool_results
 from agui.http import error_response, sse_response, token_error
 from agui.registry import REGISTRY
 from agui.relay import follow_stored_run
-from agui.runs import hydrate_waiting, launch, resume
+from agui.runs import launch
+from agui.segments import hydrate_waiting, resume
 from agui.state import model_entry
 from threads import selectors
 from threads.dbthread import on_db_thread
