@@ -180,3 +180,55 @@ class Approval(models.Model):
         if self.answered_at is None:
             return None
         return (self.answered_at - self.requested_at).total_seconds()
+
+
+class SubAgentTask(models.Model):
+    """A child run a run delegated with the ``sub_agent`` tool: the parent's board entry and its record.
+
+    The child's messages are in the thread's transcript (marked with its id as
+    ``subagentRunId``); only ``summary`` went back to the parent's model.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        # Stopped by a limit (its iteration cap or its timeout) before it finished.
+        STOPPED = "stopped", "Stopped by a limit"
+        # The server stopped while it ran.
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    id = models.CharField(primary_key=True, max_length=100)  # the AG-UI subagentRunId
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="subagent_tasks")
+    # The parent's Run row (its AG-UI run) in which the child was started.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="subagent_tasks")
+    parent_task = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    tool_call_id = models.CharField(max_length=200)
+    depth = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING, db_index=True)
+    role = models.CharField(max_length=100)
+    prompt = models.TextField()
+    context = models.TextField(blank=True)
+    system_prompt = models.TextField(blank=True)
+    allowed_tools = models.JSONField(default=list, blank=True)
+    model = models.CharField(max_length=100)
+    summary = models.TextField(blank=True)  # what the parent's model was given back
+    conclusion = models.CharField(max_length=300, blank=True)  # how it ended, in one line
+    error = models.TextField(blank=True)
+    # The child's tool calls, in order: {id, name, arguments, isError}.
+    tool_calls = models.JSONField(default=list, blank=True)
+    iterations = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["thread", "started_at"]
+        indexes = [models.Index(fields=["thread", "started_at"]), models.Index(fields=["run", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.role} ({self.status})"
