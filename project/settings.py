@@ -100,6 +100,9 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 # How long a call of one of the client's own tools waits for its result before the model is told.
 FRONTEND_TOOL_TIMEOUT_SECONDS = env_float("FRONTEND_TOOL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
+# A sub-agent's own iteration cap and wall-clock timeout (the sub_agent tool; nesting stops at depth 2).
+SUBAGENT_MAX_ITERATIONS = env_int("SUBAGENT_MAX_ITERATIONS", 25, minimum=1)
+SUBAGENT_TIMEOUT_SECONDS = env_float("SUBAGENT_TIMEOUT_SECONDS", 900.0, minimum=1.0)
 # How long an approval waits for its answer before it fails closed (denied).
 APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
