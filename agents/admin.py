@@ -4,27 +4,92 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Max
+from django.db.models import Count, Max, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from agents.models import Agent, PermissionRule
 from agents.permissions import KNOWN_TOOLS, Verdict, evaluate, memory_key, primary_argument, rules_for
 
 
+class AgentForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = "__all__"
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3, "cols": 100}),
+            "system_prompt": forms.Textarea(attrs={"rows": 18, "cols": 100, "style": "font-family: monospace"}),
+        }
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "model", "grounding_mode", "max_iterations", "thinking_budget", "enabled", "updated_at")
+    form = AgentForm
+    list_display = (
+        "name",
+        "model_name",
+        "grounding_mode",
+        "max_iterations",
+        "max_run_seconds",
+        "token_budget",
+        "thinking_budget",
+        "thread_count",
+        "enabled",
+        "updated_at",
+    )
     list_filter = ("enabled", "grounding_mode")
     search_fields = ("name", "description")
+    readonly_fields = ("created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "description", "enabled")}),
-        ("Model", {"fields": ("model", "system_prompt", "max_tokens", "thinking_budget")}),
-        ("Limits and grounding", {"fields": ("max_iterations", "max_run_seconds", "token_budget", "grounding_mode")}),
+        (
+            "Model",
+            {
+                "fields": ("model", "max_tokens", "thinking_budget"),
+                "description": "Which model answers and how much it may write and think per call.",
+            },
+        ),
+        ("System prompt", {"fields": ("system_prompt",)}),
+        (
+            "Grounding",
+            {
+                "fields": ("grounding_mode",),
+                "description": (
+                    "Off: every tool from the start. Prompt: the model is asked to understand the task first. "
+                    "Enforced: only read-only tools until the model reports its understanding "
+                    "(a session can override this)."
+                ),
+            },
+        ),
+        (
+            "Limits of a run",
+            {
+                "fields": ("max_iterations", "max_run_seconds", "token_budget"),
+                "description": "A run that reaches a limit pauses, never lost: the thread can continue it.",
+            },
+        ),
+        ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        # threads depends on agents, not the reverse: the count goes through the reverse relation.
+        agents: QuerySet[Agent] = super().get_queryset(request).annotate(thread_total=Count("threads"))
+        return agents
+
+    @admin.display(description="model", ordering="model")
+    def model_name(self, obj: Agent) -> str:
+        return obj.model or f"(ANTHROPIC_MODEL: {settings.ANTHROPIC_MODEL})"
+
+    @admin.display(description="threads", ordering="thread_total")
+    def thread_count(self, obj: Any) -> SafeString:
+        url = f"{reverse('admin:threads_thread_changelist')}?agent__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, obj.thread_total)
 
 
 def _tool_choices() -> list[tuple[str, str]]:
