@@ -1,11 +1,14 @@
-"""The operator's admin: agents, threads, runs with their event log, and cancelling a run."""
+"""The operator's admin: agents, threads with their transcript, runs, and cancelling a run."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from django.contrib.auth.models import User
 
-from threads.models import Run, RunEvent, Thread
+from agents.models import Agent
+from threads.models import Message, Run, RunEvent, SubAgentTask, Thread
 
 
 @pytest.fixture
@@ -24,17 +27,26 @@ def run(coder):
 
 
 def test_the_pages_an_operator_uses_render(operator, run):
+    SubAgentTask.objects.create(
+        id="sub-1", thread=run.thread, run=run, tool_call_id="c", role="tester", prompt="p", model="m"
+    )
     for url in (
         "/admin/agents/agent/",
         f"/admin/agents/agent/{run.thread.agent.pk}/change/",
+        "/admin/agents/permissionrule/",
         "/admin/threads/thread/",
         f"/admin/threads/thread/{run.thread.pk}/change/",
+        f"/admin/threads/thread/{run.thread.pk}/subagents/",
         "/admin/threads/run/",
         f"/admin/threads/run/{run.pk}/change/",
+        f"/admin/threads/run/{run.pk}/timeline/",
+        "/admin/threads/approval/",
+        "/admin/threads/subagenttask/",
+        "/admin/threads/subagenttask/sub-1/change/",
     ):
         response = operator.get(url)
         assert response.status_code == 200, url
-    assert b"RUN_STARTED" in operator.get(f"/admin/threads/run/{run.pk}/change/").content
+    assert b"run started" in operator.get(f"/admin/threads/run/{run.pk}/timeline/").content
 
 
 def test_cancel_from_the_admin_asks_the_run_to_stop(operator, run):
@@ -45,3 +57,90 @@ def test_cancel_from_the_admin_asks_the_run_to_stop(operator, run):
     run.refresh_from_db()
     assert run.cancel_requested
     assert b"Asked 1 run(s) to stop" in response.content
+
+
+def test_the_agent_form_lays_out_model_prompt_grounding_and_limits(operator, coder):
+    page = operator.get(f"/admin/agents/agent/{coder.pk}/change/").content.decode()
+    headings = re.findall(r"<h2[^>]*>\s*([^<]+?)\s*</h2>", page)
+    assert [h for h in headings if h in ("Model", "System prompt", "Grounding", "Limits of a run")] == [
+        "Model",
+        "System prompt",
+        "Grounding",
+        "Limits of a run",
+    ]
+    assert "You are a test agent." in page
+    assert "A run that reaches a limit pauses" in page
+
+
+def test_the_agent_list_counts_threads_and_links_to_them(operator, coder):
+    Thread.objects.create(agui_thread_id="t-1", agent=coder)
+    Thread.objects.create(agui_thread_id="t-2", agent=coder)
+    Agent.objects.create(name="idle", model="claude-test")
+    page = operator.get("/admin/agents/agent/").content.decode()
+    assert f'<a href="/admin/threads/thread/?agent__id__exact={coder.pk}">2</a>' in page
+    assert "claude-test" in page and "(ANTHROPIC_MODEL: " in page
+
+
+def test_a_thread_shows_its_messages_in_order_as_text_and_tool_calls(operator, run):
+    thread = run.thread
+    bodies = [
+        {"id": "u1", "role": "user", "content": "plan <the> work"},
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": "On it.",
+            "toolCalls": [
+                {"id": "call-1", "type": "function", "function": {"name": "todo_write", "arguments": '{"todos": []}'}}
+            ],
+        },
+        {"id": "t1", "role": "tool", "content": "todo list updated", "toolCallId": "call-1"},
+        {"id": "u2", "role": "user", "content": [{"type": "text", "text": "and this"}, {"type": "image"}]},
+    ]
+    for position, body in reversed(list(enumerate(bodies))):
+        Message.objects.create(thread=thread, position=position, message_id=body["id"], role=body["role"], body=body)
+    page = operator.get(f"/admin/threads/thread/{thread.pk}/change/").content.decode()
+    assert "plan &lt;the&gt; work" in page
+    assert "→ <strong>todo_write</strong> <code>{&quot;todos&quot;: []}</code>" in page
+    assert "result of <code>call-1</code>" in page
+    assert "and this\n[image]" in page
+    order = [page.index(text) for text in ("plan &lt;the&gt; work", "On it.", "todo list updated", "and this")]
+    assert order == sorted(order)
+    assert 'name="messages-0-body"' not in page  # read-only: no form fields
+
+
+def test_a_long_thread_shows_its_latest_messages(operator, run):
+    thread = run.thread
+    Message.objects.bulk_create(
+        Message(thread=thread, position=i, message_id=f"m{i}", role="user", body={"role": "user", "content": f"#{i}#"})
+        for i in range(250)
+    )
+    page = operator.get(f"/admin/threads/thread/{thread.pk}/change/").content.decode()
+    assert "#49#" not in page and "#50#" in page and "#249#" in page
+    assert "Messages (the latest 200, oldest first)" in page
+
+
+def test_a_thread_links_to_its_runs_and_its_board(operator, run):
+    thread = run.thread
+    other = Thread.objects.create(agui_thread_id="t-other", agent=thread.agent)
+    Run.objects.create(thread=other, agui_run_id="r-other")
+    runs = f"/admin/threads/run/?thread__id__exact={thread.pk}"
+    page = operator.get(f"/admin/threads/thread/{thread.pk}/change/").content.decode()
+    assert f'href="{runs}"' in page
+    assert f'href="/admin/threads/thread/{thread.pk}/subagents/"' in page
+    listed = operator.get(runs).content.decode()
+    assert "r-admin" in listed and "r-other" not in listed
+
+
+def test_the_thread_list_counts_messages_runs_and_sub_agents(operator, run):
+    thread = run.thread
+    Run.objects.create(thread=thread, agui_run_id="r-2")
+    for i in range(3):
+        Message.objects.create(thread=thread, position=i, message_id=f"m{i}", role="user", body={})
+    page = operator.get("/admin/threads/thread/").content.decode()
+    cells = re.findall(r'<td class="field-(message_count|run_count|subagent_count)">(\d+)</td>', page)
+    assert cells == [("message_count", "3"), ("run_count", "2"), ("subagent_count", "0")]
+
+
+def test_runs_are_not_added_by_hand(operator, run):
+    assert operator.get("/admin/threads/run/add/").status_code == 403
+    assert operator.get("/admin/threads/thread/add/").status_code == 403

@@ -1,45 +1,186 @@
 from __future__ import annotations
 
-from django.contrib import admin
-from django.db.models import Case, QuerySet, When
-from django.http import HttpRequest
+from typing import Any
 
-from threads.models import Approval, Message, Run, RunEvent, Session, Thread
+from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Case, Count, Exists, IntegerField, Model, OuterRef, QuerySet, Subquery, When
+from django.db.models.functions import Coalesce
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from threads.admin_board import board_liveness, thread_board
+from threads.admin_display import message_html, pretty_json
+from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
 from threads.services import LIVE_STATUSES, RunNotCancellable, approval_answer, run_cancel_request
+from threads.timeline import Liveness, run_liveness, run_timeline
+
+TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
+LIVE_POLL_MILLISECONDS = 2000
+
+
+def _count_of(model: type[Model], fk: str) -> Coalesce:
+    """The number of ``model`` rows pointing at the outer row: a subquery, so two counts do not
+    multiply each other as two joins would."""
+    rows = model._default_manager.filter(**{fk: OuterRef("pk")}).order_by().values(fk).annotate(n=Count("pk"))
+    return Coalesce(Subquery(rows.values("n"), output_field=IntegerField()), 0)
+
+
+def _poll_response(liveness: Liveness) -> JsonResponse:
+    # admin_view marks it never-cache, so every poll reaches the server.
+    return JsonResponse({"live": liveness.live, "version": liveness.version})
+
+
+def runs_url(thread_pk: Any) -> str:
+    return f"{reverse('admin:threads_run_changelist')}?thread__id__exact={thread_pk}"
+
+
+def board_url(thread_pk: Any) -> str:
+    return reverse("admin:threads_thread_subagents", args=[thread_pk])
+
+
+def timeline_url(run_pk: Any) -> str:
+    return reverse("admin:threads_run_timeline", args=[run_pk])
 
 
 class MessageInline(admin.TabularInline):
+    """The thread's transcript, read-only and in order; a long thread shows its latest messages."""
+
+    LATEST = 200
+
     model = Message
-    fields = ("position", "role", "message_id", "body")
+    fields = ("position", "role", "message")
     readonly_fields = fields
     extra = 0
     can_delete = False
-    ordering = ("position",)
+    verbose_name_plural = f"Messages (the latest {LATEST}, oldest first)"
 
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        # A filter rather than a slice: the inline formset filters the queryset again.
+        nth_latest = (
+            Message.objects.filter(thread=OuterRef("thread"))
+            .order_by("-position")
+            .values("position")[self.LATEST - 1 : self.LATEST]
+        )
+        latest = super().get_queryset(request).filter(position__gte=Coalesce(Subquery(nth_latest), 0))
+        return latest.order_by("position")
+
+    @admin.display(description="message")
+    def message(self, obj: Message) -> SafeString:
+        return message_html(obj.body)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-
-class RunInline(admin.TabularInline):
-    model = Run
-    fields = ("agui_run_id", "status", "outcome", "started_at", "finished_at", "event_count")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
 @admin.register(Thread)
 class ThreadAdmin(admin.ModelAdmin):
-    list_display = ("agui_thread_id", "title", "agent", "owner", "updated_at")
+    change_form_template = "admin/threads/thread/change_form.html"
+    list_display = (
+        "agui_thread_id",
+        "title",
+        "agent",
+        "owner",
+        "message_count",
+        "run_count",
+        "subagent_count",
+        "updated_at",
+        "links",
+    )
     list_filter = ("agent",)
     list_select_related = ("agent", "owner")
     search_fields = ("agui_thread_id", "title")
-    readonly_fields = ("agui_thread_id", "agent", "state", "created_at", "updated_at")
-    inlines = [MessageInline, RunInline]
+    fields = ("agui_thread_id", "title", "agent", "owner", "created_at", "updated_at", "related", "state_document")
+    readonly_fields = ("agui_thread_id", "agent", "created_at", "updated_at", "related", "state_document")
+    inlines = [MessageInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
+        threads: QuerySet[Thread] = (
+            super()
+            .get_queryset(request)
+            .annotate(
+                message_total=_count_of(Message, "thread"),
+                run_total=_count_of(Run, "thread"),
+                subagent_total=_count_of(SubAgentTask, "thread"),
+            )
+        )
+        return threads
+
+    @admin.display(description="messages", ordering="message_total")
+    def message_count(self, obj: Any) -> int:
+        return int(obj.message_total)
+
+    @admin.display(description="runs", ordering="run_total")
+    def run_count(self, obj: Any) -> int:
+        return int(obj.run_total)
+
+    @admin.display(description="sub-agents", ordering="subagent_total")
+    def subagent_count(self, obj: Any) -> int:
+        return int(obj.subagent_total)
+
+    @admin.display(description="")
+    def links(self, obj: Thread) -> SafeString:
+        return format_html('<a href="{}">runs</a> · <a href="{}">sub-agents</a>', runs_url(obj.pk), board_url(obj.pk))
+
+    @admin.display(description="runs and sub-agents")
+    def related(self, obj: Any) -> SafeString:
+        return format_html(
+            '<a href="{}">{} run(s)</a> · <a href="{}">sub-agent board ({} task(s))</a>',
+            runs_url(obj.pk),
+            obj.run_total,
+            board_url(obj.pk),
+            obj.subagent_total,
+        )
+
+    @admin.display(description="shared state")
+    def state_document(self, obj: Thread) -> SafeString:
+        return pretty_json(obj.state)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # threads are opened by AG-UI clients
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/subagents/", wrap(self.board_view), name="threads_thread_subagents"),
+            path("<path:object_id>/subagents/poll/", wrap(self.board_poll), name="threads_thread_subagents_poll"),
+            *super().get_urls(),
+        ]
+
+    def _thread(self, request: HttpRequest, object_id: str) -> Thread:
+        thread: Thread | None = self.get_object(request, unquote(object_id))
+        if thread is None:
+            raise Http404("no such thread")
+        if not self.has_view_permission(request, thread):
+            raise PermissionDenied
+        return thread
+
+    def board_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The sub-agent board of one thread; it refreshes itself while the thread has live work."""
+        thread = self._thread(request, object_id)
+        board = thread_board(thread=thread)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Sub-agent board of {thread}",
+            "thread": thread,
+            "board": board,
+            "runs_url": runs_url(thread.pk),
+            "poll_url": reverse("admin:threads_thread_subagents_poll", args=[thread.pk]),
+            "poll_ms": LIVE_POLL_MILLISECONDS,
+        }
+        return TemplateResponse(request, "admin/threads/thread/subagents.html", context)
+
+    def board_poll(self, request: HttpRequest, object_id: str) -> JsonResponse:
+        return _poll_response(board_liveness(thread=self._thread(request, object_id)))
 
 
 @admin.register(Session)
@@ -59,25 +200,40 @@ class SessionAdmin(admin.ModelAdmin):
     fields = ("thread", "grounding_override", *readonly_fields[1:])
 
 
-class RunEventInline(admin.TabularInline):
-    model = RunEvent
-    fields = ("seq", "type", "payload")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ("seq",)
-    max_num = 0
-
-
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("agui_run_id", "thread", "status", "outcome", "input_tokens", "output_tokens", "started_at")
+    change_form_template = "admin/threads/run/change_form.html"
+    list_display = (
+        "agui_run_id",
+        "thread",
+        "run_status",
+        "outcome",
+        "event_count",
+        "input_tokens",
+        "output_tokens",
+        "started_at",
+        "timeline",
+    )
     list_filter = ("status",)
     list_select_related = ("thread",)
     search_fields = ("agui_run_id", "thread__agui_thread_id")
-    readonly_fields = [f.name for f in Run._meta.fields]
-    inlines = [RunEventInline]
+    readonly_fields = ("timeline", *(f.name for f in Run._meta.fields))
     actions = ["cancel_runs"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        continued = Exists(Run.objects.filter(parent=OuterRef("pk")))
+        runs: QuerySet[Run] = super().get_queryset(request).select_related("thread").annotate(continued=continued)
+        return runs
+
+    @admin.display(description="status", ordering="status")
+    def run_status(self, obj: Any) -> str:
+        if obj.status == Run.Status.WAITING and getattr(obj, "continued", False):
+            return "answered, continued"
+        return str(obj.get_status_display())
+
+    @admin.display(description="timeline")
+    def timeline(self, obj: Run) -> SafeString:
+        return format_html('<a href="{}">timeline</a>', timeline_url(obj.pk))
 
     @admin.action(description="Cancel the selected running runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
@@ -90,17 +246,56 @@ class RunAdmin(admin.ModelAdmin):
                 continue
         self.message_user(request, f"Asked {asked} run(s) to stop; each stops at its next safe point.")
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
-        return super().get_queryset(request).select_related("thread")
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # runs are started by AG-UI requests
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/timeline/", wrap(self.timeline_view), name="threads_run_timeline"),
+            path("<path:object_id>/timeline/poll/", wrap(self.timeline_poll), name="threads_run_timeline_poll"),
+            *super().get_urls(),
+        ]
+
+    def _run(self, request: HttpRequest, object_id: str) -> Run:
+        run: Run | None = self.get_object(request, unquote(object_id))
+        if run is None:
+            raise Http404("no such run")
+        if not self.has_view_permission(request, run):
+            raise PermissionDenied
+        return run
+
+    def timeline_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The run's event log as a timeline, paginated; it refreshes itself while the run is live."""
+        run = self._run(request, object_id)
+        timeline = run_timeline(run=run)
+        page = Paginator(timeline.entries, TIMELINE_PAGE_SIZE).get_page(request.GET.get("page"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Timeline of run {run.agui_run_id}",
+            "run": run,
+            "timeline": timeline,
+            "page": page,
+            "page_range": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
+            "runs_url": runs_url(run.thread_id),
+            "board_url": board_url(run.thread_id),
+            "poll_url": reverse("admin:threads_run_timeline_poll", args=[run.pk]),
+            "poll_ms": LIVE_POLL_MILLISECONDS,
+        }
+        return TemplateResponse(request, "admin/threads/run/timeline.html", context)
+
+    def timeline_poll(self, request: HttpRequest, object_id: str) -> JsonResponse:
+        return _poll_response(run_liveness(run=self._run(request, object_id)))
 
 
 @admin.register(Approval)
 class ApprovalAdmin(admin.ModelAdmin):
     """The queue of approvals: pending ones first; approve or deny from the list."""
 
-    list_display = ("tool", "decision", "run", "requested_at", "expires_at", "answered_by", "latency")
+    list_display = ("tool", "decision", "thread", "run", "requested_at", "expires_at", "answered_by", "latency")
     list_filter = ("decision", "tool")
-    list_select_related = ("run",)
+    list_select_related = ("run__thread",)
     search_fields = ("id", "tool", "tool_call_id", "run__agui_run_id")
     readonly_fields = [f.name for f in Approval._meta.fields]
     actions = ["approve", "deny"]
@@ -109,10 +304,21 @@ class ApprovalAdmin(admin.ModelAdmin):
         pending_first = Case(When(decision=Approval.Decision.PENDING, then=0), default=1)
         return super().get_queryset(request).order_by(pending_first, "-requested_at")
 
+    @admin.display(description="thread", ordering="run__thread__agui_thread_id")
+    def thread(self, approval: Approval) -> str:
+        return str(approval.run.thread)
+
+    @admin.display(description="run", ordering="run__agui_run_id")
+    def run(self, approval: Approval) -> SafeString:
+        return format_html('<a href="{}">{}</a>', timeline_url(approval.run_id), approval.run.agui_run_id)
+
     @admin.display(description="latency (s)")
     def latency(self, approval: Approval) -> str:
         seconds = approval.latency_seconds
         return "" if seconds is None else f"{seconds:.1f}"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # approvals are asked by runs
 
     def _answer(self, request: HttpRequest, queryset: QuerySet[Approval], approved: bool) -> None:
         who = request.user.get_username()
@@ -131,3 +337,69 @@ class ApprovalAdmin(admin.ModelAdmin):
     @admin.action(description="Deny the selected pending calls")
     def deny(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
         self._answer(request, queryset, approved=False)
+
+
+@admin.register(SubAgentTask)
+class SubAgentTaskAdmin(admin.ModelAdmin):
+    """The record of delegated work; it is written by the runs only, so the admin just reads it."""
+
+    list_display = (
+        "id",
+        "thread",
+        "role",
+        "status",
+        "depth",
+        "model",
+        "tool_call_count",
+        "tokens",
+        "started_at",
+        "finished_at",
+        "board",
+    )
+    list_filter = ("status", ("thread", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("thread",)
+    search_fields = ("id", "role", "prompt", "thread__agui_thread_id")
+    readonly_fields = ("board", "tool_call_list")
+    fieldsets = (
+        (None, {"fields": ("id", "board", "thread", "run", "parent_task", "depth", "status", "conclusion")}),
+        ("Task", {"fields": ("role", "prompt", "context", "system_prompt", "allowed_tools", "model")}),
+        ("Outcome", {"fields": ("summary", "error", "tool_call_list", "iterations")}),
+        (
+            "Usage and time",
+            {
+                "fields": (
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_write_tokens",
+                    "started_at",
+                    "finished_at",
+                )
+            },
+        ),
+    )
+
+    @admin.display(description="tool calls")
+    def tool_call_count(self, obj: SubAgentTask) -> int:
+        return len(obj.tool_calls) if isinstance(obj.tool_calls, list) else 0
+
+    @admin.display(description="tokens")
+    def tokens(self, obj: SubAgentTask) -> int:
+        return obj.input_tokens + obj.output_tokens
+
+    @admin.display(description="board")
+    def board(self, obj: SubAgentTask) -> SafeString:
+        return format_html('<a href="{}#task-{}">sub-agent board</a>', board_url(obj.thread_id), obj.pk)
+
+    @admin.display(description="tool calls")
+    def tool_call_list(self, obj: SubAgentTask) -> SafeString:
+        return pretty_json(obj.tool_calls)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
