@@ -156,6 +156,46 @@ class ToolMessage:
     content: str
 
 
+@dataclass(slots=True, frozen=True)
+class SubAgentStarted:
+    """A run delegated a task to a child run (the ``sub_agent`` tool)."""
+
+    task_id: str  # the child's id (AG-UI's subagentRunId)
+    parent_task_id: str  # "" when the parent is the top-level run
+    tool_call_id: str  # the parent's sub_agent call
+    role: str
+    prompt: str
+    model: str
+    depth: int
+
+
+@dataclass(slots=True, frozen=True)
+class SubAgentActivity:
+    """Something a child run streamed (text, a tool call, a step): ``event`` as the child reported it."""
+
+    task_id: str
+    event: RunEvent
+
+
+class SubAgentStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"  # a limit (its iteration cap, its timeout) stopped it
+
+
+@dataclass(slots=True, frozen=True)
+class SubAgentFinished:
+    task_id: str
+    status: SubAgentStatus
+    summary: str  # what the parent's model is given back
+    conclusion: str  # how it ended, in one line
+    error: str = ""
+
+
+SubAgentEvent = SubAgentStarted | SubAgentActivity | SubAgentFinished
+
+
 @dataclass(slots=True)
 class RunInfo:
     run_id: str
@@ -187,6 +227,9 @@ class RunListener(Protocol):
 
     ``on_event`` carries the stream (phases, text, reasoning, tool calls); the
     other hooks carry what happens at most once per model call or run.
+    ``on_subagent`` reports what the runs this one delegated to are doing (only
+    the parent's listeners hear it); a child's model calls also reach ``on_usage``,
+    since its tokens count on the parent's.
     ``should_continue`` is polled between iterations; False ends the run as cancelled.
     """
 
@@ -195,6 +238,7 @@ class RunListener(Protocol):
     def on_event(self, event: RunEvent) -> None: ...
     def on_message(self, message: AssistantMessage | ToolMessage) -> None: ...
     def on_usage(self, usage: Usage) -> None: ...
+    def on_subagent(self, event: SubAgentEvent) -> None: ...
     def on_message_queued(self, request_id: str, display: str) -> None: ...
     def on_queued_message_read(self, request_ids: list[str]) -> None: ...
     def on_error(self, error: BaseException, message: str) -> None: ...
@@ -227,6 +271,10 @@ class Listeners:
     def on_usage(self, usage: Usage) -> None:
         for listener in self.listeners:
             listener.on_usage(usage)
+
+    def on_subagent(self, event: SubAgentEvent) -> None:
+        for listener in self.listeners:
+            listener.on_subagent(event)
 
     def on_message_queued(self, request_id: str, display: str) -> None:
         for listener in self.listeners:
@@ -264,6 +312,9 @@ class BaseListener:
         pass
 
     def on_usage(self, usage: Usage) -> None:
+        pass
+
+    def on_subagent(self, event: SubAgentEvent) -> None:
         pass
 
     def on_message_queued(self, request_id: str, display: str) -> None:

@@ -44,9 +44,17 @@ from agents.providers.base import (
     TokenCount,
 )
 from agents.request import RunRequest, render_prompt
+from agents.subagents import (
+    DEFAULT_SUBAGENT_LIMITS,
+    MemorySubAgentStore,
+    SubAgentLimits,
+    SubAgentStores,
+    run_sub_agent,
+)
 from agents.tools.ask import ASK_USER
-from agents.tools.base import ToolContext, ToolOutput, ToolRegistry
+from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from agents.tools.grounding import GROUNDING_PROMPT, GROUNDING_REPORT
+from agents.tools.subagent import SUB_AGENT
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +122,13 @@ class AgentLoop:
         listener: RunListener,
         approver: Approver | None = None,
         make_id: Callable[[str], str] = new_id,
+        depth: int = 0,
+        task_id: str = "",
+        subagent_stores: SubAgentStores = MemorySubAgentStore,
+        subagent_limits: SubAgentLimits = DEFAULT_SUBAGENT_LIMITS,
     ) -> None:
+        """``depth`` and ``task_id`` place a sub-agent's loop under its parent (0 and "" for a
+        top-level run); ``subagent_stores`` keeps the children's runs, ``subagent_limits`` bounds them."""
         self.provider = provider
         self.tools = tools
         self.tool_context = tool_context
@@ -123,11 +137,26 @@ class AgentLoop:
         self.listener = listener
         self.approver: Approver = approver or AllowAll()
         self.make_id = make_id
+        self.depth = depth
+        self.task_id = task_id
+        self.subagent_stores = subagent_stores
+        self.subagent_limits = subagent_limits
+        self.thread_id = ""
+        self._child_tokens = 0  # the children's tokens since the loop last counted them
         self._last_call = ""
         self._repeats = 0
         self._grounded = True
         self._system = config.system_prompt
         tool_context.on_todos = self._todos_changed
+
+    def delegable(self, tool: Tool, request: RunRequest) -> bool:
+        """Whether a child of this run may be given ``tool``: what this run's scenario offers,
+        and until this run is grounded (enforced mode), only what cannot change anything."""
+        return request.scenario.offers(tool) and (self._grounded or tool.read_only)
+
+    def add_child_tokens(self, usage: TokenCount) -> None:
+        """A child's tokens count on this run's token budget."""
+        self._child_tokens += usage.input_tokens + usage.output_tokens
 
     def _todos_changed(self, todos: list[dict[str, str]]) -> None:
         self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
@@ -138,6 +167,7 @@ class AgentLoop:
         if request.listeners:
             self.listener = Listeners(self.listener, *request.listeners)
         listener = self.listener
+        self.thread_id = thread_id
         outcome = Outcome.ERROR
         try:
             listener.on_start(RunInfo(run_id=run_id, thread_id=thread_id, model=self.config.model))
@@ -185,6 +215,7 @@ class AgentLoop:
                 if request.scenario.offers(tool)
                 and (grounding or tool is not GROUNDING_REPORT)
                 and (self._grounded or tool.read_only)
+                and (tool is not SUB_AGENT or self.depth < self.subagent_limits.max_depth)
             ]
             # The iteration boundary is the safe point: everything so far is committed.
             if not self.listener.should_continue():
@@ -218,6 +249,7 @@ class AgentLoop:
             # leaves them open, and the next use of the session closes them.
             await self.store.commit(turns, list(messages), usage)
             results, tool_messages = await self._run_tools(calls, request)
+            tokens, self._child_tokens = tokens + self._child_tokens, 0
             turns.append({"role": "user", "content": results})
             await self.store.commit(turns, list(tool_messages), TokenCount())
         return await self._pause(PauseReason.MAX_ITERATIONS)
@@ -398,6 +430,8 @@ class AgentLoop:
                 )
             elif not (answer := await self.approver.decide(tool, call["id"], arguments)).approved:
                 output = ToolOutput(answer.refusal(tool.name), True)
+            elif tool is SUB_AGENT:
+                output = await run_sub_agent(self, tool_call_id=call["id"], arguments=arguments, request=request)
             else:
                 output = await self.tools.call(call["name"], arguments, self.tool_context)
             message_id = client_message_id or self.make_id("tool")

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from agents.events import BaseListener, Outcome, Phase, PhaseChanged, RunEvent, ToolResult, Usage
+from agents.events import (
+    BaseListener,
+    Outcome,
+    Phase,
+    PhaseChanged,
+    RunEvent,
+    SubAgentActivity,
+    SubAgentEvent,
+    SubAgentFinished,
+    ToolResult,
+    Usage,
+)
 
 TOOL_SECONDS = Histogram(
     "threadline_tool_duration_seconds",
@@ -38,6 +49,7 @@ APPROVAL_SECONDS = Histogram(
     buckets=(1, 5, 15, 60, 300, 900, 3600),
 )
 RUNS = Counter("threadline_runs_total", "Runs that ended, by outcome.", ["outcome"])
+SUBAGENTS = Counter("threadline_subagents_total", "Sub-agent runs that ended, by status.", ["status"])
 
 # The cache-hit ratio is cache_read / (input + cache_read + cache_write) over these counters, e.g.
 #   sum(rate(threadline_model_tokens_total{kind="cache_read"}[5m]))
@@ -67,6 +79,13 @@ class MetricsListener(BaseListener):
         ):
             if count:
                 MODEL_TOKENS.labels(usage.model, kind).inc(count)
+
+    def on_subagent(self, event: SubAgentEvent) -> None:
+        # A child's tool calls count as tools like any other; its model calls reach on_usage.
+        if type(event) is SubAgentActivity:
+            self.on_event(event.event)
+        elif type(event) is SubAgentFinished:
+            SUBAGENTS.labels(event.status.value).inc()
 
     def on_finished(self, outcome: Outcome) -> None:
         RUNS.labels(outcome.value).inc()

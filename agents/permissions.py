@@ -56,13 +56,14 @@ from agents.tools.base import Tool
 from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
+from agents.tools.subagent import SUB_AGENT
 
 Decision = PermissionRule.Decision
 Scope = PermissionRule.Scope
 
 # The tools a rule may name. A tool added to the loop is added here, or rules cannot name it.
 KNOWN_TOOLS: dict[str, Tool] = {
-    tool.name: tool for tool in (*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, *MUTATING_TOOLS)
+    tool.name: tool for tool in (*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS)
 }
 
 _FILE_TOOLS = frozenset({"file_read", "file_write", "file_edit", "glob", "grep"})

@@ -12,12 +12,14 @@ from agents.models import Agent
 from agents.providers.anthropic import AnthropicProvider
 from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
+from agents.subagents import SubAgentLimits
 from agents.tools.ask import ASK_USER
 from agents.tools.base import ToolContext, ToolRegistry, Workspace
 from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.shaping import OutputLimits
+from agents.tools.subagent import SUB_AGENT
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,14 @@ async def close_providers() -> None:
 
 def tools_for(agent: Agent) -> ToolRegistry:
     if settings.AGENT_MUTATING_TOOLS != "off":
-        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, *MUTATING_TOOLS))
-    return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT))
+        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS))
+    return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT))
+
+
+def subagent_limits() -> SubAgentLimits:
+    return SubAgentLimits(
+        max_iterations=settings.SUBAGENT_MAX_ITERATIONS, timeout_seconds=settings.SUBAGENT_TIMEOUT_SECONDS
+    )
 
 
 def tool_context() -> ToolContext:

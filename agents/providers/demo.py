@@ -31,6 +31,7 @@ DEMO_PLAN = [
     {"id": "2", "content": "Look at the code the question is about", "status": "in_progress"},
     {"id": "3", "content": "Answer with file and line references", "status": "pending"},
 ]
+DEMO_SUBTASK = "Survey the workspace: list what is at its top level and read its README."
 DEMO_NOTE = "(This answer comes from Threadline's offline demo model; set ANTHROPIC_API_KEY to talk to Claude.)"
 
 
@@ -83,7 +84,18 @@ class DemoProvider:
                 "Here is a plan; I will put it on the todo list.",
                 [{"name": "todo_write", "input": {"todos": DEMO_PLAN}}],
             )
+        if not results and "sub_agent" in tool_names and re.search(r"\b(delegate|sub-?agents?)\b", question, re.I):
+            # Asked to delegate, the demo hands a survey of the workspace to a sub-agent, so a
+            # newcomer sees a child run on the board (and, in a 1.0 client, its own stream).
+            return (
+                "Surveying the workspace is a self-contained task; a sub-agent can do it.",
+                "I will ask a sub-agent to survey the workspace.",
+                [{"name": "sub_agent", "input": {"task": DEMO_SUBTASK, "role": "surveyor"}}],
+            )
         previous = self._previous_tool(request.messages)
+        if previous == "sub_agent":
+            outcome = str(results[0].get("content", "")) if results else ""
+            return "", f"The sub-agent reported:\n\n{outcome}\n\n{DEMO_NOTE}", []
         if previous == "todo_write":
             outcome = str(results[0].get("content", "")) if results else ""
             return "", f"The todo list says:\n\n{outcome}\n\n{DEMO_NOTE}", []

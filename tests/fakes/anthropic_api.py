@@ -685,6 +685,8 @@ class FakeAnthropic:
         self._port = port
         self._lock = threading.Condition()
         self._queue: deque[AnyTurn] = deque(turns)
+        # Scripts for the requests whose first message contains a marker (see script_for).
+        self._keyed: dict[str, deque[AnyTurn]] = {}
         self._requests: list[RecordedRequest] = []
         self._all_requests: list[RecordedRequest] = []
         self._connections: set[socket.socket] = set()
@@ -745,6 +747,23 @@ class FakeAnthropic:
             self._queue.extend(turns)
         return self
 
+    def script_for(self, marker: str, turns: Iterable[AnyTurn]) -> FakeAnthropic:
+        """Turns for the conversations whose first message contains ``marker``, apart from
+        the main FIFO: runs that call the API concurrently (sub-agents working in parallel)
+        each get their own script, whatever order their requests arrive in."""
+        with self._lock:
+            self._keyed.setdefault(marker, deque()).extend(turns)
+        return self
+
+    def _keyed_queue(self, body: Any) -> deque[AnyTurn] | None:
+        if not self._keyed or not isinstance(body, dict) or not body.get("messages"):
+            return None
+        first = json.dumps(body["messages"][0].get("content"), ensure_ascii=False)
+        for marker, queue in self._keyed.items():
+            if marker in first:
+                return queue
+        return None
+
     def add_turn(self, turn: AnyTurn, times: int = 1) -> FakeAnthropic:
         with self._lock:
             self._queue.extend([turn] * times)
@@ -752,21 +771,22 @@ class FakeAnthropic:
 
     @property
     def pending(self) -> int:
-        """Number of scripted turns not yet consumed."""
+        """Number of scripted turns not yet consumed (keyed scripts included)."""
         with self._lock:
-            return len(self._queue)
+            return len(self._queue) + sum(len(q) for q in self._keyed.values())
 
     def reset(self) -> None:
         """Clear queued turns, recorded requests and errors."""
         with self._lock:
             self._queue.clear()
+            self._keyed.clear()
             self._requests.clear()
             self._all_requests.clear()
             self.errors.clear()
 
     def assert_all_consumed(self) -> None:
         with self._lock:
-            left = len(self._queue)
+            left = len(self._queue) + sum(len(q) for q in self._keyed.values())
             errors = list(self.errors)
         assert not errors, f"FakeAnthropic errors: {errors}"
         assert left == 0, f"FakeAnthropic: {left} scripted turn(s) were never requested"
@@ -845,7 +865,9 @@ class FakeAnthropic:
             self._all_requests.append(rec)
             if is_messages:
                 self._requests.append(rec)
-                rec.turn = self._queue.popleft() if self._queue else None
+                keyed = self._keyed_queue(body)
+                queue = keyed if keyed is not None else self._queue
+                rec.turn = queue.popleft() if queue else None
             self._lock.notify_all()
         request_id = f"req_fake_{n:06d}"
         try:

@@ -1,0 +1,362 @@
+"""Sub-agents: a run delegates a focused task to a child run (the ``sub_agent`` tool).
+
+The child is another AgentLoop over the same model, with its own conversation,
+its own tools (a subset of the parent's), its own iteration cap and a timeout.
+It shares the parent's approver (each of its calls is decided like the
+parent's) and its cancel (the parent's ``should_continue``). Its stream reaches
+the parent's listeners as SubAgentActivity, its tokens as the parent's usage;
+only its summary goes back to the parent's model. seeds/003 (MaxSubAgentDepth,
+BuildSubAgentRegistry, FormatSubAgentSummary) and seeds/004 (ParentRequestID).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agents.events import (
+    AssistantMessage,
+    BaseListener,
+    Outcome,
+    PauseReason,
+    RunEvent,
+    RunListener,
+    SubAgentActivity,
+    SubAgentEvent,
+    SubAgentFinished,
+    SubAgentStarted,
+    SubAgentStatus,
+    ToolMessage,
+    ToolResult,
+    Usage,
+)
+from agents.providers.base import TokenCount
+from agents.request import SUB_AGENT, RunRequest
+from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+
+if TYPE_CHECKING:
+    from agents.loop import AgentLoop
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a sub-agent: another agent delegated one focused task to you. Work on it with your tools, "
+    "in the workspace you share with it. You cannot ask anyone questions; decide for yourself, and say "
+    "what you assumed. Stop as soon as the task is done. Your last message is all the delegating agent "
+    "will see: make it a concise summary of what you found or did, the files you changed, and anything "
+    "left undone or uncertain."
+)
+
+# Never offered to a child: it has nobody to ask, and the thread's plan and grounding are the parent's.
+_NEVER_DELEGATED = frozenset({"ask_user", "todo_write", "grounding_report"})
+
+
+@dataclass(slots=True, frozen=True)
+class SubAgentLimits:
+    max_depth: int = 2  # the top-level run is depth 0; its children 1; theirs 2
+    max_iterations: int = 25
+    timeout_seconds: float = 15 * 60
+
+
+DEFAULT_SUBAGENT_LIMITS = SubAgentLimits()
+
+
+@dataclass(slots=True, frozen=True)
+class SubAgentParams:
+    task: str
+    context: str = ""
+    system_prompt: str = ""
+    allowed_tools: tuple[str, ...] = ()
+    role: str = ""
+
+
+@dataclass(slots=True)
+class SubAgentResult:
+    status: SubAgentStatus
+    summary: str
+    conclusion: str
+    error: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {id, name, arguments, isError}
+    iterations: int = 0
+    usage: TokenCount = field(default_factory=TokenCount)
+
+
+class SubAgentStore(Protocol):
+    """Where a child's run is kept: its conversation (a SessionStore) and its record."""
+
+    async def load_turns(self) -> list[dict[str, Any]]: ...
+    async def commit(
+        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
+    ) -> None: ...
+    async def pause(self, reason: PauseReason) -> None: ...
+    async def begin(self) -> None: ...
+    async def end(self, result: SubAgentResult) -> None: ...
+
+
+SubAgentStores = Callable[[SubAgentStarted, SubAgentParams], SubAgentStore]
+
+
+class MemorySubAgentStore:
+    """A child's conversation kept in memory only (the default where nothing persists)."""
+
+    def __init__(self, started: SubAgentStarted, params: SubAgentParams) -> None:
+        self.turns: list[dict[str, Any]] = []
+        self.result: SubAgentResult | None = None
+
+    async def load_turns(self) -> list[dict[str, Any]]:
+        return list(self.turns)
+
+    async def commit(
+        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
+    ) -> None:
+        self.turns = turns
+
+    async def pause(self, reason: PauseReason) -> None:
+        pass
+
+    async def begin(self) -> None:
+        pass
+
+    async def end(self, result: SubAgentResult) -> None:
+        self.result = result
+
+
+def refusal(code: str, message: str, **details: Any) -> ToolOutput:
+    """A structured error the parent's model can read and recover from."""
+    return ToolOutput(json.dumps({"error": code, "message": message, **details}, ensure_ascii=False), True)
+
+
+def parse_params(arguments: dict[str, Any]) -> SubAgentParams | ToolOutput:
+    task = arguments.get("task")
+    if not isinstance(task, str) or not task.strip():
+        return refusal("invalid_arguments", "argument 'task' must be a non-empty string")
+    texts: dict[str, str] = {}
+    for name in ("context", "system_prompt", "role"):
+        value = arguments.get(name)
+        if value is not None and not isinstance(value, str):
+            return refusal("invalid_arguments", f"argument {name!r} must be a string")
+        texts[name] = (value or "").strip()
+    allowed = arguments.get("allowed_tools")
+    if allowed is None:
+        allowed = []
+    if not isinstance(allowed, list) or not all(isinstance(name, str) for name in allowed):
+        return refusal("invalid_arguments", "argument 'allowed_tools' must be a list of tool names")
+    return SubAgentParams(
+        task=task.strip(),
+        context=texts["context"],
+        system_prompt=texts["system_prompt"],
+        allowed_tools=tuple(dict.fromkeys(allowed)),
+        role=texts["role"][:100] or "sub-agent",
+    )
+
+
+def child_registry(
+    parent: ToolRegistry, allowed: tuple[str, ...], *, delegable: Callable[[Tool], bool]
+) -> ToolRegistry | ToolOutput:
+    """The child's tools: those of the parent it asked for (all it may have when none are named),
+    only those ``delegable`` (the parent's scenario and grounding gate), never the client's own
+    tools. (A child at the depth cap keeps ``sub_agent`` but is not offered it: a call anyway
+    gets the structured refusal.)"""
+    available = {
+        name: tool
+        for name, tool in parent.tools.items()
+        if not tool.frontend and name not in _NEVER_DELEGATED and delegable(tool)
+    }
+    if not allowed:
+        return ToolRegistry(available)
+    unknown = [name for name in allowed if name not in available]
+    if unknown:
+        return refusal(
+            "unknown_tools",
+            f"a sub-agent cannot be given {', '.join(unknown)}",
+            unknown=unknown,
+            available=sorted(available),
+        )
+    return ToolRegistry({name: available[name] for name in allowed})
+
+
+class _ChildListener(BaseListener):
+    """What the child reports, passed to the parent as its sub-agent's, and what the result is made of."""
+
+    def __init__(self, parent: RunListener, task_id: str) -> None:
+        self.parent = parent
+        self.task_id = task_id
+        self.outcome = Outcome.ERROR
+        self.error = ""
+        self.last_text = ""
+        self.tool_calls: dict[str, dict[str, Any]] = {}
+        self.iterations = 0
+        self.usage = TokenCount()
+
+    def on_event(self, event: RunEvent) -> None:
+        if type(event) is ToolResult and event.tool_call_id in self.tool_calls:
+            self.tool_calls[event.tool_call_id]["isError"] = event.is_error
+        self.parent.on_subagent(SubAgentActivity(self.task_id, event))
+
+    def on_message(self, message: AssistantMessage | ToolMessage) -> None:
+        if isinstance(message, AssistantMessage):
+            if message.content.strip():
+                self.last_text = message.content.strip()
+            for call_id, name, arguments in message.tool_calls:
+                self.tool_calls[call_id] = {"id": call_id, "name": name, "arguments": arguments, "isError": False}
+
+    def on_usage(self, usage: Usage) -> None:
+        self.iterations += 1
+        self.usage = TokenCount(
+            input_tokens=self.usage.input_tokens + usage.input_tokens,
+            output_tokens=self.usage.output_tokens + usage.output_tokens,
+            cache_read_tokens=self.usage.cache_read_tokens + usage.cache_read_tokens,
+            cache_write_tokens=self.usage.cache_write_tokens + usage.cache_write_tokens,
+        )
+        self.parent.on_usage(usage)  # the child's tokens count on the parent's
+
+    def on_subagent(self, event: SubAgentEvent) -> None:
+        self.parent.on_subagent(event)  # a grandchild: it names its own parent
+
+    def on_error(self, error: BaseException, message: str) -> None:
+        self.error = message
+
+    def on_finished(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+    def should_continue(self) -> bool:
+        return self.parent.should_continue()  # cancelling the parent cancels the child
+
+
+def _result(child: _ChildListener, limits: SubAgentLimits, *, timed_out: bool, cancelled: bool) -> SubAgentResult:
+    calls = list(child.tool_calls.values())
+    failed = sum(1 for call in calls if call["isError"])
+    counts = f"{child.iterations} model call(s), {len(calls)} tool call(s), {failed} failed"
+    if timed_out:
+        status, conclusion = SubAgentStatus.STOPPED, f"timed out after {limits.timeout_seconds:g} s ({counts})"
+        error = conclusion
+    elif cancelled or child.outcome is Outcome.CANCELLED:
+        status, conclusion, error = SubAgentStatus.CANCELLED, f"cancelled with its parent ({counts})", "cancelled"
+    elif child.outcome is Outcome.PAUSED:
+        status = SubAgentStatus.STOPPED
+        conclusion = f"stopped at its iteration cap of {limits.max_iterations} ({counts})"
+        error = conclusion
+    elif child.outcome is Outcome.SUCCESS:
+        status, conclusion, error = SubAgentStatus.SUCCEEDED, f"completed ({counts})", ""
+    else:
+        status, conclusion = SubAgentStatus.FAILED, f"failed ({counts})"
+        error = child.error or "the sub-agent failed"
+    return SubAgentResult(
+        status=status,
+        summary=child.last_text,
+        conclusion=conclusion,
+        error=error,
+        tool_calls=calls,
+        iterations=child.iterations,
+        usage=child.usage,
+    )
+
+
+def _output(task_id: str, role: str, result: SubAgentResult) -> ToolOutput:
+    """Only the summary goes back to the parent's model, with one line saying how the child ended."""
+    footer = f"[sub-agent {task_id} ({role}): {result.conclusion}]"
+    if result.error and result.status is not SubAgentStatus.SUCCEEDED:
+        footer += f"\n[error: {result.error}]"
+    body = result.summary or "(the sub-agent wrote no summary)"
+    return ToolOutput(f"{body}\n\n{footer}", result.status is not SubAgentStatus.SUCCEEDED)
+
+
+async def run_sub_agent(
+    parent: AgentLoop, *, tool_call_id: str, arguments: dict[str, Any], request: RunRequest
+) -> ToolOutput:
+    """Runs one child to its end and returns what its parent's model is told."""
+    limits = parent.subagent_limits
+    depth = parent.depth + 1
+    if depth > limits.max_depth:
+        return refusal(
+            "max_depth",
+            f"sub-agents may be nested at most {limits.max_depth} deep; do this task yourself",
+            depth=depth,
+            maxDepth=limits.max_depth,
+        )
+    params = parse_params(arguments)
+    if isinstance(params, ToolOutput):
+        return params
+    tools = child_registry(
+        parent.tools,
+        params.allowed_tools,
+        delegable=lambda tool: parent.delegable(tool, request),
+    )
+    if isinstance(tools, ToolOutput):
+        return tools
+    task_id = parent.make_id("sub")
+    started = SubAgentStarted(
+        task_id=task_id,
+        parent_task_id=parent.task_id,
+        tool_call_id=tool_call_id,
+        role=params.role,
+        prompt=params.task,
+        model=parent.config.model,
+        depth=depth,
+    )
+    store = parent.subagent_stores(started, params)
+    await store.begin()
+    parent.listener.on_subagent(started)
+    child_listener = _ChildListener(parent.listener, task_id)
+    config = dataclasses.replace(
+        parent.config,
+        system_prompt=params.system_prompt or DEFAULT_SYSTEM_PROMPT,
+        max_iterations=limits.max_iterations,
+        wall_clock_seconds=0.0,  # the timeout below bounds it
+        token_budget=0,
+        grounding="off",
+    )
+    context = parent.tool_context
+    child = type(parent)(
+        provider=parent.provider,
+        tools=tools,
+        tool_context=ToolContext(
+            workspace=context.workspace, output_limits=context.output_limits, write_lock=context.write_lock
+        ),
+        config=config,
+        store=store,
+        listener=child_listener,
+        approver=parent.approver,
+        make_id=parent.make_id,
+        depth=depth,
+        task_id=task_id,
+        subagent_stores=parent.subagent_stores,
+        subagent_limits=limits,
+    )
+    text = params.task if not params.context else f"{params.task}\n\n<context>\n{params.context}\n</context>"
+    child_request = RunRequest(
+        request_id=task_id,
+        text=text,
+        scenario=SUB_AGENT,
+        parent_request_id=request.request_id,
+        description=params.role,
+        user_id=request.user_id,
+        conversation_id=request.conversation_id,
+    )
+    timed_out = cancelled = False
+    try:
+        await asyncio.wait_for(
+            child.run(child_request, run_id=task_id, thread_id=parent.thread_id),
+            timeout=limits.timeout_seconds,
+        )
+    except TimeoutError:
+        timed_out = True
+    except asyncio.CancelledError:
+        cancelled = True
+        raise
+    finally:
+        result = _result(child_listener, limits, timed_out=timed_out, cancelled=cancelled)
+        parent.listener.on_subagent(
+            SubAgentFinished(task_id, result.status, result.summary, result.conclusion, result.error)
+        )
+        try:
+            await store.end(result)
+        except Exception:
+            log.exception("could not record the end of sub-agent %s", task_id)
+    parent.add_child_tokens(result.usage)
+    return _output(task_id, params.role, result)
