@@ -24,7 +24,7 @@ from agents.metrics import MetricsListener
 from agents.permissions import Verdict, arules_for, evaluate, memory_key
 from agents.providers.base import ModelProvider
 from agents.request import RunRequest
-from agents.runtime import loop_config, provider_for, tool_context, tools_for
+from agents.runtime import loop_config, provider_for, subagent_limits, tool_context, tools_for
 from agents.tools.base import Tool
 from agui.approvals import InterruptApprover
 from agui.decode import DecodedInput
@@ -45,7 +45,7 @@ from threads.services import (
     session_approved_always,
     session_remember_approval,
 )
-from threads.store import DbSessionStore
+from threads.store import DbSessionStore, DbSubAgentStore
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,10 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
         listener=Listeners(translator, MetricsListener()),
         approver=approver,
+        subagent_stores=lambda started, params: DbSubAgentStore(
+            session_id=opened.session.pk, run_pk=lambda: live.run_pk, started=started, params=params
+        ),
+        subagent_limits=subagent_limits(),
     )
     assert message is not None
     await _execute(live, loop, build_request(decoded, message, request_id=inp.run_id), translator)

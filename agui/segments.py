@@ -183,4 +183,7 @@ async def resume(live: LiveRun, decoded: DecodedInput, answered_by: str) -> RunS
 async def transcript_for(thread: Any, *, v1: bool) -> list[dict[str, Any]]:
     """The thread's messages for MESSAGES_SNAPSHOT, as the client's protocol version takes them."""
     transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
-    return transcript if v1 else [m for m in transcript if m.get("role") in _V0_ROLES]
+    if v1:
+        return transcript
+    # A 0.x client knows neither sub-agents nor their messages.
+    return [m for m in transcript if m.get("role") in _V0_ROLES and "subagentRunId" not in m]

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from typing import Any
 
 from agents.events import Usage
+from agents.pricing import cost_of
 from agents.providers.base import ModelInfo
 
 # Top-level keys the server owns. A client (CopilotKit sends back the last state
@@ -55,6 +56,7 @@ def empty_usage(context_window: int) -> dict[str, Any]:
         "lastInputTokens": 0,
         "contextWindow": context_window,
         "estimated": False,
+        "cost": 0.0,  # US dollars at list prices (agents/pricing.py)
     }
 
 
@@ -91,6 +93,7 @@ class ThreadState:
         doc.setdefault("todos", [])
         usage = doc.setdefault("tokenUsage", empty_usage(model.context_window))
         usage["contextWindow"] = model.context_window
+        usage.setdefault("cost", 0.0)  # documents from before cost was counted
         doc.setdefault("files", [])
         doc.setdefault("subAgents", [])
         doc.setdefault("grounding", {})
@@ -108,6 +111,7 @@ class ThreadState:
             "lastInputTokens": prompt,
         }
         updated["totalTokens"] = updated["inputTokens"] + updated["outputTokens"]
+        updated["cost"] = round(current.get("cost", 0.0) + cost_of(usage), 6)
         ops: list[Op] = []
         for key, value in updated.items():
             if current.get(key) != value:
@@ -156,6 +160,35 @@ class ThreadState:
                 files[index]["action"] = action
                 ops.append({"op": "replace", "path": f"/files/{index}/action", "value": action})
         return ops
+
+    def subagent_added_ops(self, entry: dict[str, Any]) -> list[Op]:
+        """A new board entry at the end; past SUBAGENT_BOARD_SIZE entries, the oldest go first."""
+        board: list[dict[str, Any]] = self.document["subAgents"]
+        board.append(entry)
+        ops: list[Op] = [{"op": "add", "path": "/subAgents/-", "value": entry}]
+        while len(board) > SUBAGENT_BOARD_SIZE:
+            board.pop(0)
+            ops.append({"op": "remove", "path": "/subAgents/0"})
+        return ops
+
+    def subagent_changed_ops(self, task_id: str, changes: dict[str, Any]) -> list[Op]:
+        board: list[dict[str, Any]] = self.document["subAgents"]
+        index = next((i for i in range(len(board) - 1, -1, -1) if board[i].get("id") == task_id), None)
+        if index is None:
+            return []
+        entry = board[index]
+        ops: list[Op] = []
+        for key, value in changes.items():
+            if entry.get(key) != value:
+                ops.append(
+                    {"op": "replace" if key in entry else "add", "path": f"/subAgents/{index}/{key}", "value": value}
+                )
+                entry[key] = value
+        return ops
+
+
+# The sub-agent board keeps the thread's latest tasks; the database keeps them all.
+SUBAGENT_BOARD_SIZE = 100
 
 
 class StateCache:

@@ -23,6 +23,11 @@ from agents.events import (
     RunEvent,
     RunInfo,
     RunPaused,
+    SubAgentActivity,
+    SubAgentEvent,
+    SubAgentFinished,
+    SubAgentStarted,
+    SubAgentStatus,
     TextDelta,
     TextEnded,
     TextStarted,
@@ -96,6 +101,10 @@ class AguiTranslator(BaseListener):
             GroundingReported: self._grounding,
         }
         self.pause_reason = ""
+        # The sub-agents at work, by id: each child's stream is translated by a translator of
+        # its own, which tags its events with the child's subagentRunId (1.0 clients only).
+        self.children: dict[str, _ChildScope] = {}
+        self._suspended_children: list[_ChildScope] = []
 
     # -- run boundaries -------------------------------------------------
 
@@ -111,6 +120,10 @@ class AguiTranslator(BaseListener):
     def suspend(self, outcome: dict[str, Any], messages: list[dict[str, Any]]) -> None:
         """Ends this AG-UI run while the agent run waits (for a person, or a client's tool): what
         is open is closed, the snapshots go first, then RUN_FINISHED with ``outcome``."""
+        interrupt_ids = [i["id"] for i in outcome.get("interrupts", ())] if outcome else []
+        self._suspended_children = list(self.children.values())
+        for scope in self._suspended_children:
+            scope.suspend(interrupt_ids)
         self._close_open()
         self.publish({"type": "MESSAGES_SNAPSHOT", "messages": messages})
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
@@ -134,6 +147,11 @@ class AguiTranslator(BaseListener):
         self.v1 = v1
         self.started = False
         self.start()
+        # Children the last AG-UI run closed as suspended are announced again first, even one
+        # that has finished since (its SUBAGENT_FINISHED is among the held events).
+        for scope in self._suspended_children:
+            scope.announce()
+        self._suspended_children = []
         for event in held:
             # The snapshot just sent already holds what the held deltas changed.
             if event["type"] != "STATE_DELTA":
@@ -154,6 +172,9 @@ class AguiTranslator(BaseListener):
             return
         self.finished = True
         self.start()
+        for scope in self.children.values():
+            scope.close()
+        self.children.clear()
         self._close_open()
         publish = self.publish
         if outcome is Outcome.ERROR:
@@ -284,6 +305,30 @@ class AguiTranslator(BaseListener):
     def _paused(self, event: RunPaused) -> None:
         self.pause_reason = event.reason.value
 
+    # -- sub-agents -----------------------------------------------------
+
+    def on_subagent(self, event: SubAgentEvent) -> None:
+        if type(event) is SubAgentActivity:
+            scope = self.children.get(event.task_id)
+            if scope is not None:
+                scope.translator.on_event(event.event)
+        elif type(event) is SubAgentStarted:
+            scope = _ChildScope(self, event)
+            self.children[event.task_id] = scope
+            self._state_delta(self.state.subagent_added_ops(board_entry(event)))
+            scope.announce()
+        elif type(event) is SubAgentFinished:
+            scope = self.children.pop(event.task_id, None)
+            if scope is not None:
+                scope.finish(event)
+            changes = {
+                "status": event.status.value,
+                "summary": event.summary,
+                "conclusion": event.conclusion,
+                "error": event.error,
+            }
+            self._state_delta(self.state.subagent_changed_ops(event.task_id, changes))
+
     # -- per model call -------------------------------------------------
 
     def on_usage(self, usage: Usage) -> None:
@@ -292,3 +337,113 @@ class AguiTranslator(BaseListener):
     def _state_delta(self, ops: list[dict[str, Any]]) -> None:
         if ops:
             self.publish({"type": "STATE_DELTA", "delta": ops})
+
+
+def board_entry(event: SubAgentStarted) -> dict[str, Any]:
+    """A task's entry on the state document's ``subAgents`` board."""
+    entry: dict[str, Any] = {
+        "id": event.task_id,
+        "role": event.role,
+        "status": "running",
+        "prompt": event.prompt,
+        "model": event.model,
+        "depth": event.depth,
+        "toolCallId": event.tool_call_id,
+        "summary": "",
+        "conclusion": "",
+        "error": "",
+    }
+    if event.parent_task_id:
+        entry["parentId"] = event.parent_task_id
+    return entry
+
+
+class _ChildScope:
+    """One sub-agent's stream within its parent's AG-UI run.
+
+    A 1.0 client gets SUBAGENT_STARTED, the child's events tagged with its
+    ``subagentRunId`` (after ``type``, where the protocol's models put it) and
+    SUBAGENT_FINISHED or SUBAGENT_ERROR. A 0.x client knows none of these, so
+    it gets only what the child changes in the state document (its files, and
+    the board, which the parent's translator keeps). The parent's ``publish``
+    and ``v1`` are read at each event: both change when the agent run goes on
+    in another AG-UI run.
+    """
+
+    def __init__(self, parent: AguiTranslator, started: SubAgentStarted) -> None:
+        self.parent = parent
+        self.started = started
+        self.translator = AguiTranslator(
+            self._publish, thread_id=parent.thread_id, run_id=parent.run_id, v1=True, state=parent.state
+        )
+        self.translator.started = True  # the parent's run is the one that started
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        if event["type"] == "STATE_DELTA":
+            self.parent.publish(event)  # the document is the thread's, whoever changed it
+        elif self.parent.v1:
+            kind, rest = event["type"], {k: v for k, v in event.items() if k != "type"}
+            self.parent.publish({"type": kind, "subagentRunId": self.started.task_id, **rest})
+
+    def announce(self) -> None:
+        if not self.parent.v1:
+            return
+        started = self.started
+        event: dict[str, Any] = {
+            "type": "SUBAGENT_STARTED",
+            "subagentRunId": started.task_id,
+            "name": started.role,
+            "description": started.prompt[:500],
+        }
+        if started.parent_task_id:
+            event["parentSubagentRunId"] = started.parent_task_id
+        event["parentToolCallId"] = started.tool_call_id
+        self.parent.publish(event)
+
+    def finish(self, finished: SubAgentFinished) -> None:
+        self.translator._close_open()
+        if not self.parent.v1:
+            return
+        if finished.status is SubAgentStatus.SUCCEEDED:
+            self.parent.publish(
+                {
+                    "type": "SUBAGENT_FINISHED",
+                    "subagentRunId": finished.task_id,
+                    "result": finished.summary,
+                    "outcome": {"type": "success"},
+                }
+            )
+        else:
+            self.parent.publish(
+                {
+                    "type": "SUBAGENT_ERROR",
+                    "subagentRunId": finished.task_id,
+                    "message": finished.error or finished.conclusion,
+                    "code": finished.status.value,
+                }
+            )
+
+    def suspend(self, interrupt_ids: list[str]) -> None:
+        """The parent's AG-UI run ends while this child waits (on an approval of its own, or
+        beside one): it is closed there as suspended and announced again in the next run."""
+        self.translator._close_open()
+        if self.parent.v1:
+            outcome: dict[str, Any] = {"type": "suspended"}
+            if interrupt_ids:
+                outcome["interruptIds"] = interrupt_ids
+            self.parent.publish(
+                {"type": "SUBAGENT_FINISHED", "subagentRunId": self.started.task_id, "outcome": outcome}
+            )
+
+    def close(self) -> None:
+        """The parent's run ends with this child still open (an error, a cancel): it ends with it."""
+        self.translator._close_open()
+        if self.parent.v1:
+            self.parent.publish(
+                {
+                    "type": "SUBAGENT_ERROR",
+                    "subagentRunId": self.started.task_id,
+                    "message": "the run ended before this sub-agent finished",
+                    "code": "closed",
+                }
+            )

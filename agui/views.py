@@ -181,7 +181,7 @@ async def info(request: HttpRequest) -> HttpResponseBase:
             "sharedState": True,
             "interrupts": True,
             "reasoning": True,
-            "subAgents": False,
+            "subAgents": True,
             "reattach": True,
             "hydrate": True,
         },

@@ -155,3 +155,53 @@ def test_a_process_killed_mid_tool_leaves_a_session_the_next_message_heals(tmp_p
             assert transcript[2]["toolCallId"] == "toolu_sleepy"
         finally:
             server.kill()
+
+
+def test_a_child_killed_with_its_process_is_interrupted_on_the_board(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, "AGENT_MUTATING_TOOLS": "on"}
+        server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
+        try:
+            fake.script([tool_turn("sub_agent", {"task": "SLEEPER: sleep", "role": "sleeper"}, id="toolu_sub")])
+            fake.script_for("SLEEPER", [tool_turn("bash", {"command": "touch started && sleep 60"}, id="toolu_zz")])
+            import httpx
+            import orjson
+
+            with httpx.stream(
+                "POST",
+                f"{server.url}/agui/coder",
+                timeout=10,
+                content=orjson.dumps(v1(run_input("t-kill-child", "r1", user("one", "u1")))),
+                headers={**server.headers, "Content-Type": "application/json"},
+            ) as response:
+                assert response.status_code == 200
+                for _ in range(100):
+                    if (workspace / "started").exists():
+                        break
+                    time.sleep(0.1)
+                assert (workspace / "started").exists()
+                server.kill()
+            server.start()
+            fake.script([text_turn(["The survey was cut short."])])
+            after = post_run(
+                server.url,
+                "coder",
+                v1(run_input("t-kill-child", "r2", user("one", "u1"), user("two", "u2"))),
+                token=server.token,
+            )
+            assert after.types[-1] == "RUN_FINISHED"
+            (entry,) = after.events[1]["snapshot"]["subAgents"]
+            assert entry["role"] == "sleeper" and entry["status"] == "interrupted"
+            assert entry["error"] == "the server stopped while it ran"
+            # The parent's sub_agent call was closed as interrupted before the new message.
+            history = fake.requests[-1].body["messages"]
+            assert history[2]["content"][0] == {
+                "type": "tool_result",
+                "tool_use_id": "toolu_sub",
+                "content": INTERRUPTED,
+                "is_error": True,
+            }
+        finally:
+            server.kill()

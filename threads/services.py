@@ -15,7 +15,7 @@ from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
 from agents.providers.base import TokenCount
 from threads import fastsql, leases
-from threads.models import Approval, Message, Run, Session, Thread
+from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
 from threads.selectors import agent_get
 
 # A run in either state is held by a live process (RUNNING, or WAITING for an answer).
@@ -157,6 +157,7 @@ def _run_open(
         raise ThreadConflict(f"a run is in progress on thread {agui_thread_id} in another server process")
     if gone:
         Run.objects.filter(id__in=gone).update(status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=now)
+        _interrupt_subagents(thread, gone, now)
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
@@ -329,3 +330,108 @@ def session_remember_approval(*, session_id: Any, key: str) -> None:
     if key not in session.approved_always:
         session.approved_always = [*session.approved_always, key]
         session.save(update_fields=["approved_always"])
+
+
+def _interrupt_subagents(thread: Thread, run_ids: list[Any], now: Any) -> None:
+    """The sub-agents of runs whose process is gone stopped with them: on the record and on the
+    board (where a task the dead process had not yet saved in the document is added)."""
+    stopped = list(SubAgentTask.objects.filter(run_id__in=run_ids, status=SubAgentTask.Status.RUNNING))
+    if not stopped:
+        return
+    why = "the server stopped while it ran"
+    SubAgentTask.objects.filter(id__in=[task.id for task in stopped]).update(
+        status=SubAgentTask.Status.INTERRUPTED, conclusion=f"interrupted: {why}", error=why, finished_at=now
+    )
+    state = thread.state if isinstance(thread.state, dict) else {}
+    board = state.setdefault("subAgents", [])
+    on_board = {entry.get("id"): entry for entry in board if isinstance(entry, dict)}
+    for task in stopped:
+        entry = on_board.get(task.id)
+        if entry is None:
+            entry = {
+                "id": task.id,
+                "role": task.role,
+                "prompt": task.prompt,
+                "model": task.model,
+                "depth": task.depth,
+                "toolCallId": task.tool_call_id,
+                "summary": task.summary,
+            }
+            if task.parent_task_id:
+                entry["parentId"] = task.parent_task_id
+            board.append(entry)
+        entry.update(status="interrupted", conclusion=f"interrupted: {why}", error=why)
+    thread.state = state
+    thread.save(update_fields=["state"])
+
+
+def subagent_begin(
+    *,
+    task_id: str,
+    run_id: Any,
+    parent_task_id: str,
+    tool_call_id: str,
+    depth: int,
+    role: str,
+    prompt: str,
+    context: str,
+    system_prompt: str,
+    allowed_tools: list[str],
+    model: str,
+) -> None:
+    thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).get()
+    SubAgentTask.objects.create(
+        id=task_id,
+        thread_id=thread_id,
+        run_id=run_id,
+        parent_task_id=parent_task_id or None,
+        tool_call_id=tool_call_id,
+        depth=depth,
+        role=role,
+        prompt=prompt,
+        context=context,
+        system_prompt=system_prompt,
+        allowed_tools=allowed_tools,
+        model=model,
+    )
+
+
+@transaction.atomic
+def subagent_commit(
+    *, session_id: Any, run_id: Any, task_id: str, messages: list[AssistantMessage | ToolMessage], usage: TokenCount
+) -> None:
+    """A sub-agent's new messages join the thread's transcript, marked as its own (``subagentRunId``,
+    first, as the protocol's models order it); its tokens count on the session, the run and the task."""
+    session = Session.objects.select_for_update().only("thread_id").get(pk=session_id)
+    tokens = {
+        "input_tokens": F("input_tokens") + usage.input_tokens,
+        "output_tokens": F("output_tokens") + usage.output_tokens,
+        "cache_read_tokens": F("cache_read_tokens") + usage.cache_read_tokens,
+        "cache_write_tokens": F("cache_write_tokens") + usage.cache_write_tokens,
+    }
+    if usage.input_tokens or usage.output_tokens or usage.cache_read_tokens or usage.cache_write_tokens:
+        Session.objects.filter(pk=session_id).update(**tokens)
+        Run.objects.filter(pk=run_id).update(**tokens)
+        SubAgentTask.objects.filter(pk=task_id).update(**tokens)
+    _append_messages(session.thread_id, [{"subagentRunId": task_id, **_transcript_body(m)} for m in messages])
+
+
+def subagent_end(
+    *,
+    task_id: str,
+    status: str,
+    summary: str,
+    conclusion: str,
+    error: str,
+    tool_calls: list[dict[str, Any]],
+    iterations: int,
+) -> None:
+    SubAgentTask.objects.filter(pk=task_id).update(
+        status=status,
+        summary=summary,
+        conclusion=conclusion[:300],
+        error=error,
+        tool_calls=tool_calls,
+        iterations=iterations,
+        finished_at=timezone.now(),
+    )

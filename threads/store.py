@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from agents.events import AssistantMessage, PauseReason, ToolMessage
+from agents.events import AssistantMessage, PauseReason, SubAgentStarted, ToolMessage
 from agents.providers.base import TokenCount
+from agents.subagents import SubAgentParams, SubAgentResult
 from threads.dbthread import on_db_thread
-from threads.services import session_commit, session_pause
+from threads.services import session_commit, session_pause, subagent_begin, subagent_commit, subagent_end
 
 
 class DbSessionStore:
@@ -28,3 +30,69 @@ class DbSessionStore:
 
     async def pause(self, reason: PauseReason) -> None:
         await on_db_thread(session_pause, session_id=self.session_id, reason=reason.value)
+
+
+class DbSubAgentStore:
+    """A sub-agent's run in the database: a SubAgentTask, and its messages in the thread's transcript.
+
+    Its conversation is its own (a child starts from nothing) and lives only as
+    long as it runs; ``run_pk`` is read at each write, since the parent's Run row
+    changes when its agent run goes on in a new AG-UI run.
+    """
+
+    def __init__(
+        self, *, session_id: Any, run_pk: Callable[[], Any], started: SubAgentStarted, params: SubAgentParams
+    ) -> None:
+        self.session_id = session_id
+        self.run_pk = run_pk
+        self.started = started
+        self.params = params
+        self.turns: list[dict[str, Any]] = []
+
+    async def load_turns(self) -> list[dict[str, Any]]:
+        return list(self.turns)
+
+    async def commit(
+        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
+    ) -> None:
+        self.turns = turns
+        await on_db_thread(
+            subagent_commit,
+            session_id=self.session_id,
+            run_id=self.run_pk(),
+            task_id=self.started.task_id,
+            messages=messages,
+            usage=usage,
+        )
+
+    async def pause(self, reason: PauseReason) -> None:
+        pass  # a child stopped by its cap ends there; its parent is told
+
+    async def begin(self) -> None:
+        started, params = self.started, self.params
+        await on_db_thread(
+            subagent_begin,
+            task_id=started.task_id,
+            run_id=self.run_pk(),
+            parent_task_id=started.parent_task_id,
+            tool_call_id=started.tool_call_id,
+            depth=started.depth,
+            role=started.role,
+            prompt=started.prompt,
+            context=params.context,
+            system_prompt=params.system_prompt,
+            allowed_tools=list(params.allowed_tools),
+            model=started.model,
+        )
+
+    async def end(self, result: SubAgentResult) -> None:
+        await on_db_thread(
+            subagent_end,
+            task_id=self.started.task_id,
+            status=result.status.value,
+            summary=result.summary,
+            conclusion=result.conclusion,
+            error=result.error,
+            tool_calls=result.tool_calls,
+            iterations=result.iterations,
+        )
