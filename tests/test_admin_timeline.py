@@ -157,7 +157,7 @@ def test_a_run_error_is_highlighted(operator, thread):
     run = Run.objects.create(thread=thread, agui_run_id="r1", status=Run.Status.FAILED, error="the model is gone")
     log(run, started(run), {"type": "RUN_ERROR", "message": "the model API failed: 529", "code": "overloaded"})
     page = page_of(operator, run)
-    assert 'class="tl-entry tl-error tl-is-error"' in page
+    assert 'class="tl-entry tl-kind-error tl-is-error"' in page
     assert "run error (overloaded)" in page and "the model API failed: 529" in page
 
 

@@ -235,7 +235,7 @@ class RunAdmin(admin.ModelAdmin):
     def timeline(self, obj: Run) -> SafeString:
         return format_html('<a href="{}">timeline</a>', timeline_url(obj.pk))
 
-    @admin.action(description="Cancel the selected running runs")
+    @admin.action(description="Cancel the selected running runs", permissions=["change"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         asked = 0
         for run in queryset.filter(status__in=LIVE_STATUSES):
@@ -293,7 +293,7 @@ class RunAdmin(admin.ModelAdmin):
 class ApprovalAdmin(admin.ModelAdmin):
     """The queue of approvals: pending ones first; approve or deny from the list."""
 
-    list_display = ("tool", "decision", "thread", "run", "requested_at", "expires_at", "answered_by", "latency")
+    list_display = ("tool", "decision", "thread", "run_link", "requested_at", "expires_at", "answered_by", "latency")
     list_filter = ("decision", "tool")
     list_select_related = ("run__thread",)
     search_fields = ("id", "tool", "tool_call_id", "run__agui_run_id")
@@ -309,7 +309,7 @@ class ApprovalAdmin(admin.ModelAdmin):
         return str(approval.run.thread)
 
     @admin.display(description="run", ordering="run__agui_run_id")
-    def run(self, approval: Approval) -> SafeString:
+    def run_link(self, approval: Approval) -> SafeString:
         return format_html('<a href="{}">{}</a>', timeline_url(approval.run_id), approval.run.agui_run_id)
 
     @admin.display(description="latency (s)")
@@ -330,11 +330,11 @@ class ApprovalAdmin(admin.ModelAdmin):
         )
         self.message_user(request, f"Answered {answered} pending approval(s); their runs go on.")
 
-    @admin.action(description="Approve the selected pending calls")
+    @admin.action(description="Approve the selected pending calls", permissions=["change"])
     def approve(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
         self._answer(request, queryset, approved=True)
 
-    @admin.action(description="Deny the selected pending calls")
+    @admin.action(description="Deny the selected pending calls", permissions=["change"])
     def deny(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
         self._answer(request, queryset, approved=False)
 
