@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -11,6 +12,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from agents.models import Agent
+from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
+from tests.helpers import run_input, user, v1
+from tests.sse import post_run
 from threads.admin_board import thread_board
 from threads.models import Run, SubAgentTask, Thread
 
@@ -160,3 +164,44 @@ def test_the_board_is_for_staff_only(client, run):
     client.force_login(User.objects.create_user("staff", is_staff=True))
     assert client.get(f"/admin/threads/thread/{run.thread.pk}/subagents/").status_code == 403
     assert client.get(f"/admin/threads/thread/{run.thread.pk}/subagents/poll/").status_code == 403
+
+
+def test_a_live_delegation_shows_on_the_board_and_in_the_timeline(server, fake_api, client):
+    delegate = turn(tool_use("sub_agent", {"task": "CHILD: read app.py", "role": "reader"}, id="toolu_d"))
+    fake_api.script([delegate, text_turn(["It returns hello."])])
+    slow = text_turn(["main ", "returns ", "hello."]).pause(after_events=4)
+    fake_api.script_for("CHILD", [tool_turn("file_read", {"path": "src/app.py"}, id="toolu_c1"), slow])
+    client.force_login(User.objects.create_superuser("operator", "op@example.com", None))
+
+    finished: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: finished.append(post_run(server.url, "coder", v1(run_input("t-live-sub", "r1", user("go"))))),
+    )
+    worker.start()
+    try:
+        assert slow.paused.wait(10), "the child never reached its second model call"
+        thread = Thread.objects.get(agui_thread_id="t-live-sub")
+        page = board_page(client, thread)
+        assert "reader" in page and "CHILD: read app.py" in page and "Running" in page
+        poll_url = f"/admin/threads/thread/{thread.pk}/subagents/poll/"
+        assert f'data-poll-url="{poll_url}"' in page
+        while_running = client.get(poll_url).json()
+        assert while_running["live"] is True
+    finally:
+        slow.resume.set()
+        worker.join(30)
+    server.drain()
+    assert finished and finished[0].events[-1]["type"] == "RUN_FINISHED"
+
+    after = client.get(poll_url).json()
+    assert after["live"] is False and after["version"] != while_running["version"]
+    page = board_page(client, thread)
+    assert "Succeeded" in page and "main returns hello." in page
+    assert re.search(r"<td>1</td>\s*<td>\d+ / \d+", page)  # one tool call, and its tokens
+    run = Run.objects.get(thread=thread, agui_run_id="r1")
+    timeline = client.get(f"/admin/threads/run/{run.pk}/timeline/").content.decode()
+    task_id = SubAgentTask.objects.get(thread=thread).pk
+    assert f'#task-{task_id}">sub-agent reader</a>' in timeline
+    assert "sub-agent started" in timeline and "sub-agent finished" in timeline
+    assert f'<span class="tl-badge">sub-agent {task_id}</span>' in timeline  # the child's own events
+    assert "tool call <strong>file_read</strong>" in timeline
