@@ -317,3 +317,14 @@ def test_the_timeline_needs_the_view_permission(client, thread):
 def test_an_unknown_run_is_a_404(operator, thread):
     assert operator.get("/admin/threads/run/not-a-uuid/timeline/").status_code == 404
     assert operator.get(f"/admin/threads/run/{thread.pk}/timeline/").status_code == 404
+
+
+def test_a_log_past_the_cap_is_read_from_its_start_and_says_so(operator, thread):
+    run = Run.objects.create(thread=thread, agui_run_id="r1", status=Run.Status.SUCCEEDED)
+    log(run, started(run), *streamed_text("m1", [f"w{i} " for i in range(100)]), finished(run))
+    timeline = run_timeline(run=run, event_cap=50)
+    assert (timeline.events_read, timeline.event_count) == (50, 104)
+    text = next(e for e in timeline.entries if e.kind == Kind.TEXT)
+    assert text.body is not None and text.body.text.endswith("w47 ") and not text.ended
+    # The poll's version counts the whole log, so a capped page is not refreshed forever.
+    assert timeline.liveness == run_timeline(run=run).liveness

@@ -29,6 +29,9 @@ from threads.models import Approval, Run, RunEvent, Session, SubAgentTask
 from threads.services import LIVE_STATUSES
 
 TEXT_CAP = 20_000  # characters of one message, argument list or result kept for the page
+# Events read for one page: about 1.5 s of work. A longer log shows its beginning and says so;
+# the REST API pages through all of it.
+EVENT_SCAN_CAP = 100_000
 QUIET_ITEMS_CAP = 12  # distinct items one folded bookkeeping line names
 
 
@@ -139,7 +142,8 @@ class Timeline:
     previous: Run | None  # the run this one continues, if it is itself a continuation
     segments: list[Segment]
     entries: list[Entry]
-    event_count: int
+    event_count: int  # in the log
+    events_read: int  # into the entries: fewer than event_count past the cap
     liveness: Liveness
 
     @property
@@ -177,8 +181,9 @@ def run_liveness(*, run: Run) -> Liveness:
     return _version(segments, event_count, answered)
 
 
-def run_timeline(*, run: Run) -> Timeline:
-    """The timeline of ``run`` and of the runs that continued it, built in a fixed number of queries."""
+def run_timeline(*, run: Run, event_cap: int = EVENT_SCAN_CAP) -> Timeline:
+    """The timeline of ``run`` and of the runs that continued it, from at most ``event_cap`` events,
+    built in a fixed number of queries."""
     segments = run_segments(run=run)
     ids = [s.run.pk for s in segments]
     approvals = list(Approval.objects.filter(run_id__in=ids).order_by("requested_at"))
@@ -189,7 +194,8 @@ def run_timeline(*, run: Run) -> Timeline:
         tasks=tasks,
         failed_calls=_failed_tool_calls(run),
     )
-    event_count = builder.read(_events(ids))
+    events_read = builder.read(_events(ids, event_cap))
+    event_count = events_read if events_read < event_cap else RunEvent.objects.filter(run_id__in=ids).count()
     builder.attach_orphan_approvals(approvals)
     answered = sum(1 for a in approvals if a.decision != Approval.Decision.PENDING)
     return Timeline(
@@ -198,11 +204,12 @@ def run_timeline(*, run: Run) -> Timeline:
         segments=segments,
         entries=builder.entries,
         event_count=event_count,
+        events_read=events_read,
         liveness=_version(segments, event_count, answered),
     )
 
 
-def _events(run_ids: list[Any]) -> Iterator[tuple[int, int, str, str]]:
+def _events(run_ids: list[Any], cap: int) -> Iterator[tuple[int, int, str, str]]:
     """(segment index, seq, type, payload) in timeline order. The index rather than the run's key:
     converting a UUID per row costs more than the rest of the reading."""
     events: QuerySet[RunEvent] = RunEvent.objects.filter(run_id__in=run_ids)
@@ -211,7 +218,7 @@ def _events(run_ids: list[Any]) -> Iterator[tuple[int, int, str, str]]:
         events = events.annotate(segment=segment).order_by("segment", "seq")
     else:
         events = events.annotate(segment=Value(0, output_field=IntegerField())).order_by("seq")
-    return events.values_list("segment", "seq", "type", "payload").iterator(chunk_size=2000)
+    return events.values_list("segment", "seq", "type", "payload")[:cap].iterator(chunk_size=2000)
 
 
 def _failed_tool_calls(run: Run) -> set[str]:
