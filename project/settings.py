@@ -127,6 +127,8 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "agents",
     "threads",
     "agui",
@@ -135,6 +137,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "corsheaders.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -197,12 +200,43 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+# Static files (the admin's, the API docs' Swagger UI) are served by WhiteNoise
+# from the apps' own folders: no collectstatic step, and nothing from a CDN, so
+# the docs page works offline.
+WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "threads.api_pagination.Pagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "threads.api_errors.json_errors",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Threadline REST API",
+    "DESCRIPTION": (
+        "Read-only inspection of threads, runs, events, approvals, sub-agent tasks, agents and permission rules; "
+        "answering a pending approval is the one write. Send `Authorization: Token <key>` "
+        "(`manage.py drf_create_token <user>`). Staff see everything, other users their own threads."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs page describe the API, not its data: readable without a token.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatus": "threads.models.Run.Status",
+        "SubAgentTaskStatus": "threads.models.SubAgentTask.Status",
+        "ApprovalDecision": "threads.models.Approval.Decision",
+        "PermissionRuleDecision": "agents.models.PermissionRule.Decision",
+        "PermissionRuleScope": "agents.models.PermissionRule.Scope",
+    },
 }
 
 LOGGING = {

@@ -9,3 +9,6 @@ urlpatterns = [
     path("api/", include("threads.api_urls")),
     path("metrics", metrics, name="metrics"),
 ]
+
+# An unknown path under /api/ gets the API's JSON error rather than an HTML page.
+handler404 = "threads.api_errors.not_found"

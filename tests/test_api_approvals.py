@@ -43,12 +43,12 @@ def pending(server, fake_api):
 def test_an_answer_through_the_api_continues_the_run(server, workspace, pending, staff_token):
     listed = _api(server, "GET", "approvals/?pending=1", staff_token)
     assert listed.status_code == 200
-    assert [a["id"] for a in listed.json()] == [pending]
-    assert listed.json()[0]["threadId"] == "t-api" and listed.json()[0]["tool"] == "file_write"
+    [row] = listed.json()["results"]
+    assert row["id"] == pending and row["threadId"] == "t-api" and row["tool"] == "file_write"
 
     answered = _api(server, "POST", f"approvals/{pending}/answer", staff_token, json={"approved": True})
     assert answered.status_code == 200
-    assert answered.json()["decision"] == "approved" and answered.json()["answered_by"] == "ops"
+    assert answered.json()["decision"] == "approved" and answered.json()["answeredBy"] == "ops"
     for _ in range(100):
         if Run.objects.filter(thread__agui_thread_id="t-api", agui_run_id="r1-continued").exists():
             break
@@ -73,4 +73,4 @@ def test_bad_answers_and_strangers_are_refused(server, pending, staff_token, str
     missing = _api(server, "POST", "approvals/nope/answer", staff_token, json={"approved": True})
     assert missing.status_code == 404 and missing.json()["error"]["message"] == "no such approval"
     assert Approval.objects.get().decision == Approval.Decision.PENDING
-    assert _api(server, "GET", "approvals/", stranger_token).json() == []
+    assert _api(server, "GET", "approvals/", stranger_token).json()["results"] == []

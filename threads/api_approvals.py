@@ -1,37 +1,39 @@
-"""The REST API's approvals: a pending approval can be read and answered (the one write).
-
-One view class per operation, each with its own small serializers. Token
-authentication (per-user tokens, separate from the AG-UI token); staff see and
-answer every approval, other users those of their own threads.
-"""
+"""REST: approvals. A pending approval can be listed, read and answered (the API's one write)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import NotFound
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from threads.api_errors import error_responses
+from threads.api_query import ListView, ReadView, text_filter
 from threads.models import Approval
+from threads.selectors import approval_get_visible, approval_list
 from threads.services import approval_answer
 
-
-def _visible_approvals(request: Request) -> QuerySet[Approval]:
-    approvals = Approval.objects.select_related("run__thread")
-    if request.user.is_staff:
-        return approvals
-    return approvals.filter(run__thread__owner_id=request.user.pk)
+APPROVAL_ID = OpenApiParameter(
+    "approval_id", str, OpenApiParameter.PATH, description="The approval's id (its AG-UI interrupt id)."
+)
 
 
 class ApprovalOutput(serializers.ModelSerializer[Approval]):
-    runId = serializers.CharField(source="run.agui_run_id")
-    threadId = serializers.CharField(source="run.thread.agui_thread_id")
+    threadId = serializers.CharField(source="run.thread.agui_thread_id", help_text="The AG-UI thread id.")
+    runId = serializers.CharField(source="run.agui_run_id", help_text="The AG-UI run id that asked.")
+    runUuid = serializers.UUIDField(source="run_id", help_text="The run's id in this API (/api/runs/<id>/).")
+    toolCallId = serializers.CharField(source="tool_call_id")
+    answeredBy = serializers.CharField(source="answered_by")
+    requestedAt = serializers.DateTimeField(source="requested_at")
+    expiresAt = serializers.DateTimeField(source="expires_at")
+    answeredAt = serializers.DateTimeField(source="answered_at", allow_null=True)
+    latencySeconds = serializers.FloatField(
+        source="latency_seconds", allow_null=True, help_text="Seconds from the question to its answer."
+    )
 
     class Meta:
         model = Approval
@@ -39,47 +41,68 @@ class ApprovalOutput(serializers.ModelSerializer[Approval]):
             "id",
             "threadId",
             "runId",
-            "tool_call_id",
+            "runUuid",
+            "toolCallId",
             "tool",
             "arguments",
             "message",
             "decision",
             "reason",
             "always",
-            "answered_by",
-            "requested_at",
-            "expires_at",
-            "answered_at",
+            "answeredBy",
+            "requestedAt",
+            "expiresAt",
+            "answeredAt",
+            "latencySeconds",
         ]
 
 
-class ApprovalList(APIView):
-    """GET /api/approvals/?pending=1: approvals, newest first."""
+class ApprovalFilter(serializers.Serializer[dict[str, Any]]):
+    pending = serializers.BooleanField(required=False, default=False, help_text="Only approvals still waiting.")
+    thread = text_filter(max_length=200, help_text="Only those of this AG-UI thread id.")
 
-    authentication_classes = [TokenAuthentication]
-    permission_classes = [IsAuthenticated]
 
-    def get(self, request: Request) -> Response:
-        approvals = _visible_approvals(request).order_by("-requested_at")
-        if request.query_params.get("pending") in ("1", "true"):
-            approvals = approvals.filter(decision=Approval.Decision.PENDING)
-        return Response(ApprovalOutput(approvals[:200], many=True).data)
+@extend_schema(parameters=[ApprovalFilter], responses={200: ApprovalOutput(many=True), **error_responses(400, 404)})
+class ApprovalList(ListView[Approval]):
+    """GET /api/approvals/?pending=1&thread=<id>: approvals, newest first."""
+
+    serializer_class = ApprovalOutput
+    query_filter = ApprovalFilter
+
+    def get_queryset(self) -> QuerySet[Approval]:
+        query = self.query()
+        return approval_list(user=self.request.user, pending=query["pending"], agui_thread_id=query.get("thread"))
+
+
+@extend_schema(parameters=[APPROVAL_ID], responses={200: ApprovalOutput, **error_responses(404)})
+class ApprovalDetail(ReadView):
+    """GET /api/approvals/<id>/: one approval."""
+
+    def get(self, request: Request, approval_id: str) -> Response:
+        approval = approval_get_visible(user=request.user, approval_id=approval_id)
+        if approval is None:
+            raise NotFound("no such approval")
+        return Response(ApprovalOutput(approval).data)
 
 
 class AnswerInput(serializers.Serializer[dict[str, Any]]):
     approved = serializers.BooleanField()
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
-    always = serializers.BooleanField(required=False, default=False)
+    always = serializers.BooleanField(
+        required=False, default=False, help_text="Approve this kind of call for the rest of the thread's session."
+    )
 
 
-class ApprovalAnswer(APIView):
+@extend_schema(
+    parameters=[APPROVAL_ID],
+    request=AnswerInput,
+    responses={200: ApprovalOutput, **error_responses(400, 404, 409)},
+)
+class ApprovalAnswer(ReadView):
     """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on."""
 
-    authentication_classes = [TokenAuthentication]
-    permission_classes = [IsAuthenticated]
-
     def post(self, request: Request, approval_id: str) -> Response:
-        approval = _visible_approvals(request).filter(pk=approval_id).first()
+        approval = approval_get_visible(user=request.user, approval_id=approval_id)
         if approval is None:
             raise NotFound("no such approval")
         answer = AnswerInput(data=request.data)

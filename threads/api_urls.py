@@ -1,8 +1,14 @@
-from django.urls import path
+"""The REST API under /api/ (README: REST API). Lists are paginated (?page=, ?page_size=)."""
 
-from threads import api
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from threads import api_approvals
 
 urlpatterns = [
-    path("approvals/", api.ApprovalList.as_view(), name="api-approvals"),
-    path("approvals/<str:approval_id>/answer", api.ApprovalAnswer.as_view(), name="api-approval-answer"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("approvals/", api_approvals.ApprovalList.as_view(), name="api-approvals"),
+    path("approvals/<str:approval_id>/", api_approvals.ApprovalDetail.as_view(), name="api-approval"),
+    path("approvals/<str:approval_id>/answer", api_approvals.ApprovalAnswer.as_view(), name="api-approval-answer"),
 ]

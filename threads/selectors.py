@@ -1,11 +1,26 @@
-"""Reads of threads, runs, messages and the event log."""
+"""Reads of threads, runs, messages and the event log.
+
+The ``*_visible`` and list selectors below serve the REST API: each takes the
+user asking and returns only what that user may see (staff: everything; anyone
+else: their own threads and what hangs under them), with the joins its output
+needs so a list costs the same few queries whatever its length.
+"""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
 from typing import Any
 
-from agents.models import Agent
-from threads.models import Approval, Message, Run, RunEvent, Thread
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, IntegerField, Model, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+
+from agents.models import Agent, PermissionRule
+from threads.models import Approval, Message, Run, RunEvent, SubAgentTask, Thread
+
+# The largest primary key a database integer holds; SQLite raises on a larger lookup rather than finding nothing.
+_MAX_INT_KEY = 2**63 - 1
 
 
 def agent_get(*, name: str) -> Agent | None:
@@ -42,3 +57,164 @@ def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[
 
 def approval_get(*, interrupt_id: str) -> Approval | None:
     return Approval.objects.filter(id=interrupt_id).first()
+
+
+def _is_staff(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(getattr(user, "is_staff", False))
+
+
+def threads_visible(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Thread]:
+    if _is_staff(user):
+        return Thread.objects.all()
+    return Thread.objects.filter(owner_id=user.pk)
+
+
+def _count_per_thread(model: type[Model]) -> Coalesce:
+    rows = model._default_manager.filter(thread=OuterRef("pk")).order_by().values("thread")
+    return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0, output_field=IntegerField())
+
+
+def _with_counts(threads: QuerySet[Thread]) -> QuerySet[Thread]:
+    # Correlated counts rather than Count() over two joins, which would multiply messages by runs.
+    return threads.select_related("agent", "owner").annotate(
+        message_count=_count_per_thread(Message), run_count=_count_per_thread(Run)
+    )
+
+
+def thread_list(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    agent: str | None = None,
+    owner: str | None = None,
+    updated_since: datetime | None = None,
+) -> QuerySet[Thread]:
+    """Threads the user may see, most recently updated first (the id breaks ties, so pages are stable).
+
+    ``owner`` is a username or a user id; ``agent`` an agent's name.
+    """
+    threads = _with_counts(threads_visible(user=user))
+    if agent:
+        threads = threads.filter(agent__name=agent)
+    if owner:
+        by_owner = Q(owner__username=owner)
+        if owner.isdigit() and int(owner) <= _MAX_INT_KEY:
+            by_owner |= Q(owner_id=int(owner))
+        threads = threads.filter(by_owner)
+    if updated_since is not None:
+        threads = threads.filter(updated_at__gte=updated_since)
+    return threads.order_by("-updated_at", "-id")
+
+
+def thread_get_visible(*, user: AbstractBaseUser | AnonymousUser, agui_thread_id: str) -> Thread | None:
+    return threads_visible(user=user).select_related("agent", "owner").filter(agui_thread_id=agui_thread_id).first()
+
+
+def thread_detail(*, user: AbstractBaseUser | AnonymousUser, agui_thread_id: str) -> Thread | None:
+    """The thread with its counts and its transcript prefetched (``thread.messages.all()`` in position order)."""
+    transcript = Prefetch("messages", queryset=Message.objects.order_by("position").only("thread", "body"))
+    return (
+        _with_counts(threads_visible(user=user))
+        .prefetch_related(transcript)
+        .filter(agui_thread_id=agui_thread_id)
+        .first()
+    )
+
+
+def run_list(*, thread: Thread) -> QuerySet[Run]:
+    """A thread's runs, newest first."""
+    return Run.objects.select_related("thread").filter(thread=thread).order_by("-started_at", "-id")
+
+
+def run_get_visible(*, user: AbstractBaseUser | AnonymousUser, run_id: uuid.UUID) -> Run | None:
+    runs = Run.objects.select_related("thread")
+    if not _is_staff(user):
+        runs = runs.filter(thread__owner_id=user.pk)
+    return runs.filter(pk=run_id).first()
+
+
+def run_event_list(*, run: Run, after: int = 0) -> QuerySet[RunEvent]:
+    """The run's events with a sequence number above ``after``, in order (seq starts at 1)."""
+    return RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")
+
+
+def _approvals_visible(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Approval]:
+    approvals = Approval.objects.select_related("run__thread")
+    if _is_staff(user):
+        return approvals
+    return approvals.filter(run__thread__owner_id=user.pk)
+
+
+def approval_list(
+    *, user: AbstractBaseUser | AnonymousUser, pending: bool = False, agui_thread_id: str | None = None
+) -> QuerySet[Approval]:
+    """Approvals the user may see, newest first."""
+    approvals = _approvals_visible(user)
+    if pending:
+        approvals = approvals.filter(decision=Approval.Decision.PENDING)
+    if agui_thread_id:
+        approvals = approvals.filter(run__thread__agui_thread_id=agui_thread_id)
+    return approvals.order_by("-requested_at", "-id")
+
+
+def approval_get_visible(*, user: AbstractBaseUser | AnonymousUser, approval_id: str) -> Approval | None:
+    return _approvals_visible(user).filter(pk=approval_id).first()
+
+
+def _subagent_tasks_visible(user: AbstractBaseUser | AnonymousUser) -> QuerySet[SubAgentTask]:
+    tasks = SubAgentTask.objects.select_related("thread", "run")
+    if _is_staff(user):
+        return tasks
+    return tasks.filter(thread__owner_id=user.pk)
+
+
+def subagent_task_list(*, user: AbstractBaseUser | AnonymousUser, status: str | None = None) -> QuerySet[SubAgentTask]:
+    """Sub-agent tasks the user may see, newest first."""
+    tasks = _subagent_tasks_visible(user)
+    if status:
+        tasks = tasks.filter(status=status)
+    return tasks.order_by("-started_at", "id")
+
+
+def thread_subagent_tasks(*, thread: Thread) -> QuerySet[SubAgentTask]:
+    """A thread's sub-agent board: its tasks in the order they started."""
+    return SubAgentTask.objects.select_related("thread", "run").filter(thread=thread).order_by("started_at", "id")
+
+
+def subagent_task_get_visible(*, user: AbstractBaseUser | AnonymousUser, task_id: str) -> SubAgentTask | None:
+    return _subagent_tasks_visible(user).filter(pk=task_id).first()
+
+
+def agent_list() -> QuerySet[Agent]:
+    """Every agent, enabled or not, by name."""
+    return Agent.objects.order_by("name")
+
+
+def agent_get_by_name(*, name: str) -> Agent | None:
+    return Agent.objects.filter(name=name).first()
+
+
+def _permission_rules_visible(user: AbstractBaseUser | AnonymousUser) -> QuerySet[PermissionRule]:
+    rules = PermissionRule.objects.select_related("agent")
+    if _is_staff(user):
+        return rules
+    # A rule scoped to a thread names the thread: only its owner sees it, so thread ids do not leak.
+    own_threads = Thread.objects.filter(owner_id=user.pk).values("agui_thread_id")
+    return rules.filter(~Q(scope=PermissionRule.Scope.THREAD) | Q(thread_agui_id__in=own_threads))
+
+
+def permission_rule_list(
+    *, user: AbstractBaseUser | AnonymousUser, scope: str | None = None, agent: str | None = None
+) -> QuerySet[PermissionRule]:
+    """The rules the user may see in the order they are tried (position, then id)."""
+    rules = _permission_rules_visible(user)
+    if scope:
+        rules = rules.filter(scope=scope)
+    if agent:
+        rules = rules.filter(agent__name=agent)
+    return rules.order_by("position", "id")
+
+
+def permission_rule_get_visible(*, user: AbstractBaseUser | AnonymousUser, rule_id: int) -> PermissionRule | None:
+    if not 0 < rule_id <= _MAX_INT_KEY:
+        return None
+    return _permission_rules_visible(user).filter(pk=rule_id).first()
