@@ -28,7 +28,11 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["agent", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["agent", "-updated_at"]),
+            # The API's thread list for a user who is not staff: their threads, newest first.
+            models.Index(fields=["owner", "-updated_at"], name="thread_owner_updated"),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.agui_thread_id
@@ -171,6 +175,8 @@ class Approval(models.Model):
 
     class Meta:
         ordering = ["-requested_at"]
+        # The API's approval list, newest first.
+        indexes = [models.Index(fields=["-requested_at"], name="approval_requested")]
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.decision})"
@@ -228,7 +234,12 @@ class SubAgentTask(models.Model):
 
     class Meta:
         ordering = ["thread", "started_at"]
-        indexes = [models.Index(fields=["thread", "started_at"]), models.Index(fields=["run", "started_at"])]
+        indexes = [
+            models.Index(fields=["thread", "started_at"]),
+            models.Index(fields=["run", "started_at"]),
+            # The API's list of every task, newest first.
+            models.Index(fields=["-started_at"], name="subagenttask_started"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} ({self.status})"
