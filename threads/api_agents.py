@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from agents.models import Agent, PermissionRule
 from threads.api_errors import error_responses
-from threads.api_query import ListView, ReadView, text_filter
+from threads.api_query import ApiView, ListView, text_filter
 from threads.selectors import agent_get_by_name, agent_list, permission_rule_get_visible, permission_rule_list
 
 
@@ -60,7 +60,7 @@ class AgentList(ListView[Agent]):
     parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, description="The agent's name.")],
     responses={200: AgentOutput, **error_responses(404)},
 )
-class AgentDetail(ReadView):
+class AgentDetail(ApiView):
     """GET /api/agents/<name>/: one agent."""
 
     def get(self, request: Request, name: str) -> Response:
@@ -110,7 +110,7 @@ class PermissionRuleList(ListView[PermissionRule]):
     parameters=[OpenApiParameter("rule_id", int, OpenApiParameter.PATH, description="The rule's id.")],
     responses={200: PermissionRuleOutput, **error_responses(404)},
 )
-class PermissionRuleDetail(ReadView):
+class PermissionRuleDetail(ApiView):
     """GET /api/permission-rules/<id>/: one rule."""
 
     def get(self, request: Request, rule_id: int) -> Response:

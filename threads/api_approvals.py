@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from threads.api_errors import error_responses
-from threads.api_query import ListView, ReadView, text_filter
+from threads.api_query import ApiView, ListView, text_filter
 from threads.models import Approval
 from threads.selectors import approval_get_visible, approval_list
 from threads.services import approval_answer
@@ -75,7 +75,7 @@ class ApprovalList(ListView[Approval]):
 
 
 @extend_schema(parameters=[APPROVAL_ID], responses={200: ApprovalOutput, **error_responses(404)})
-class ApprovalDetail(ReadView):
+class ApprovalDetail(ApiView):
     """GET /api/approvals/<id>/: one approval."""
 
     def get(self, request: Request, approval_id: str) -> Response:
@@ -98,7 +98,7 @@ class AnswerInput(serializers.Serializer[dict[str, Any]]):
     request=AnswerInput,
     responses={200: ApprovalOutput, **error_responses(400, 404, 409)},
 )
-class ApprovalAnswer(ReadView):
+class ApprovalAnswer(ApiView):
     """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on."""
 
     def post(self, request: Request, approval_id: str) -> Response:

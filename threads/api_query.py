@@ -1,4 +1,4 @@
-"""The base views of the REST API: query parameters are validated strictly.
+"""The base views of the REST API (ApiView, ListView): query parameters are validated strictly.
 
 Each view names its filter serializer; a value it rejects, or a parameter it
 does not know (a typo such as ``updatedSince`` would otherwise be ignored and
@@ -34,7 +34,10 @@ def text_filter(*, max_length: int, help_text: str) -> serializers.CharField:
     )
 
 
-class ReadView(APIView):
+class ApiView(APIView):
+    """The base of every REST view: token authentication and IsAuthenticated (the settings' defaults),
+    then the query parameters against ``query_filter``."""
+
     query_filter: type[serializers.Serializer[Any]] | None = None
 
     def known_params(self) -> set[str]:
@@ -61,7 +64,7 @@ class ReadView(APIView):
         return dict(filters.validated_data)
 
 
-class ListView(ReadView, generics.ListAPIView[_M]):
+class ListView(ApiView, generics.ListAPIView[_M]):
     """A paginated list (threads.api_pagination.Pagination, the default)."""
 
     def known_params(self) -> set[str]:

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from threads.api_errors import error_responses
-from threads.api_query import ListView, ReadView
+from threads.api_query import ApiView, ListView
 from threads.models import Run, RunEvent
 from threads.selectors import run_event_list, run_get_visible
 
@@ -53,7 +53,7 @@ class RunOutput(serializers.Serializer[Run]):
 
 
 @extend_schema(parameters=[RUN_ID], responses={200: RunOutput, **error_responses(404)})
-class RunDetail(ReadView):
+class RunDetail(ApiView):
     """GET /api/runs/<id>/: one run."""
 
     def get(self, request: Request, run_id: uuid.UUID) -> Response:

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from threads.api_errors import error_responses
-from threads.api_query import ListView, ReadView
+from threads.api_query import ApiView, ListView
 from threads.api_runs import UsageOutput
 from threads.models import SubAgentTask
 from threads.selectors import subagent_task_get_visible, subagent_task_list
@@ -81,7 +81,7 @@ class SubAgentTaskList(ListView[SubAgentTask]):
     parameters=[OpenApiParameter("task_id", str, OpenApiParameter.PATH, description="The AG-UI subagentRunId.")],
     responses={200: SubAgentTaskDetailOutput, **error_responses(404)},
 )
-class SubAgentTaskDetail(ReadView):
+class SubAgentTaskDetail(ApiView):
     """GET /api/subagent-tasks/<id>/: one task with its prompt, tool calls and outcome."""
 
     def get(self, request: Request, task_id: str) -> Response:

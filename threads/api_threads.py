@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from threads.api_errors import error_responses
-from threads.api_query import ListView, ReadView, text_filter
+from threads.api_query import ApiView, ListView, text_filter
 from threads.api_runs import RunOutput
 from threads.api_subagents import SubAgentTaskListOutput
 from threads.models import Run, SubAgentTask, Thread
@@ -75,7 +75,7 @@ class ThreadDetailOutput(ThreadOutput):
 
 
 @extend_schema(parameters=[THREAD_ID], responses={200: ThreadDetailOutput, **error_responses(404)})
-class ThreadDetail(ReadView):
+class ThreadDetail(ApiView):
     """GET /api/threads/<thread_id>/: the thread and its transcript."""
 
     def get(self, request: Request, thread_id: str) -> Response:
@@ -90,7 +90,7 @@ class ThreadDetail(ReadView):
     responses={200: OpenApiTypes.OBJECT, **error_responses(404)},
     description="The thread's shared-state document (what AG-UI's STATE_SNAPSHOT carries), as kept across runs.",
 )
-class ThreadState(ReadView):
+class ThreadState(ApiView):
     """GET /api/threads/<thread_id>/state/: the state document."""
 
     def get(self, request: Request, thread_id: str) -> Response:
