@@ -35,7 +35,10 @@ class LimitsOutput(serializers.Serializer[Agent]):
 class AgentOutput(serializers.Serializer[Agent]):
     name = serializers.CharField(help_text="Its address, here and at /agui/<name>.")
     description = serializers.CharField()
-    model = serializers.SerializerMethodField(help_text="The model it calls (the server's default if it names none).")
+    model = serializers.SerializerMethodField(
+        help_text="The model it calls: its own, or ANTHROPIC_MODEL if it names none (without an API key "
+        "the server's offline demo model answers instead; /agui/info says which)."
+    )
     groundingMode = serializers.ChoiceField(source="grounding_mode", choices=Agent.Grounding.choices)
     limits = LimitsOutput(source="*")
     enabled = serializers.BooleanField()
