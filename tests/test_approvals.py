@@ -67,9 +67,10 @@ def test_an_approved_call_runs_after_the_resume(server, fake_api, workspace, ver
     statuses = list(
         Run.objects.filter(thread__agui_thread_id=f"t-approve-{version}")
         .order_by("started_at")
-        .values_list("status", flat=True)
+        .values_list("status", "outcome")
     )
-    assert statuses == [Run.Status.WAITING, Run.Status.SUCCEEDED]
+    # The AG-UI run that ended on the interrupt is finished once the answer continued the agent run.
+    assert statuses == [(Run.Status.SUCCEEDED, "interrupt"), (Run.Status.SUCCEEDED, "success")]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -107,7 +108,10 @@ def test_nobody_answering_in_time_fails_closed(server, fake_api, workspace):
     assert "nobody approved this file_write call in time" in told["content"]
     # The agent run went on in a run of its own, recorded with its events.
     runs = list(Run.objects.filter(thread__agui_thread_id="t-expiry").order_by("started_at"))
-    assert [r.status for r in runs] == [Run.Status.WAITING, Run.Status.SUCCEEDED]
+    assert [(r.status, r.outcome) for r in runs] == [
+        (Run.Status.SUCCEEDED, "interrupt"),
+        (Run.Status.SUCCEEDED, "success"),
+    ]
     assert runs[1].parent_id == runs[0].pk and runs[1].events.count() == runs[1].event_count
 
 
@@ -405,3 +409,30 @@ def test_the_offline_demo_asks_an_approval_when_asked_for_a_plan(server, version
     assert interrupt["reason"] == "confirmation" and "todo_write" in interrupt["message"]
     assert answered["state"]["todos"][0] == {"id": "1", "content": "Read the README", "status": "completed"}
     assert [e["type"] for e in answered["received"]][-1] == "RUN_FINISHED"
+
+
+def test_the_thread_takes_a_new_message_right_after_an_answered_run(server, fake_api, workspace):
+    """The AG-UI run that ended on the interrupt is finished business once the answer continued
+    the agent run: it must not hold the thread as if it were still running."""
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Done."]), text_turn(["Next."])])
+    asked = post_run(server.url, "coder", v1(run_input("t-after-answer", "r1", user("note it", "u1"))))
+    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    resumed = post_run(
+        server.url,
+        "coder",
+        v1(
+            run_input(
+                "t-after-answer",
+                "r1",
+                resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}],
+            )
+        ),
+    )
+    assert resumed.events[-1]["type"] == "RUN_FINISHED"
+    server.drain()
+    after = post_run(
+        server.url, "coder", v1(run_input("t-after-answer", "r2", user("note it", "u1"), user("and then?", "u2")))
+    )
+    assert [e["type"] for e in after.events if e["type"].startswith("RUN_")] == ["RUN_STARTED", "RUN_FINISHED"]
+    statuses = sorted(Run.objects.filter(thread__agui_thread_id="t-after-answer").values_list("outcome", "status"))
+    assert ("interrupt", "succeeded") in statuses and not any(status == "waiting" for _, status in statuses)

@@ -129,7 +129,10 @@ def test_cancelling_a_run_that_waits_for_an_approval_stops_it(server, fake_api, 
     assert _cancel(server, "t-cancel-wait", "r1").status_code == 202
     server.drain()
     runs = list(Run.objects.filter(thread__agui_thread_id="t-cancel-wait").order_by("started_at"))
-    assert [r.status for r in runs] == [Run.Status.WAITING, Run.Status.CANCELLED]
+    assert [(r.status, r.outcome) for r in runs] == [
+        (Run.Status.SUCCEEDED, "interrupt"),
+        (Run.Status.CANCELLED, "cancelled"),
+    ]
     assert runs[1].events.count() == runs[1].event_count
     assert Approval.objects.get().decision == Approval.Decision.CANCELLED
     assert not (workspace / "x.txt").exists()

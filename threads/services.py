@@ -309,12 +309,16 @@ def approval_answer(
     )
 
 
+@transaction.atomic
 def run_segment_open(*, previous_run_id: Any, agui_run_id: str, protocol_version: str) -> Run:
     """The next AG-UI run of an agent run that waited for an answer: a new Run, child of the last."""
     previous = Run.objects.get(pk=previous_run_id)
     run = _new_run(previous.thread, agui_run_id, None, protocol_version)
     run.parent_id = previous.pk
     run.save(force_insert=True)
+    # The waiting AG-UI run is over (it finished on its interrupt): from now on the new run
+    # holds the thread, and the old one must not look live to the next message.
+    Run.objects.filter(pk=previous.pk, status=Run.Status.WAITING).update(status=Run.Status.SUCCEEDED)
     return run
 
 
