@@ -95,3 +95,12 @@ def fake_api() -> Iterator[Any]:
 
     with FakeAnthropic() as fake, override_settings(ANTHROPIC_API_KEY="sk-test-fake", ANTHROPIC_BASE_URL=fake.base_url):
         yield fake
+
+
+@pytest.fixture
+def operator(client: Any, db: None) -> Any:
+    """A logged-in superuser's test client, for the admin's pages."""
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_superuser("operator", "op@example.com", None))
+    return client

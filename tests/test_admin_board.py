@@ -20,12 +20,6 @@ from threads.models import Run, SubAgentTask, Thread
 
 
 @pytest.fixture
-def operator(client: Client, db: None) -> Client:
-    client.force_login(User.objects.create_superuser("operator", "op@example.com", None))
-    return client
-
-
-@pytest.fixture
 def run(db: None) -> Run:
     agent = Agent.objects.create(name="coder-board")
     thread = Thread.objects.create(agui_thread_id="t-board", agent=agent, title="delegating")

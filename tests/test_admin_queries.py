@@ -21,12 +21,6 @@ _ids = itertools.count(1)
 
 
 @pytest.fixture
-def operator(client: Client, db: None) -> Client:
-    client.force_login(User.objects.create_superuser("operator", "op@example.com", None))
-    return client
-
-
-@pytest.fixture
 def focus(db: None) -> Run:
     """A thread and a waiting run that every size adds rows to."""
     agent = Agent.objects.create(name="coder-focus")

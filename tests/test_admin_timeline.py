@@ -18,12 +18,6 @@ from threads.timeline import TEXT_CAP, Kind, run_timeline
 
 
 @pytest.fixture
-def operator(client: Client, db: None) -> Client:
-    client.force_login(User.objects.create_superuser("operator", "op@example.com", None))
-    return client
-
-
-@pytest.fixture
 def thread(db: None) -> Thread:
     agent = Agent.objects.create(name="coder-timeline")
     made = Thread.objects.create(agui_thread_id="t-timeline", agent=agent, title="a thread")

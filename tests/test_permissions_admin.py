@@ -21,12 +21,6 @@ def agent(db: None) -> Agent:
     return Agent.objects.create(name="coder-admin")
 
 
-@pytest.fixture
-def operator(client: Client, db: None) -> Client:
-    client.force_login(User.objects.create_superuser("operator", "op@example.com", None))
-    return client
-
-
 def rule(position: int, decision: str, tool: str = "", match: str = "", **fields: Any) -> PermissionRule:
     made = PermissionRule(position=position, decision=decision, tool=tool, match=match, **fields)
     made.full_clean()

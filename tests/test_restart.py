@@ -104,6 +104,30 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
             server.kill()
 
 
+def _kill_mid_tool(server: ServerProcess, workspace: Path, thread_id: str) -> None:
+    """Starts a run whose bash call touches ``started`` and sleeps, and kills the server mid-call."""
+    import httpx
+    import orjson
+
+    with httpx.stream(
+        "POST",
+        f"{server.url}/agui/coder",
+        timeout=10,
+        content=orjson.dumps(v1(run_input(thread_id, "r1", user("one", "u1")))),
+        headers={**server.headers, "Content-Type": "application/json"},
+    ) as response:
+        assert response.status_code == 200
+        for _ in range(100):
+            if (workspace / "started").exists():
+                break
+            time.sleep(0.1)
+        assert (workspace / "started").exists()
+        server.kill()
+
+
+SLEEPY = {"command": "touch started && sleep 60"}
+
+
 def test_a_process_killed_mid_tool_leaves_a_session_the_next_message_heals(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -111,24 +135,8 @@ def test_a_process_killed_mid_tool_leaves_a_session_the_next_message_heals(tmp_p
         env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, "AGENT_MUTATING_TOOLS": "on"}
         server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
         try:
-            fake.script([tool_turn("bash", {"command": "touch started && sleep 60"}, id="toolu_sleepy")])
-            import httpx
-            import orjson
-
-            with httpx.stream(
-                "POST",
-                f"{server.url}/agui/coder",
-                timeout=10,
-                content=orjson.dumps(v1(run_input("t-midtool", "r1", user("one", "u1")))),
-                headers={**server.headers, "Content-Type": "application/json"},
-            ) as response:
-                assert response.status_code == 200
-                for _ in range(100):
-                    if (workspace / "started").exists():
-                        break
-                    time.sleep(0.1)
-                assert (workspace / "started").exists()
-                server.kill()
+            fake.script([tool_turn("bash", SLEEPY, id="toolu_sleepy")])
+            _kill_mid_tool(server, workspace, "t-midtool")
             server.start()
             fake.script([text_turn(["Picked up again."])])
             after = post_run(
@@ -165,24 +173,8 @@ def test_a_child_killed_with_its_process_is_interrupted_on_the_board(tmp_path):
         server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
         try:
             fake.script([tool_turn("sub_agent", {"task": "SLEEPER: sleep", "role": "sleeper"}, id="toolu_sub")])
-            fake.script_for("SLEEPER", [tool_turn("bash", {"command": "touch started && sleep 60"}, id="toolu_zz")])
-            import httpx
-            import orjson
-
-            with httpx.stream(
-                "POST",
-                f"{server.url}/agui/coder",
-                timeout=10,
-                content=orjson.dumps(v1(run_input("t-kill-child", "r1", user("one", "u1")))),
-                headers={**server.headers, "Content-Type": "application/json"},
-            ) as response:
-                assert response.status_code == 200
-                for _ in range(100):
-                    if (workspace / "started").exists():
-                        break
-                    time.sleep(0.1)
-                assert (workspace / "started").exists()
-                server.kill()
+            fake.script_for("SLEEPER", [tool_turn("bash", SLEEPY, id="toolu_zz")])
+            _kill_mid_tool(server, workspace, "t-kill-child")
             server.start()
             fake.script([text_turn(["The survey was cut short."])])
             after = post_run(
