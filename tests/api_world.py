@@ -18,6 +18,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from threads import leases
 from threads.models import Approval, Message, Run, RunEvent, SubAgentTask, Thread
 
 
@@ -92,6 +93,9 @@ def message(of: Thread, position: int, text: str, role: str = "user") -> Message
 
 
 def run(of: Thread, agui_run_id: str = "r1", **fields: Any) -> Run:
+    """A run as this (live) process holds it: answers to its approvals have somewhere to go."""
+    fields.setdefault("owner", leases.owner_id())
+    fields.setdefault("lease_expires_at", leases.lease_until())
     return Run.objects.create(thread=of, agui_run_id=agui_run_id, **fields)
 
 

@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from agents.models import Agent
+from threads import leases
 from threads.models import Approval, Run, Thread
 
 QUEUE = "/admin/threads/approval/"
@@ -18,7 +19,14 @@ QUEUE = "/admin/threads/approval/"
 @pytest.fixture
 def run(db: None) -> Run:
     thread = Thread.objects.create(agui_thread_id="t-queue", agent=Agent.objects.create(name="coder-queue"))
-    return Run.objects.create(thread=thread, agui_run_id="r-queue", status=Run.Status.WAITING)
+    # Held by this (live) process, as a run waiting for an answer is.
+    return Run.objects.create(
+        thread=thread,
+        agui_run_id="r-queue",
+        status=Run.Status.WAITING,
+        owner=leases.owner_id(),
+        lease_expires_at=leases.lease_until(),
+    )
 
 
 def asked(run: Run, approval_id: str, tool: str = "bash", **fields: object) -> Approval:
@@ -72,3 +80,18 @@ def test_staff_who_may_only_look_cannot_answer(client, run):
 
 def test_approvals_are_not_added_by_hand(client, run):
     assert staff(client, "view_approval", "add_approval").get(f"{QUEUE}add/").status_code == 403
+
+
+def test_an_approval_whose_run_is_gone_is_closed_not_answered(client, run):
+    """The process that asked stopped while it waited: an answer would reach nobody."""
+    Run.objects.filter(pk=run.pk).update(owner="another-host:4242", lease_expires_at=timezone.now())
+    asked(run, "orphan")
+    operator = staff(client, "view_approval", "change_approval")
+    page = operator.post(QUEUE, {"action": "approve", "_selected_action": ["orphan"]}, follow=True).content.decode()
+    assert "Answered 0 pending approval(s)" in page
+    assert "1 approval(s) were closed instead: the run that asked is gone" in page
+    closed = Approval.objects.get(pk="orphan")
+    assert (closed.decision, closed.reason) == (
+        "cancelled",
+        "the run that asked is gone: the server stopped while it waited",
+    )

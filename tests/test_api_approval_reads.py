@@ -83,3 +83,21 @@ def test_an_approval_reads_as_it_was_asked(people, asked):
 def test_an_unknown_approval_is_a_404(people, asked):
     response = people.owner.get("approvals/ap-none/")
     assert response.status_code == 404 and response.json()["error"]["message"] == "no such approval"
+
+
+def test_answering_an_approval_whose_run_is_gone_is_a_409_that_closes_it(people):
+    """The process that asked stopped while it waited: the answer would reach nobody, so it is
+    refused, and the approval leaves the pending queue as cancelled."""
+    from django.utils import timezone
+
+    gone = world.run(
+        world.thread("t-gone", owner=people.owner), owner="another-host:4242", lease_expires_at=timezone.now()
+    )
+    world.approval(gone, "ap-gone")
+    response = people.owner.api.post("/api/approvals/ap-gone/answer", {"approved": True}, format="json")
+    assert response.status_code == 409
+    assert response.json() == {
+        "error": {"code": "run_gone", "message": "the run that asked is gone: the server stopped while it waited"}
+    }
+    assert Approval.objects.get(pk="ap-gone").decision == Approval.Decision.CANCELLED
+    assert _ids(people.owner.get("approvals/", pending="1")) == []

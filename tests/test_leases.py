@@ -38,3 +38,38 @@ def test_a_live_process_holds_its_runs_while_the_lease_lasts():
     assert not owner_is_gone(f"{HOST}:{os.getppid()}", future)
     assert not owner_is_gone(f"{HOST}:{os.getpid()}", future)
     assert not owner_is_gone("another-host:1", future)
+
+
+def test_a_thread_that_heals_closes_the_approvals_its_dead_run_waited_for(db):
+    """A server that stopped while its run waited for an answer leaves a pending approval; the
+    thread's next message marks the run interrupted and takes the question off the queue."""
+    from agents.models import Agent
+    from threads.models import Approval, Run, Session, Thread
+    from threads.services import run_open
+
+    thread = Thread.objects.create(agui_thread_id="t-heal-approval", agent=Agent.objects.get(name="coder"))
+    Session.objects.create(thread=thread)
+    waiting = Run.objects.create(
+        thread=thread,
+        agui_run_id="r1",
+        status=Run.Status.WAITING,
+        owner=f"{HOST}:{_dead_pid()}",
+        lease_expires_at=timezone.now() + timedelta(seconds=30),
+    )
+    Approval.objects.create(
+        id="ap-dead", run=waiting, tool_call_id="toolu_1", tool="bash", message="?", expires_at=timezone.now()
+    )
+    opened = run_open(
+        agent_name="coder",
+        agui_thread_id="t-heal-approval",
+        agui_run_id="r2",
+        run_pk=None,
+        new_user_message={"id": "u2", "role": "user", "content": "still there?"},
+        protocol_version="1.0",
+        live_run_ids=set(),
+    )
+    assert opened.run is not None
+    waiting.refresh_from_db()
+    assert waiting.status == Run.Status.INTERRUPTED
+    closed = Approval.objects.get(pk="ap-dead")
+    assert closed.decision == Approval.Decision.CANCELLED and "server stopped" in closed.reason

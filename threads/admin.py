@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -17,7 +17,14 @@ from django.utils.safestring import SafeString
 from threads.admin_board import board_liveness, thread_board
 from threads.admin_display import message_html, pretty_json
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
-from threads.services import LIVE_STATUSES, RunNotCancellable, approval_answer, run_cancel_request
+from threads.services import (
+    ABANDONED,
+    LIVE_STATUSES,
+    ApprovalAbandoned,
+    RunNotCancellable,
+    approval_answer_for_operator,
+    run_cancel_request,
+)
 from threads.timeline import Liveness, run_liveness, run_timeline
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
@@ -324,11 +331,21 @@ class ApprovalAdmin(admin.ModelAdmin):
         who = request.user.get_username()
         decision = Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
         reason = "" if approved else f"denied by {who} in the admin"
-        answered = sum(
-            approval_answer(interrupt_id=a.pk, decision=decision, reason=reason, answered_by=who)
-            for a in queryset.filter(decision=Approval.Decision.PENDING)
-        )
+        answered = gone = 0
+        for pending in queryset.filter(decision=Approval.Decision.PENDING):
+            try:
+                answered += approval_answer_for_operator(
+                    interrupt_id=pending.pk, decision=decision, reason=reason, answered_by=who
+                )
+            except ApprovalAbandoned:
+                gone += 1
         self.message_user(request, f"Answered {answered} pending approval(s); their runs go on.")
+        if gone:
+            self.message_user(
+                request,
+                f"{gone} approval(s) were closed instead: {ABANDONED}.",
+                level=messages.WARNING,
+            )
 
     @admin.action(description="Approve the selected pending calls", permissions=["change"])
     def approve(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:

@@ -15,7 +15,7 @@ from threads.api_errors import error_responses
 from threads.api_query import ApiView, ListView, text_filter
 from threads.models import Approval
 from threads.selectors import approval_get_visible, approval_list
-from threads.services import approval_answer
+from threads.services import ApprovalAbandoned, approval_answer_for_operator
 
 APPROVAL_ID = OpenApiParameter(
     "approval_id", str, OpenApiParameter.PATH, description="The approval's id (its AG-UI interrupt id)."
@@ -108,13 +108,16 @@ class ApprovalAnswer(ApiView):
         answer = AnswerInput(data=request.data)
         answer.is_valid(raise_exception=True)
         approved = answer.validated_data["approved"]
-        answered = approval_answer(
-            interrupt_id=approval.pk,
-            decision=Approval.Decision.APPROVED if approved else Approval.Decision.DENIED,
-            reason=answer.validated_data["reason"],
-            always=approved and answer.validated_data["always"],
-            answered_by=request.user.get_username(),
-        )
+        try:
+            answered = approval_answer_for_operator(
+                interrupt_id=approval.pk,
+                decision=Approval.Decision.APPROVED if approved else Approval.Decision.DENIED,
+                reason=answer.validated_data["reason"],
+                always=approved and answer.validated_data["always"],
+                answered_by=request.user.get_username(),
+            )
+        except ApprovalAbandoned as exc:
+            return Response({"error": {"code": "run_gone", "message": str(exc)}}, status=status.HTTP_409_CONFLICT)
         if not answered:
             return Response(
                 {"error": {"code": "already_answered", "message": f"the approval was already {approval.decision}"}},

@@ -157,6 +157,9 @@ def _run_open(
         raise ThreadConflict(f"a run is in progress on thread {agui_thread_id} in another server process")
     if gone:
         Run.objects.filter(id__in=gone).update(status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=now)
+        Approval.objects.filter(run_id__in=gone, decision=Approval.Decision.PENDING).update(
+            decision=Approval.Decision.CANCELLED, reason=ABANDONED, answered_at=now
+        )
         _interrupt_subagents(thread, gone, now)
     if not thread.title:
         thread.title = _title_from(new_user_message)
@@ -296,6 +299,43 @@ def approval_request(
         message=message,
         expires_at=expires_at,
     ).save(force_insert=True)
+
+
+class ApprovalAbandoned(Exception):
+    """The run that asked is gone (its server process stopped while it waited): nobody would read
+    the answer. The approval is recorded as cancelled."""
+
+
+ABANDONED = "the run that asked is gone: the server stopped while it waited"
+
+
+def approval_answer_for_operator(
+    *, interrupt_id: str, decision: str, reason: str = "", always: bool = False, answered_by: str
+) -> bool:
+    """An answer from the admin or the REST API. Like ``approval_answer``, but an approval whose
+    run is no longer held by a live process is closed as cancelled and ApprovalAbandoned raised,
+    rather than recorded as an answer that nothing would act on."""
+    with transaction.atomic():
+        found = list(
+            Approval.objects.select_for_update(of=("self",))
+            .select_related("run")
+            .filter(id=interrupt_id, decision=Approval.Decision.PENDING)[:1]
+        )
+        if not found:
+            return False
+        run = found[0].run
+        if run.status not in LIVE_STATUSES or leases.owner_is_gone(run.owner, run.lease_expires_at):
+            Approval.objects.filter(pk=interrupt_id).update(
+                decision=Approval.Decision.CANCELLED, reason=ABANDONED, answered_at=timezone.now()
+            )
+            abandoned = True
+        else:
+            abandoned = False
+    if abandoned:
+        raise ApprovalAbandoned(ABANDONED)
+    return approval_answer(
+        interrupt_id=interrupt_id, decision=decision, reason=reason, always=always, answered_by=answered_by
+    )
 
 
 def approval_answer(
