@@ -107,9 +107,7 @@ class ThreadRunList(ListView[Run]):
         return run_list(thread=_visible_thread(self.request, self.kwargs["thread_id"]))
 
 
-@extend_schema(
-    parameters=[THREAD_ID], responses={200: SubAgentTaskListOutput(many=True), **error_responses(400, 404)}
-)
+@extend_schema(parameters=[THREAD_ID], responses={200: SubAgentTaskListOutput(many=True), **error_responses(400, 404)})
 class ThreadSubAgentTaskList(ListView[SubAgentTask]):
     """GET /api/threads/<thread_id>/subagent-tasks/: the thread's sub-agent board, in the order tasks started."""
 
