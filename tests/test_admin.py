@@ -144,3 +144,21 @@ def test_the_thread_list_counts_messages_runs_and_sub_agents(operator, run):
 def test_runs_are_not_added_by_hand(operator, run):
     assert operator.get("/admin/threads/run/add/").status_code == 403
     assert operator.get("/admin/threads/thread/add/").status_code == 403
+
+
+def test_the_admins_static_files_are_served_by_the_asgi_server(server):
+    """`make run` has no collectstatic step and no other server for them: the app serves its own
+    static files (WhiteNoise, from the apps' folders), the admin's and the API docs' alike."""
+    import warnings
+
+    import httpx
+
+    # Under ASGI, Django warns that WhiteNoise's file iterators are synchronous (it serves them all
+    # the same); the suite turns warnings into errors, which would break the request in the server.
+    with warnings.catch_warnings(record=True), httpx.Client(base_url=server.url, timeout=10) as http:
+        warnings.simplefilter("always")
+        css = http.get("/static/admin/css/base.css")
+        swagger = http.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert b"body" in css.content
+    assert swagger.status_code == 200 and len(swagger.content) > 10_000
