@@ -234,6 +234,7 @@ class SubAgentTask(models.Model):
 
     class Meta:
         ordering = ["thread", "started_at"]
+        verbose_name = "sub-agent task"
         indexes = [
             models.Index(fields=["thread", "started_at"]),
             models.Index(fields=["run", "started_at"]),
