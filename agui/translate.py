@@ -129,8 +129,24 @@ class AguiTranslator(BaseListener):
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
         finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
         if outcome:
-            finished["outcome"] = outcome
+            finished["outcome"] = self._attributed(outcome)
         self.publish(finished)
+
+    def _attributed(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        """For a 1.0 client, an interrupt about a sub-agent's call names that sub-agent
+        (``subagentRunId``, first, where the protocol's Interrupt has it)."""
+        if not self.v1 or not self._suspended_children or "interrupts" not in outcome:
+            return outcome
+        owners = {
+            call_id: scope.started.task_id
+            for scope in self._suspended_children
+            for call_id in scope.translator.closed_tools
+        }
+        interrupts = [
+            {"subagentRunId": owners[i["toolCallId"]], **i} if i.get("toolCallId") in owners else i
+            for i in outcome["interrupts"]
+        ]
+        return {**outcome, "interrupts": interrupts}
 
     def hold(self) -> None:
         """Between two AG-UI runs of one agent run (after an interrupt): events the agent run

@@ -347,6 +347,8 @@ def test_a_childs_call_is_approved_across_two_runs(server, fake_api, workspace, 
     assert (workspace / "child.txt").read_text() == "from the child\n"
     task = SubAgentTask.objects.get(thread__agui_thread_id=thread_id)
     assert task.status == "succeeded" and task.summary == "child.txt written."
+    if version == "0":
+        assert "subagentRunId" not in interrupt
     if version == "1":
         suspended = next(e for e in asked["received"] if e["type"] == "SUBAGENT_FINISHED")
         assert suspended == {
@@ -354,6 +356,7 @@ def test_a_childs_call_is_approved_across_two_runs(server, fake_api, workspace, 
             "subagentRunId": task.id,
             "outcome": {"type": "suspended", "interruptIds": [interrupt["id"]]},
         }
+        assert interrupt["subagentRunId"] == task.id  # the question is the child's
         again = [e for e in resumed["received"] if e["type"].startswith("SUBAGENT")]
         assert [e["type"] for e in again] == ["SUBAGENT_STARTED", "SUBAGENT_FINISHED"]
         result = next(
