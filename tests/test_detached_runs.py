@@ -8,7 +8,7 @@ import orjson
 from tests.fakes.anthropic_api import split_tokens, text_turn
 from tests.helpers import run_input, user, v1
 from tests.sse import get_stream, parse_frames, post_run
-from threads.models import Run, RunEvent
+from threads.models import Run, RunEvent, Thread
 
 HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
 
@@ -130,6 +130,21 @@ def test_a_hydrate_does_not_run_the_agent_or_write_a_run(server, fake_api):
     assert messages[1]["content"] == "hello"
     assert Run.objects.count() == 1
     assert len(fake_api.requests) == 1
+
+
+def test_a_hydrate_of_a_new_thread_answers_empty_snapshots_and_stores_nothing(server):
+    hydrated = post_run(server.url, "coder", v1(run_input("t-never-written", "r1")))
+    assert hydrated.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert hydrated.events[1]["messages"] == []
+    snapshot = hydrated.events[2]["snapshot"]
+    assert snapshot["thread"]["id"] == "t-never-written" and snapshot["todos"] == [] and snapshot["subAgents"] == []
+    assert not Thread.objects.filter(agui_thread_id="t-never-written").exists()
+    # The first message then opens the thread as usual.
+    first = post_run(server.url, "coder", v1(run_input("t-never-written", "r2", user("hi", "u1"))))
+    server.drain()
+    assert first.types[-1] == "RUN_FINISHED"
+    opened = Thread.objects.get(agui_thread_id="t-never-written")
+    assert opened.messages.order_by("position").first().body["content"] == "hi"
 
 
 def test_a_run_is_recorded_before_its_terminal_event_reaches_the_client(server, fake_api):

@@ -36,7 +36,8 @@ def thread_get(*, agui_thread_id: str) -> Thread | None:
 
 
 def thread_transcript(*, thread: Thread) -> list[dict[str, Any]]:
-    return list(Message.objects.filter(thread=thread).order_by("position").values_list("body", flat=True))
+    # By key, so a thread not yet stored (a hydrate of a new thread id) simply has no messages.
+    return list(Message.objects.filter(thread_id=thread.pk).order_by("position").values_list("body", flat=True))
 
 
 def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | None:

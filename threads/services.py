@@ -125,7 +125,8 @@ def _run_open(
         thread.session = session
         stored: set[str] = set()
         if new_user_message is None:
-            fastsql.insert(thread, session)
+            # A page opened on a thread nobody has written to yet: its snapshots are empty, and
+            # nothing is stored (every page load would otherwise leave an empty thread behind).
             return OpenedThread(thread, session, stored, None, agent)
         run = _new_run(thread, agui_run_id, run_pk, protocol_version)
         message = Message(
