@@ -24,6 +24,8 @@ from agents.events import (
     BaseListener,
     Outcome,
     PauseReason,
+    Phase,
+    PhaseChanged,
     RunEvent,
     RunListener,
     SubAgentActivity,
@@ -196,6 +198,8 @@ class _ChildListener(BaseListener):
     def on_event(self, event: RunEvent) -> None:
         if type(event) is ToolResult and event.tool_call_id in self.tool_calls:
             self.tool_calls[event.tool_call_id]["isError"] = event.is_error
+        elif type(event) is PhaseChanged and event.phase is Phase.PLANNING and event.started:
+            self.iterations += 1  # its own model calls (a grandchild's usage also passes through here)
         self.parent.on_subagent(SubAgentActivity(self.task_id, event))
 
     def on_message(self, message: AssistantMessage | ToolMessage) -> None:
@@ -206,7 +210,6 @@ class _ChildListener(BaseListener):
                 self.tool_calls[call_id] = {"id": call_id, "name": name, "arguments": arguments, "isError": False}
 
     def on_usage(self, usage: Usage) -> None:
-        self.iterations += 1
         self.usage = TokenCount(
             input_tokens=self.usage.input_tokens + usage.input_tokens,
             output_tokens=self.usage.output_tokens + usage.output_tokens,

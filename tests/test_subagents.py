@@ -138,6 +138,11 @@ def test_the_depth_cap_is_a_structured_error(server, fake_api):
     tasks = SubAgentTask.objects.filter(thread__agui_thread_id="t-sub-deep").order_by("depth")
     assert [(t.depth, t.status) for t in tasks] == [(1, "succeeded"), (2, "succeeded")]
     assert tasks[1].parent_task_id == tasks[0].id
+    # Each counts its own model calls; the child's tokens include none of the grandchild's,
+    # while the run's include all three conversations'.
+    assert [t.iterations for t in tasks] == [2, 2]
+    assert [t.input_tokens for t in tasks] == [50, 50]
+    assert Run.objects.get(thread__agui_thread_id="t-sub-deep").input_tokens == 6 * 25
     nested_start = [e for e in stream.events if e["type"] == "SUBAGENT_STARTED"][1]
     assert nested_start["parentSubagentRunId"] == tasks[0].id
 
