@@ -17,6 +17,7 @@ from tests.helpers import run_input, user, v1
 from tests.sse import post_run
 from threads.admin_board import thread_board
 from threads.models import Run, SubAgentTask, Thread
+from threads.services import run_segment_open
 
 
 @pytest.fixture
@@ -119,8 +120,10 @@ def test_the_board_refreshes_while_a_run_of_the_thread_is_live(operator, run):
     assert not thread_board(thread=run.thread).live
     waiting = Run.objects.create(thread=run.thread, agui_run_id="r2", status=Run.Status.WAITING)
     assert thread_board(thread=run.thread).live
-    # Answered, the waiting run stays "waiting" and the run that continued it is the live one.
-    Run.objects.create(thread=run.thread, agui_run_id="r2-continued", parent=waiting, status=Run.Status.SUCCEEDED)
+    # Answered, the waiting run is finished and the run that continued it is the live one, until it ends.
+    continued = run_segment_open(previous_run_id=waiting.pk, agui_run_id="r2-continued", protocol_version="1.0")
+    assert thread_board(thread=run.thread).live
+    Run.objects.filter(pk=continued.pk).update(status=Run.Status.SUCCEEDED)
     assert not thread_board(thread=run.thread).live
 
 

@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Case, Count, Exists, IntegerField, Model, OuterRef, QuerySet, Subquery, When
+from django.db.models import Case, Count, IntegerField, Model, OuterRef, QuerySet, Subquery, When
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
@@ -213,7 +213,7 @@ class RunAdmin(admin.ModelAdmin):
     list_display = (
         "agui_run_id",
         "thread",
-        "run_status",
+        "status",
         "outcome",
         "event_count",
         "input_tokens",
@@ -226,17 +226,6 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ("agui_run_id", "thread__agui_thread_id")
     readonly_fields = ("timeline", *(f.name for f in Run._meta.fields))
     actions = ["cancel_runs"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
-        continued = Exists(Run.objects.filter(parent=OuterRef("pk")))
-        runs: QuerySet[Run] = super().get_queryset(request).select_related("thread").annotate(continued=continued)
-        return runs
-
-    @admin.display(description="status", ordering="status")
-    def run_status(self, obj: Any) -> str:
-        if obj.status == Run.Status.WAITING and getattr(obj, "continued", False):
-            return "answered, continued"
-        return str(obj.get_status_display())
 
     @admin.display(description="timeline")
     def timeline(self, obj: Run) -> SafeString:

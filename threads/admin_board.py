@@ -70,8 +70,7 @@ def _as_tree(tasks: list[SubAgentTask]) -> list[BoardRow]:
 
 
 def _thread_has_live_run(thread: Thread) -> bool:
-    # A run that waited and was answered stays "waiting"; the run that continued it is the live one.
-    return Run.objects.filter(thread=thread, status__in=LIVE_STATUSES, children__isnull=True).exists()
+    return Run.objects.filter(thread=thread, status__in=LIVE_STATUSES).exists()
 
 
 def _liveness(thread: Thread, fingerprints: list[tuple[Any, ...]]) -> Liveness:
