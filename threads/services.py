@@ -316,27 +316,15 @@ def approval_answer_for_operator(
     """An answer from the admin or the REST API. Like ``approval_answer``, but an approval whose
     run is no longer held by a live process is closed as cancelled and ApprovalAbandoned raised,
     rather than recorded as an answer that nothing would act on."""
-    with transaction.atomic():
-        found = list(
-            Approval.objects.select_for_update(of=("self",))
-            .select_related("run")
-            .filter(id=interrupt_id, decision=Approval.Decision.PENDING)[:1]
+    run = Run.objects.filter(approvals__id=interrupt_id).only("status", "owner", "lease_expires_at").first()
+    if run is None or (run.status in LIVE_STATUSES and not leases.owner_is_gone(run.owner, run.lease_expires_at)):
+        return approval_answer(
+            interrupt_id=interrupt_id, decision=decision, reason=reason, always=always, answered_by=answered_by
         )
-        if not found:
-            return False
-        run = found[0].run
-        if run.status not in LIVE_STATUSES or leases.owner_is_gone(run.owner, run.lease_expires_at):
-            Approval.objects.filter(pk=interrupt_id).update(
-                decision=Approval.Decision.CANCELLED, reason=ABANDONED, answered_at=timezone.now()
-            )
-            abandoned = True
-        else:
-            abandoned = False
-    if abandoned:
+    # Only still-pending approvals change, so this is safe against an answer that raced it.
+    if approval_answer(interrupt_id=interrupt_id, decision=Approval.Decision.CANCELLED, reason=ABANDONED):
         raise ApprovalAbandoned(ABANDONED)
-    return approval_answer(
-        interrupt_id=interrupt_id, decision=decision, reason=reason, always=always, answered_by=answered_by
-    )
+    return False
 
 
 def approval_answer(
