@@ -153,7 +153,11 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
         listener=Listeners(translator, MetricsListener()),
         approver=approver,
         subagent_stores=lambda started, params: DbSubAgentStore(
-            session_id=opened.session.pk, run_pk=lambda: live.run_pk, started=started, params=params
+            thread_pk=opened.thread.pk,
+            session_id=opened.session.pk,
+            run_pk=lambda: live.run_pk,
+            started=started,
+            params=params,
         ),
         subagent_limits=subagent_limits(),
     )

@@ -401,6 +401,7 @@ def _interrupt_subagents(thread: Thread, run_ids: list[Any], now: Any) -> None:
 def subagent_begin(
     *,
     task_id: str,
+    thread_id: Any,
     run_id: Any,
     parent_task_id: str,
     tool_call_id: str,
@@ -412,7 +413,6 @@ def subagent_begin(
     allowed_tools: list[str],
     model: str,
 ) -> None:
-    thread_id = Run.objects.filter(pk=run_id).values_list("thread_id", flat=True).get()
     SubAgentTask.objects.create(
         id=task_id,
         thread_id=thread_id,

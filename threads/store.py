@@ -41,8 +41,15 @@ class DbSubAgentStore:
     """
 
     def __init__(
-        self, *, session_id: Any, run_pk: Callable[[], Any], started: SubAgentStarted, params: SubAgentParams
+        self,
+        *,
+        thread_pk: Any,
+        session_id: Any,
+        run_pk: Callable[[], Any],
+        started: SubAgentStarted,
+        params: SubAgentParams,
     ) -> None:
+        self.thread_pk = thread_pk
         self.session_id = session_id
         self.run_pk = run_pk
         self.started = started
@@ -73,6 +80,7 @@ class DbSubAgentStore:
         await on_db_thread(
             subagent_begin,
             task_id=started.task_id,
+            thread_id=self.thread_pk,
             run_id=self.run_pk(),
             parent_task_id=started.parent_task_id,
             tool_call_id=started.tool_call_id,
