@@ -15,10 +15,6 @@ from tests.sse import post_run
 from threads.models import Message, Run, SubAgentTask, Thread
 
 
-def _calls(*blocks: Any) -> Any:
-    return turn(*blocks)
-
-
 def _tool_results(request: Any) -> dict[str, dict[str, Any]]:
     content = request.body["messages"][-1]["content"]
     return {block["tool_use_id"]: block for block in content if block.get("type") == "tool_result"}
@@ -31,7 +27,7 @@ def _requests_for(fake: Any, marker: str) -> list[Any]:
 def test_a_parent_delegates_two_children_and_one_fails(server, fake_api, workspace):
     fake_api.script(
         [
-            _calls(
+            turn(
                 tool_use(
                     "sub_agent",
                     {"task": "CHILD-A: read src/app.py and say what main returns", "role": "reader"},
@@ -105,12 +101,8 @@ def test_a_parent_delegates_two_children_and_one_fails(server, fake_api, workspa
     assert board["reader"]["status"] == "succeeded" and board["reader"]["summary"] == "main returns 'hello'."
     assert board["breaker"]["status"] == "failed" and board["breaker"]["error"]
     run = Run.objects.get(thread=thread)
-    total_input = sum(
-        r.turn.input_tokens
-        for r in fake_api.requests
-        if r.turn is not None and hasattr(r.turn, "input_tokens") and r.outcome == "completed"
-    )
-    assert run.input_tokens == total_input == thread.state["tokenUsage"]["inputTokens"]
+    # The parent's two calls (25 each), the reader's two (25 and 40); the breaker's call failed.
+    assert run.input_tokens == 25 + 25 + 25 + 40 == thread.state["tokenUsage"]["inputTokens"]
 
 
 def test_the_depth_cap_is_a_structured_error(server, fake_api):
@@ -150,7 +142,7 @@ def test_the_depth_cap_is_a_structured_error(server, fake_api):
 def test_bad_arguments_and_unknown_tools_are_refused_before_a_child_starts(server, fake_api):
     fake_api.script(
         [
-            _calls(
+            turn(
                 tool_use("sub_agent", {"task": ""}, id="toolu_empty"),
                 tool_use("sub_agent", {"task": "x", "allowed_tools": ["bash", "nope", "ask_user"]}, id="toolu_bad"),
             ),
@@ -171,7 +163,7 @@ def test_bad_arguments_and_unknown_tools_are_refused_before_a_child_starts(serve
 def test_the_iteration_cap_and_the_timeout_stop_a_child(server, fake_api, version):
     fake_api.script(
         [
-            _calls(
+            turn(
                 tool_use("sub_agent", {"task": "LOOPER: keep globbing", "role": "looper"}, id="toolu_l"),
                 tool_use("sub_agent", {"task": "SLOW: think long", "role": "slow"}, id="toolu_s"),
             ),
@@ -262,7 +254,7 @@ def test_real_clients_follow_a_delegation(server, fake_api, version):
 
     fake_api.script(
         [
-            _calls(
+            turn(
                 tool_use("sub_agent", {"task": "CLIENT-A: read the app", "role": "reader"}, id="toolu_ca"),
                 tool_use("sub_agent", {"task": "CLIENT-B: fail", "role": "failer"}, id="toolu_cb"),
             ),
