@@ -146,7 +146,9 @@ def test_a_new_message_while_an_interrupt_is_open_supersedes_it_in_the_same_run(
     assert result["toolCallId"] == "toolu_write" and "TOOL_CALL_START" not in again.types[:3]
     server.drain()
     _superseded(fake_api, workspace, interrupt["id"], "never mind that")
-    transcript = [m["role"] for m in Message.objects.filter(thread__agui_thread_id="t-open").values_list("body", flat=True)]
+    transcript = [
+        m["role"] for m in Message.objects.filter(thread__agui_thread_id="t-open").values_list("body", flat=True)
+    ]
     assert transcript == ["user", "assistant", "user", "tool", "assistant"]
 
 

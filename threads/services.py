@@ -23,6 +23,8 @@ from threads.waits import ABANDONED, wait_supersede
 
 # A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
 LIVE_STATUSES = (Run.Status.RUNNING,)
+# A run in these states is not over: it works, or it will go on once answered (pages refresh for it).
+OPEN_STATUSES = (Run.Status.RUNNING, Run.Status.WAITING)
 
 
 class ThreadConflict(Exception):

@@ -214,12 +214,13 @@ def _claim(run: Run, answers: dict[str, Answer], claim: ClaimAs) -> Claimed | No
         owner=leases.owner_id(),
         lease_expires_at=leases.lease_until(),
     )
-    thread = Thread.objects.select_related("agent", "session").get(pk=run.thread_id)
+    thread = Thread.objects.select_related("agent").get(pk=run.thread_id)
+    session, _ = Session.objects.get_or_create(thread=thread)
     return Claimed(
         run=new,
         previous=run,
         thread=thread,
-        session=thread.session,
+        session=session,
         agent=thread.agent,
         checkpoint=waiting_checkpoint(run),
         answers=answers,
@@ -311,16 +312,18 @@ def wait_answer_for_operator(
         if approval is None:
             return False
         run = Run.objects.select_for_update().get(pk=approval.run_id)
-        if run.status != Run.Status.WAITING:
+        abandoned = run.status != Run.Status.WAITING and approval.decision == Approval.Decision.PENDING
+        if abandoned:
             # Its run ended without it (cancelled, superseded): close it rather than answer into the void.
-            if approval.decision == Approval.Decision.PENDING:
-                _close(approval, Approval.Decision.CANCELLED, ABANDONED, now)
-                raise ApprovalAbandoned(ABANDONED)
+            _close(approval, Approval.Decision.CANCELLED, ABANDONED, now)
+        elif run.status != Run.Status.WAITING:
             return False
-        recorded = _record(run, interrupt_id, Decided(decision, reason, always), answered_by, now)
-        if recorded and _collect(run, now=now, expire=False) is not None:
-            Run.objects.filter(pk=run.pk, status=Run.Status.WAITING).update(wait_deadline=now)
-        return recorded
+        else:
+            recorded = _record(run, interrupt_id, Decided(decision, reason, always), answered_by, now)
+            if recorded and _collect(run, now=now, expire=False) is not None:
+                Run.objects.filter(pk=run.pk, status=Run.Status.WAITING).update(wait_deadline=now)
+            return recorded
+    raise ApprovalAbandoned(ABANDONED)
 
 
 class ApprovalAbandoned(Exception):
