@@ -23,7 +23,7 @@ from django.db import connections
 from agents.approvals import Answer
 from agents.events import BaseListener, Listeners, Outcome, RunListener
 from agents.loop import AgentLoop
-from agents.metrics import APPROVALS, MetricsListener
+from agents.metrics import APPROVALS, LIVE_RUNS, MetricsListener
 from agents.models import Agent
 from agents.providers.base import ModelInfo
 from agents.request import RunRequest
@@ -504,5 +504,6 @@ def _count_answers(checkpoint: Checkpoint, answers: dict[str, Answer]) -> None:
 
 
 HOST = RunHost()
+LIVE_RUNS.set_function(lambda: len(HOST.registry.tasks()))
 
 __all__ = ["HOST", "Answers", "RunContext", "RunHost", "RunNotCancellable", "RunSurface", "Start", "ThreadStatus"]
