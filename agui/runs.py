@@ -147,7 +147,7 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
     loop = AgentLoop(
         provider=provider,
         tools=registry,
-        tool_context=tool_context(),
+        tool_context=tool_context(agent_name=opened.agent.name, thread_id=inp.thread_id),
         config=loop_config(agent, provider, grounding=opened.session.grounding_override),
         store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
         listener=Listeners(translator, MetricsListener()),

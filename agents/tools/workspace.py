@@ -83,8 +83,12 @@ class Protected:
         return (info.st_dev, info.st_ino) in self.identities
 
 
+class ProtectedPath(ToolError):
+    """A path that reaches the server's own files."""
+
+
 def refused_as_protected(shown: str) -> ToolError:
-    return ToolError(
+    return ProtectedPath(
         f"{shown}: is one of the server's own files (its data dir, database, secrets or virtual "
         "environment); no tool may read or change it"
     )
@@ -322,10 +326,14 @@ class Workspace:
         return located
 
     def canonical(self, path: str) -> str | None:
-        """``path`` with its links resolved, relative to the root; None when it leads nowhere allowed."""
+        """``path`` with its links resolved, relative to the root; None when it leads out of the
+        workspace or nowhere. Raises ``ProtectedPath`` for the server's own files."""
         try:
             with self.locate(path) as located:
+                located.lstat()
                 return located.relative
+        except ProtectedPath:
+            raise
         except (ToolError, OSError):
             return None
 
