@@ -32,6 +32,7 @@ READ_LIMIT_LINES = 500
 MAX_LINE_CHARS = 2000
 # Lines are read in pieces of at most this many bytes: a file with one enormous line costs no more.
 _LINE_PIECE = 64 * 1024
+_BLOCK = 1024 * 1024
 _LINE_BYTES = MAX_LINE_CHARS * 4  # enough UTF-8 for the characters a line shows
 _BINARY_SNIFF = 8192
 _GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.NEGATE
@@ -107,10 +108,16 @@ def _pieces(fh: BinaryIO) -> Iterator[tuple[bytes, bool]]:
 
 
 class _Search:
-    """One grep call: its regular expression, its deadline and the hits so far."""
+    """One grep call: its regular expression, its deadline and the hits so far.
 
-    def __init__(self, regex: re2._Regexp[str], deadline: float) -> None:
-        self.regex = regex
+    A file is searched a block (about 1 MiB of whole lines) at a time: RE2 scans the block with
+    ``^``/``$`` matching at line ends, without the GIL, and only a block that matches is looked at
+    line by line. So the interpreter does almost no work per line and the server stays responsive.
+    A pattern whose meaning a block could change (``\\A``, ``\\z``, inline flags) is run line by line."""
+
+    def __init__(self, pattern: str, case_sensitive: bool, deadline: float) -> None:
+        self.regex = _compile(pattern, case_sensitive)
+        self.block_regex = None if _line_bound(pattern) else _compile("(?m)" + pattern, case_sensitive)
         self.deadline = deadline
         self.hits: list[str] = []
         self.timed_out = False
@@ -124,18 +131,30 @@ class _Search:
                 return  # binary files are skipped, as grep -I does
             number = 1
             try:
-                for piece, ends in _pieces(fh):
-                    text = piece.decode("utf-8").rstrip("\r\n")
-                    if self.regex.search(text):
-                        self.hits.append(f"{shown}:{number}:{text[:MAX_LINE_CHARS]}")
-                        if self.full():
-                            return
-                    number += ends
+                while block := fh.read(_BLOCK) + fh.readline(_LINE_PIECE):
+                    text = block.decode("utf-8")
                     if time.monotonic() > self.deadline:
                         self.timed_out = True
                         return
+                    if self.block_regex is not None and not self.block_regex.search(text):
+                        number += text.count("\n")
+                        continue
+                    lines = text.split("\n")
+                    last = lines.pop()  # "" when the block ends a line, else a piece of one
+                    for line in [*lines, *([last] if last else [])]:
+                        line = line.rstrip("\r")
+                        if self.regex.search(line):
+                            self.hits.append(f"{shown}:{number}:{line[:MAX_LINE_CHARS]}")
+                            if self.full():
+                                return
+                        number += 1
+                    number -= 1 if last else 0  # the piece's line goes on in the next block
             except UnicodeDecodeError:
-                return  # not UTF-8 text from here on: skipped, as grep -I does
+                return  # not UTF-8 text: skipped, as grep -I does
+
+
+def _line_bound(pattern: str) -> bool:
+    return "\\A" in pattern or "\\z" in pattern or "(?" in pattern
 
 
 def _grep(context: ToolContext, guard: PathGuard, search: _Search, raw_base: str, include: str) -> None:
@@ -183,11 +202,11 @@ def _compile(pattern: str, case_sensitive: bool) -> re2._Regexp[str]:
 async def grep_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
     pattern = require_str(arguments, "pattern")
     assert pattern is not None
-    regex = _compile(pattern, arguments.get("case_sensitive", True) is not False)
+    case_sensitive = arguments.get("case_sensitive", True) is not False
     base = require_str(arguments, "path", optional=True) or "."
     include = require_str(arguments, "include", optional=True) or "**/*"
     guard = await context.workspace.guard("grep")
-    search = _Search(regex, time.monotonic() + GREP_TIME_LIMIT_SECONDS)
+    search = _Search(pattern, case_sensitive, time.monotonic() + GREP_TIME_LIMIT_SECONDS)
     await asyncio.to_thread(_grep, context, guard, search, base, include)
     hits = search.hits
     if not hits and not search.timed_out:
