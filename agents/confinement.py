@@ -39,7 +39,9 @@ def hidden_from_bash() -> tuple[Path, ...]:
     hidden += [base / ".venv"] if base == workspace else [base]
     if sys.prefix != sys.base_prefix:
         hidden.append(Path(sys.prefix).resolve())
-    return tuple(dict.fromkeys(path for path in hidden if path.is_dir()))
+    kept = [path for path in dict.fromkeys(hidden) if path.is_dir()]
+    # A directory inside another hidden one is hidden with it.
+    return tuple(path for path in kept if not any(path != other and path.is_relative_to(other) for other in kept))
 
 
 @dataclass(slots=True, frozen=True)
