@@ -52,7 +52,8 @@ def call(name: str, **arguments: object) -> ToolOutput:
 
 
 @pytest.mark.parametrize(
-    "path", ["data/agui-token", "data/django-secret-key", "./data/../data/agui-token", "src/token-link", "src/token-hardlink"]
+    "path",
+    ["data/agui-token", "data/django-secret-key", "./data/../data/agui-token", "src/token-link", "src/token-hardlink"],
 )
 def test_file_read_never_reaches_the_servers_secrets(checkout, allow_all, path):
     out = call("file_read", path=path)

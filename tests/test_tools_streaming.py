@@ -52,11 +52,13 @@ def test_bash_output_under_the_limits_is_kept_whole(tmp_path):
     out, _ = call(tmp_path, "bash", command="for i in $(seq 1 90); do printf '%0499d\\n' $i; done")
     lines = out.content.splitlines()
     assert not out.truncated and len(lines) == 91 and lines[-1] == "[exit code 0]"
-    assert lines[44] == "%0499d" % 45
+    assert lines[44] == f"{45:0499d}"
 
 
 def test_bash_output_of_any_size_costs_bounded_memory(tmp_path):
-    out, peak = call(tmp_path, "bash", command="echo FIRST; head -c 100000000 /dev/zero | tr '\\0' 'y'; echo; echo LAST")
+    out, peak = call(
+        tmp_path, "bash", command="echo FIRST; head -c 100000000 /dev/zero | tr '\\0' 'y'; echo; echo LAST"
+    )
     assert out.content.startswith("FIRST\n") and out.content.endswith("LAST\n[exit code 0]")
     assert out.byte_count == 100_000_000 + 12 and out.truncated
     assert peak < BOUND
@@ -68,7 +70,9 @@ def test_the_stream_shaper_shapes_exactly_as_the_whole_text_would_be():
         limits = OutputLimits(
             max_bytes=rng.choice([40, 100, 1000]), max_lines=rng.choice([5, 20, 60]), keep_head=3, keep_tail=2
         )
-        pieces = [rng.choice(["a", "é", "\n", "line\n", "€€", "z" * rng.randint(0, 300)]) for _ in range(rng.randint(0, 80))]
+        pieces = [
+            rng.choice(["a", "é", "\n", "line\n", "€€", "z" * rng.randint(0, 300)]) for _ in range(rng.randint(0, 80))
+        ]
         text = "".join(pieces)
         data = text.encode()
         shaper = StreamShaper(limits)

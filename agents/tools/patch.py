@@ -153,25 +153,25 @@ def _plan_file(context: ToolContext, guard: PathGuard, patched: PatchedFile, hel
     if source is not None and target is not None and source != target:
         raise ToolError(f"{source} -> {target}: renames are not supported; delete the file and create the new one")
     action: Action = "create" if source is None else "delete" if target is None else "modify"
-    target = held.enter_context(context.workspace.locate(name))
-    relative = target.relative
-    refuse_denied(guard, target, "apply_patch")
-    refuse_directory(target)
+    located = held.enter_context(context.workspace.locate(name))
+    relative = located.relative
+    refuse_denied(guard, located, "apply_patch")
+    refuse_directory(located)
     if action == "create":
-        if target.lstat() is not None:
+        if located.lstat() is not None:
             raise ToolError(f"{relative}: the patch creates it (from /dev/null) but it already exists")
         before = TextFile([])
     else:
-        data = read_existing(target)
+        data = read_existing(located)
         ensure_fresh(context, relative, data)
         before = TextFile.parse(decode_text(data, relative))
     after = _apply_hunks(before, patched, relative)
     if action == "delete":
         if after.lines:
             raise ToolError(f"{relative}: the patch deletes it (to /dev/null) but its hunks do not remove every line")
-        change = Change(target, None)
+        change = Change(located, None)
     else:
-        change = Change(target, after.render().encode("utf-8"))
+        change = Change(located, after.render().encode("utf-8"))
     return Planned(relative, action, change, patched.added, patched.removed)
 
 

@@ -15,7 +15,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import re2
 from wcmatch import glob as wcglob
@@ -23,6 +23,11 @@ from wcmatch import glob as wcglob
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
 from agents.tools.ledger import remember_hash
 from agents.tools.workspace import Entry, Located, PathGuard, Workspace
+
+
+class _Regex(Protocol):
+    def search(self, text: str) -> object | None: ...
+
 
 GLOB_LIMIT = 500
 GREP_LIMIT = 200
@@ -61,9 +66,7 @@ def _listed(workspace: Workspace, guard: PathGuard, entry: Entry) -> tuple[str, 
         return None
 
 
-def _matching(
-    context: ToolContext, guard: PathGuard, pattern: str, base: Located
-) -> Iterator[tuple[Entry, str, bool]]:
+def _matching(context: ToolContext, guard: PathGuard, pattern: str, base: Located) -> Iterator[tuple[Entry, str, bool]]:
     """The entries beneath ``base`` whose path relative to it matches ``pattern``, in path order."""
     depth = _check_pattern(pattern)
     cut = 0 if base.relative == "." else len(base.relative) + 1
@@ -176,7 +179,9 @@ def _grep(context: ToolContext, guard: PathGuard, search: _Search, raw_base: str
                     with workspace.locate(entry.relative, must_exist=True) as target:
                         fd, _ = target.open_regular()
                 else:
-                    fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=entry.dir_fd)
+                    fd = os.open(
+                        entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=entry.dir_fd
+                    )
                     if not stat.S_ISREG(os.fstat(fd).st_mode):
                         os.close(fd)
                         continue
@@ -186,17 +191,18 @@ def _grep(context: ToolContext, guard: PathGuard, search: _Search, raw_base: str
             search.file(relative, fd)
 
 
-def _compile(pattern: str, case_sensitive: bool) -> re2._Regexp[str]:
+def _compile(pattern: str, case_sensitive: bool) -> _Regex:
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = case_sensitive
     try:
-        return re2.compile(pattern, options)
+        regex: _Regex = re2.compile(pattern, options)
     except re2.error as exc:
         message = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise ToolError(
             f"pattern is not a valid regular expression: {message} (RE2 syntax: no backreferences or lookaround)"
         ) from None
+    return regex
 
 
 async def grep_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:

@@ -16,6 +16,7 @@ skip them (issue #11, item 1).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -182,10 +183,8 @@ class Located:
         """Creates the missing parent directories, each beneath the last and never through a link."""
         while self.missing:
             part = self.missing[0]
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(part, 0o777, dir_fd=self.dir_fd)
-            except FileExistsError:
-                pass
             try:
                 fd = os.open(part, _DIR_FLAGS, dir_fd=self.dir_fd)
             except OSError as exc:

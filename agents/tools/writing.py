@@ -7,8 +7,8 @@ from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
-from agents.tools.workspace import PathGuard
 from agents.tools.ledger import ensure_fresh, remember
+from agents.tools.workspace import PathGuard
 
 
 def _path(arguments: dict[str, Any]) -> str:
