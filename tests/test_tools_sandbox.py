@@ -166,3 +166,15 @@ def test_without_bwrap_bash_is_offered_only_when_the_sandbox_is_turned_off(ws, t
         with override_settings(AGENT_BASH_SANDBOX="off"):
             assert bash_choice().offered and "WITHOUT a sandbox" in bash_choice().note
             assert tools_for(agent).get("bash") is not None
+
+
+def test_a_sandboxed_command_that_times_out_is_killed_with_its_children(ws):
+    marker = f"threadline-probe-{uuid.uuid4().hex}"
+    registry = ToolRegistry.of([BASH])
+    command = f"(exec -a {marker} sleep 600) & exec -a {marker} sleep 600"
+    out = asyncio.run(registry.call("bash", {"command": command, "timeout_seconds": 2}, tool_context()))
+    assert out.is_error and "timed out" in out.content
+    deadline = time.monotonic() + 10
+    while _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _marked(marker) == []
