@@ -9,6 +9,7 @@ file and keeps only the lines it shows (item 6)."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import hashlib
 import os
 import stat
@@ -133,9 +134,11 @@ class _Search:
             if b"\x00" in fh.peek(_BINARY_SNIFF)[:_BINARY_SNIFF]:
                 return  # binary files are skipped, as grep -I does
             number = 1
+            # Incremental: a block cut inside a long line may end in the middle of a character.
+            decoder = codecs.getincrementaldecoder("utf-8")()
             try:
                 while block := fh.read(_BLOCK) + fh.readline(_LINE_PIECE):
-                    text = block.decode("utf-8")
+                    text = decoder.decode(block)
                     if time.monotonic() > self.deadline:
                         self.timed_out = True
                         return
