@@ -10,7 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from project.env import env_bool, env_float, env_host, env_int, env_origins, env_str, env_url
+from project.env import env_bool, env_choice, env_float, env_host, env_int, env_origins, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("THREADLINE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
@@ -96,6 +96,11 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "ask").lower()
 if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
     raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off', 'ask' or 'on'")
+# bash runs in a bubblewrap sandbox ("on"); without bwrap it is not offered. "off" runs it
+# without one, which lets the model read anything the server's user can.
+AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
+# Whether sandboxed commands reach the network.
+AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 # In enforced grounding mode, the gate opens after this many iterations even without a report.
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 # How long a call of one of the client's own tools waits for its result before the model is told.

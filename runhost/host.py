@@ -357,7 +357,7 @@ class RunHost:
             loop = AgentLoop(
                 provider=provider,
                 tools=tools,
-                tool_context=tool_context(),
+                tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id),
                 config=loop_config(agent, provider, grounding=session.grounding_override),
                 store=DbSessionStore(session_id=session.pk, run_pk=live.run_pk, turns=session.turns),
                 listener=Listeners(listener, MetricsListener(), _CancelWatch(live)),
