@@ -94,7 +94,7 @@ class AgentAdmin(admin.ModelAdmin):
 
 def _tool_choices() -> list[tuple[str, str]]:
     return [
-        (name, f"{name} ({'read-only' if tool.read_only else 'not read-only'})")
+        (name, f"{name} ({'network' if tool.network else 'read-only' if tool.read_only else 'not read-only'})")
         for name, tool in sorted(KNOWN_TOOLS.items())
     ]
 

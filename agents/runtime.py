@@ -14,12 +14,14 @@ from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
 from agents.subagents import SubAgentLimits
 from agents.tools.ask import ASK_USER
-from agents.tools.base import ToolContext, ToolRegistry, Workspace
+from agents.tools.base import Tool, ToolContext, ToolRegistry, Workspace
 from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
+from agents.tools.netguard import WebConfig
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.shaping import OutputLimits
 from agents.tools.subagent import SUB_AGENT
+from agents.tools.web import WEB_FETCH, WEB_SEARCH
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +61,10 @@ async def close_providers() -> None:
 
 
 def tools_for(agent: Agent) -> ToolRegistry:
-    if settings.AGENT_MUTATING_TOOLS != "off":
-        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS))
-    return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT))
+    """The agent's tools: web_search only with a Brave key, the mutating tools unless switched off."""
+    web: tuple[Tool, ...] = (WEB_SEARCH, WEB_FETCH) if settings.BRAVE_API_KEY else (WEB_FETCH,)
+    mutating: tuple[Tool, ...] = MUTATING_TOOLS if settings.AGENT_MUTATING_TOOLS != "off" else ()
+    return ToolRegistry.of((*READ_ONLY_TOOLS, *web, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *mutating))
 
 
 def subagent_limits() -> SubAgentLimits:
@@ -75,7 +78,15 @@ def tool_context() -> ToolContext:
     max_lines: int = settings.TOOL_OUTPUT_MAX_LINES
     keep = min(200, max_lines // 3)  # 200 head and 200 tail lines at the default 600
     limits = OutputLimits(max_bytes=settings.TOOL_OUTPUT_MAX_BYTES, max_lines=max_lines, keep_head=keep, keep_tail=keep)
-    return ToolContext(workspace=Workspace(Path(settings.AGENT_WORKSPACE)), output_limits=limits)
+    web = WebConfig(
+        brave_api_key=settings.BRAVE_API_KEY,
+        brave_search_url=settings.BRAVE_SEARCH_URL,
+        max_bytes=settings.WEB_FETCH_MAX_BYTES,
+        timeout_seconds=settings.WEB_FETCH_TIMEOUT_SECONDS,
+        max_redirects=settings.WEB_FETCH_MAX_REDIRECTS,
+        allowed_private_hosts=settings.WEB_ALLOWED_PRIVATE_HOSTS,
+    )
+    return ToolContext(workspace=Workspace(Path(settings.AGENT_WORKSPACE)), output_limits=limits, web=web)
 
 
 def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -> LoopConfig:
