@@ -22,7 +22,7 @@ from ag_ui.core import ResumeEntry
 from django.utils import timezone
 
 from agents.approvals import Answer, ApprovalRequest
-from agents.metrics import APPROVAL_SECONDS, APPROVALS
+from agents.metrics import record_approval
 from agents.permissions import Decision, Verdict, primary_argument
 from agents.tools.base import Tool
 from threads import selectors
@@ -229,9 +229,7 @@ class InterruptApprover:
         # streaming, so the agent run goes on in a run of its own.
         await self.go_on()
         if not request.client_tool:
-            decision = "timeout" if answer.timed_out else "approved" if answer.approved else "denied"
-            APPROVALS.labels(request.tool, decision).inc()
-            APPROVAL_SECONDS.observe(time.monotonic() - asked)
+            record_approval(request.tool, answer, time.monotonic() - asked)
         return answer
 
     async def _watch(self, pending: Pending) -> None:
