@@ -98,11 +98,19 @@ def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -
         thinking_budget=agent.thinking_budget,
         max_iterations=min(agent.max_iterations, settings.AGENT_MAX_ITERATIONS),
         wall_clock_seconds=float(agent.max_run_seconds),
-        context_window=settings.COMPACTION_WINDOW_TOKENS or provider.info.context_window,
+        context_window=context_budget(provider),
         compact_at=settings.COMPACTION_AT_SHARE,
         grounding=grounding or agent.grounding_mode,
         grounding_max_iterations=settings.GROUNDING_MAX_ITERATIONS,
         token_budget=agent.token_budget,
         stream_retries=settings.MODEL_STREAM_RETRIES,
         retry_backoff=settings.MODEL_RETRY_BACKOFF_SECONDS,
+        environment=agent.environment_block,
     )
+
+
+def context_budget(provider: ModelProvider) -> int:
+    """The tokens a prompt may grow to before compaction (at COMPACTION_AT_SHARE of it)."""
+    budget: int = settings.COMPACTION_WINDOW_TOKENS
+    window = provider.info.context_window
+    return min(budget, window) if budget and window else budget or window

@@ -123,10 +123,11 @@ WEB_ALLOWED_PRIVATE_HOSTS = frozenset(
     host.strip().lower() for host in env_str("WEB_ALLOWED_PRIVATE_HOSTS").split(",") if host.strip()
 )
 
-# Compaction: older turns are summarised before a prompt passes this share of the
-# model's window. COMPACTION_WINDOW_TOKENS overrides the window (0: the model's own).
+# Compaction: older turns are summarised before a prompt passes COMPACTION_AT_SHARE of the context
+# budget: COMPACTION_WINDOW_TOKENS (160,000 by default, as seeds/003 has it: a 200k window less room
+# for the reply and tool output), or the model's window if that is smaller (0: the model's window).
 COMPACTION_AT_SHARE = env_float("COMPACTION_AT_SHARE", 0.75, minimum=0.1)
-COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 0, minimum=0)
+COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 160_000, minimum=0)
 
 REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
 
