@@ -4,6 +4,18 @@ import django.core.validators
 from django.db import migrations, models
 
 
+def seeded_agent_to_seed_defaults(apps, schema_editor):
+    # The coder agent 0002 seeds was made with 0001's defaults (50 iterations, 8192 tokens); if nobody
+    # has changed them, it takes the new ones, as an agent made today would.
+    Agent = apps.get_model("agents", "Agent")
+    Agent.objects.filter(name="coder", max_iterations=50, max_tokens=8192).update(max_iterations=20, max_tokens=4096)
+
+
+def seeded_agent_to_old_defaults(apps, schema_editor):
+    Agent = apps.get_model("agents", "Agent")
+    Agent.objects.filter(name="coder", max_iterations=20, max_tokens=4096).update(max_iterations=50, max_tokens=8192)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -26,4 +38,5 @@ class Migration(migrations.Migration):
             name='max_tokens',
             field=models.PositiveIntegerField(default=4096, help_text='Output tokens per model call.', validators=[django.core.validators.MinValueValidator(1)]),
         ),
+        migrations.RunPython(seeded_agent_to_seed_defaults, seeded_agent_to_old_defaults),
     ]
