@@ -89,3 +89,14 @@ def test_a_child_works_in_the_advisory_grounding_mode(server, fake_api):
     system = child.body["system"][0]["text"]
     assert "Grounding: before you change anything, read the code" in system
     assert "grounding_report" not in system  # the child has no such tool; the thread's grounding is its parent's
+
+
+def test_no_child_starts_once_the_parents_budget_is_spent(server, fake_api, coder):
+    coder.token_budget = 100
+    coder.save()
+    fake_api.script([tool_turn("sub_agent", {"task": "LATE: too late"}, id="toolu_late", input_tokens=200)])
+    stream = post_run(server.url, "coder", v1(run_input("t-sub-spent", "r1", user("delegate late"))))
+    server.drain()
+    result = next(e for e in stream.events if e["type"] == "TOOL_CALL_RESULT")
+    assert json.loads(result["content"])["error"] == "token_budget"
+    assert not _requests_for(fake_api, "LATE") and not SubAgentTask.objects.exists()
