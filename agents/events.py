@@ -117,6 +117,14 @@ class GroundingReported:
     gate_open: bool
 
 
+@dataclass(slots=True, frozen=True)
+class Compacted:
+    """Older turns were summarised: how many turns the summary replaced, and how long it took."""
+
+    dropped_turns: int
+    duration_seconds: float
+
+
 class PauseReason(StrEnum):
     MAX_ITERATIONS = "max_iterations"
     WALL_CLOCK = "wall_clock"
@@ -193,6 +201,9 @@ class SubAgentFinished:
     summary: str  # what the parent's model is given back
     conclusion: str  # how it ended, in one line
     error: str = ""
+    # The calls it made, as SubAgentResult.tool_calls keeps them, so a parent sub-agent can keep them
+    # under its own sub_agent call (the record is recursive).
+    tool_calls: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(slots=True, frozen=True)
@@ -229,6 +240,7 @@ RunEvent = (
     | RunPaused
     | TodosChanged
     | GroundingReported
+    | Compacted
 )
 
 

@@ -20,8 +20,10 @@ from typing import Any, Protocol
 from agents.approvals import AllowAll, Answer, Approver, Ask
 from agents.callstream import CallStream
 from agents.compaction import SUMMARY_PROMPT, compacted, estimate_tokens, render_for_summary, split_point
+from agents.environment import environment_block
 from agents.events import (
     AssistantMessage,
+    Compacted,
     GroundingReported,
     Listeners,
     Outcome,
@@ -55,7 +57,7 @@ from agents.subagents import (
 )
 from agents.tools.ask import ASK_USER
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
-from agents.tools.grounding import GROUNDING_PROMPT, GROUNDING_REPORT
+from agents.tools.grounding import GROUNDING_REPORT, gate_allows, gate_refusal, grounding_prompt
 from agents.tools.subagent import SUB_AGENT
 from agents.waits import Checkpoint, ChildCheckpoint, Counters, DoneCall, OpenCall, Resumption, WaitKind
 
@@ -70,9 +72,9 @@ def new_id(prefix: str) -> str:
 class LoopConfig:
     model: str
     system_prompt: str = ""
-    max_tokens: int = 8192
+    max_tokens: int = 4096
     thinking_budget: int = 0
-    max_iterations: int = 50
+    max_iterations: int = 20
     wall_clock_seconds: float = 0.0  # 0: no cap
     token_budget: int = 0  # input + output tokens per run; 0: no budget
     stream_retries: int = 2
@@ -81,13 +83,15 @@ class LoopConfig:
     repeat_limit: int = 3
     # Compaction: before a call whose prompt would pass this share of the window,
     # older turns are summarised, keeping the last few turns as they are.
-    context_window: int = 200_000
+    context_window: int = 160_000  # the context budget: the model's window, or less
     compact_at: float = 0.75
     keep_turns: int = 4
     # Grounding: "off", "prompt" (asked for in the system prompt) or "enforced" (only
     # read-only tools until a grounding_report says understood, or this many iterations).
     grounding: str = "off"
     grounding_max_iterations: int = 6
+    # Append the environment block (date, OS, workspace, git) to the system prompt of each run.
+    environment: bool = False
 
 
 class SessionStore(Protocol):
@@ -159,6 +163,7 @@ class AgentLoop:
         self._last_call = ""
         self._repeats = 0
         self._grounded = True
+        self.tokens_spent = 0  # this run's tokens so far (its children's included), for their budget
         self._system = config.system_prompt
         # Set when the run ended as waiting: what it goes on from once answered.
         self.waiting: Checkpoint | None = None
@@ -167,11 +172,12 @@ class AgentLoop:
     def delegable(self, tool: Tool, request: RunRequest) -> bool:
         """Whether a child of this run may be given ``tool``: what this run's scenario offers,
         and until this run is grounded (enforced mode), only what cannot change anything."""
-        return request.scenario.offers(tool) and (self._grounded or tool.read_only)
+        return request.scenario.offers(tool) and gate_allows(tool, grounded=self._grounded)
 
     def add_child_tokens(self, usage: TokenCount) -> None:
         """A child's tokens count on this run's token budget."""
         self._child_tokens += usage.input_tokens + usage.output_tokens
+        self.tokens_spent += usage.input_tokens + usage.output_tokens
 
     def _todos_changed(self, todos: list[dict[str, str]]) -> None:
         self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
@@ -216,11 +222,15 @@ class AgentLoop:
             counters = Counters(grounded=config.grounding != "enforced")
         else:
             counters = resume.checkpoint.counters
-        self._last_call, self._repeats, self._grounded = counters.last_call, counters.repeats, counters.grounded
+        self.tokens_spent = counters.tokens
+        self._last_call, self._repeats = counters.last_call, counters.repeats
         self._system = render_prompt(config.system_prompt, request.prompt_variables)
         grounding = config.grounding in ("prompt", "enforced")
-        if grounding:
-            self._system += GROUNDING_PROMPT
+        self._system += grounding_prompt(
+            config.grounding, max_iterations=config.grounding_max_iterations, tools=self.tools
+        )
+        self._system += await environment_block(self.tool_context.workspace.root) if config.environment else ""
+        self._set_grounded(counters.grounded)
         started = time.monotonic() - counters.elapsed
         tokens = counters.tokens
         first = counters.iteration
@@ -254,7 +264,7 @@ class AgentLoop:
         counted_upto = 0
         for iteration in range(first, config.max_iterations):
             if not self._grounded and iteration >= config.grounding_max_iterations:
-                self._grounded = True  # the gate opens anyway: grounding must not stall the run
+                self._set_grounded(True)  # the gate opens anyway: grounding must not stall the run
             # Read each time: a client may change its tools between two AG-UI runs of this run.
             # Until the agent is grounded (enforced mode) it is offered only what cannot change anything.
             specs = [
@@ -262,7 +272,7 @@ class AgentLoop:
                 for tool in self.tools.tools.values()
                 if request.scenario.offers(tool)
                 and (grounding or tool is not GROUNDING_REPORT)
-                and (self._grounded or tool.read_only)
+                and gate_allows(tool, grounded=self._grounded)
                 and (tool is not SUB_AGENT or self.depth < self.subagent_limits.max_depth)
             ]
             # The iteration boundary is the safe point: everything so far is committed.
@@ -317,6 +327,7 @@ class AgentLoop:
             return None
         emit = self.listener.on_event
         emit(PhaseChanged(Phase.COMPACTING, True))
+        began = time.monotonic()
         request = ModelRequest(
             model=self.config.model,
             system=SUMMARY_PROMPT,
@@ -337,10 +348,15 @@ class AgentLoop:
         summary = "".join(b["text"] for b in reply.content if b.get("type") == "text") if reply else ""
         if not summary.strip() or reply is None:
             return None
+        self.tokens_spent += reply.usage.input_tokens + reply.usage.output_tokens
+        emit(Compacted(dropped_turns=split, duration_seconds=time.monotonic() - began))
         return compacted(summary, turns[split:]), reply.usage
 
     async def _pause(self, reason: PauseReason) -> Outcome:
+        # A step of its own, so a client that shows steps shows the pause as well.
+        self.listener.on_event(PhaseChanged(Phase.PAUSED, True))
         self.listener.on_event(RunPaused(reason))
+        self.listener.on_event(PhaseChanged(Phase.PAUSED, False))
         await self.store.pause(reason)
         return Outcome.PAUSED
 
@@ -387,6 +403,9 @@ class AgentLoop:
             messages = call.finish(reply)
             emit(PhaseChanged(Phase.PLANNING, False))
             usage = reply.usage
+            self.tokens_spent += (
+                usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
+            )
             self.listener.on_usage(
                 Usage(
                     model=reply.model or config.model,
@@ -419,9 +438,11 @@ class AgentLoop:
             "relevantFiles": [f for f in arguments.get("relevant_files") or [] if isinstance(f, str)],
             "evidence": str(arguments.get("evidence") or ""),
         }
+        if not understood and str(arguments.get("missing_info") or "").strip():
+            report["missingInfo"] = str(arguments["missing_info"]).strip()
         question = arguments.get("question")
         if understood:
-            self._grounded = True
+            self._set_grounded(True)
         elif isinstance(question, str) and question.strip():
             report["question"] = question.strip()
         self.listener.on_event(GroundingReported(report, self._grounded))
@@ -453,6 +474,12 @@ class AgentLoop:
     def _deadline(self, seconds: float) -> str:
         at = datetime.now(UTC) + timedelta(seconds=seconds)
         return at.isoformat().replace("+00:00", "Z")
+
+    def _set_grounded(self, grounded: bool) -> None:
+        """Closes or opens the grounding gate; the time it is closed is the ``grounding`` phase."""
+        if grounded != self._grounded:
+            self.listener.on_event(PhaseChanged(Phase.GROUNDING, not grounded))
+        self._grounded = grounded
 
     def _is_repeat(self, call: dict[str, Any]) -> bool:
         key = call["name"] + "\n" + json.dumps(call.get("input"), sort_keys=True)
@@ -565,10 +592,8 @@ class AgentLoop:
                     output = None
                 else:
                     output = asked
-            elif not self._grounded and not tool.read_only:
-                output = ToolOutput(
-                    f"not yet: report your understanding with grounding_report before using {tool.name}", True
-                )
+            elif not gate_allows(tool, grounded=self._grounded):
+                output = gate_refusal(tool)
             else:
                 output = await decide_and_run(call, tool, arguments)
             if output is None:

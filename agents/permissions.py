@@ -7,8 +7,10 @@ tried in order and the first enabled one that matches decides:
 - ``ask`` waits for a person *even when* the call was approved "always" earlier in the session or
   auto-approve is on: an ask rule is a gate, the way an operator keeps a person in the loop for,
   say, ``git push*`` whatever else is allowed;
-- with no rule matching, the tool's own class decides: read-only tools run; the others run when a
-  yes-always covers the call or auto-approve is on, and ask otherwise.
+- with no rule matching, the tool's own class decides: the network tools (web_search, web_fetch)
+  ask unless a yes-always covers the call (auto-approve, which is about the workspace, does not
+  cover them); read-only tools run; the others run when a yes-always covers the call or
+  auto-approve is on, and ask otherwise.
 
 What the globs see (``primary_argument``):
 
@@ -22,6 +24,11 @@ What the globs see (``primary_argument``):
 - bash: the command, matched as a whole string (``*`` crosses ``/`` and spaces: ``rm *``,
   ``git status*``). A command that chains, pipes, redirects or substitutes is also cut into its
   pieces at every ``; & | < > ( )``, backtick and newline, quoted or not.
+- web_fetch: the URL. A glob without ``://`` is matched against the URL's host only
+  (``example.com``, ``*.example.com``, ``{example.com,*.example.com}``; case does not matter;
+  ``*.example.com`` does not match ``example.com`` itself); a glob with a scheme against the whole
+  URL (``https://example.com/docs/*``).
+- web_search: the query.
 - other tools: the empty string, which only blank, ``*`` or ``**`` match.
 
 Several targets (a patch's files, a command and its pieces): a ``deny`` or ``ask`` rule matches when
@@ -58,6 +65,7 @@ from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.subagent import SUB_AGENT
+from agents.tools.web import WEB_TOOLS, fetch_target, url_host
 from agents.tools.workspace import PathGuard, ProtectedPath, Workspace
 
 Decision = PermissionRule.Decision
@@ -65,7 +73,7 @@ Scope = PermissionRule.Scope
 
 # The tools a rule may name. A tool added to the loop is added here, or rules cannot name it.
 KNOWN_TOOLS: dict[str, Tool] = {
-    tool.name: tool for tool in (*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS)
+    tool.name: tool for tool in (*READ_ONLY_TOOLS, *WEB_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS)
 }
 
 _FILE_TOOLS = frozenset({"file_read", "file_write", "file_edit", "glob", "grep"})
@@ -75,6 +83,7 @@ _ANYTHING = frozenset({"", "*", "**"})
 # FORCEUNIX: a rule means the same on every platform the server runs on.
 _PATH_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 _COMMAND_FLAGS = wcfnmatch.BRACE | wcfnmatch.DOTMATCH | wcfnmatch.FORCEUNIX
+_HOST_FLAGS = _COMMAND_FLAGS | wcfnmatch.IGNORECASE
 _COMMAND_BREAKS = re.compile(r"[;&|<>()`\n]")
 _DEV_NULL = "/dev/null"
 
@@ -121,6 +130,12 @@ def evaluate(
     for rule in rules:
         if rule.enabled and _rule_matches(rule, tool.name, targets):
             return Verdict(Decision(rule.decision), rule.pk, _rule_reason(rule, remembered, auto_approve))
+    if tool.network:
+        if remembered:
+            return Verdict(
+                Decision.ALLOW, None, f"no rule matched; a yes-always of this session covers this {tool.name} call"
+            )
+        return Verdict(Decision.ASK, None, f"no rule matched; {tool.name} reaches the network, so it asks")
     if tool.read_only:
         return Verdict(Decision.ALLOW, None, f"no rule matched; {tool.name} only reads, so it runs")
     if remembered:
@@ -181,6 +196,10 @@ def primary_argument(tool_name: str, arguments: Mapping[str, Any]) -> list[str]:
         return _patch_targets(_text(arguments, "patch")) or [""]
     if tool_name == "bash":
         return _command_targets(_text(arguments, "command"))
+    if tool_name == "web_fetch":
+        return [fetch_target(dict(arguments))]
+    if tool_name == "web_search":
+        return [_text(arguments, "query").strip()]
     return [""]
 
 
@@ -249,7 +268,8 @@ def memory_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
     - bash: ``git status -s`` and ``git status`` share ``bash:git status*`` (programs with subcommands
       only); any other command, and every command that chains, pipes, redirects or substitutes, is
       remembered exactly;
-    - todo_write: the tool alone; a tool of unknown arguments: the exact arguments.
+    - web_fetch: the URL's host (``web_fetch:docs.python.org``); web_search and todo_write: the
+      tool alone; a tool of unknown arguments: the exact arguments.
     """
     if tool_name in _FILE_TOOLS:
         return f"{tool_name}:{primary_argument(tool_name, arguments)[0]}"
@@ -257,7 +277,9 @@ def memory_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
         return f"apply_patch:{','.join(sorted(set(primary_argument(tool_name, arguments))))}"
     if tool_name == "bash":
         return f"bash:{_command_pattern(_text(arguments, 'command').strip())}"
-    if tool_name == "todo_write":
+    if tool_name == "web_fetch":
+        return f"web_fetch:{url_host(fetch_target(dict(arguments)))}"
+    if tool_name in ("todo_write", "web_search"):
         return tool_name
     return f"{tool_name}:{json.dumps(arguments, sort_keys=True, default=str)}"
 
@@ -292,6 +314,13 @@ def _rule_matches(rule: PermissionRule, tool_name: str, targets: list[str]) -> b
 
 
 def _glob_matches(pattern: str, tool_name: str, target: str) -> bool:
+    if tool_name == "web_fetch":
+        # A glob with a scheme is over the whole URL; any other only over the host, so that
+        # ``*.example.com`` cannot match ``https://evil.net/?next=docs.example.com``.
+        if "://" in pattern:
+            return bool(wcfnmatch.fnmatch(target, pattern, flags=_COMMAND_FLAGS))
+        host = url_host(target)
+        return bool(host) and bool(wcfnmatch.fnmatch(host, pattern, flags=_HOST_FLAGS))
     if tool_name not in _PATH_TOOLS:
         return bool(wcfnmatch.fnmatch(target, pattern, flags=_COMMAND_FLAGS))
     while pattern.startswith("./"):

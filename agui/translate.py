@@ -14,8 +14,10 @@ from typing import Any
 
 from agents.events import (
     BaseListener,
+    Compacted,
     GroundingReported,
     Outcome,
+    Phase,
     PhaseChanged,
     ReasoningDelta,
     ReasoningEnded,
@@ -97,6 +99,7 @@ class AguiTranslator(BaseListener):
             RunPaused: self._paused,
             TodosChanged: self._todos,
             GroundingReported: self._grounding,
+            Compacted: self._ignored,  # the compacting step already shows it; its figures go to /metrics
         }
         self.pause_reason = ""
         # The sub-agents at work, by id: each child's stream is translated by a translator of
@@ -122,6 +125,10 @@ class AguiTranslator(BaseListener):
         for scope in self.children.values():
             scope.suspend(interrupt_ids)
         self.children.clear()
+        if interrupt_ids:
+            # The run now waits for a person: the waiting_approval step, closed with the rest
+            # right below, since no step may stay open past RUN_FINISHED.
+            self._phase(PhaseChanged(Phase.WAITING_APPROVAL, True))
         self._close_open()
         self.publish({"type": "MESSAGES_SNAPSHOT", "messages": messages})
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
@@ -267,6 +274,9 @@ class AguiTranslator(BaseListener):
                 self.publish({"type": "STEP_STARTED", "stepName": name})
         elif self.open_steps.pop(name, 0) is None:
             self.publish({"type": "STEP_FINISHED", "stepName": name})
+
+    def _ignored(self, event: RunEvent) -> None:
+        pass
 
     def _grounding(self, event: GroundingReported) -> None:
         self._state_delta(self.state.grounding_ops(event.report, event.gate_open))

@@ -14,6 +14,7 @@ import contextvars
 import logging
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -23,7 +24,7 @@ from django.db import connections
 from agents.approvals import Answer
 from agents.events import BaseListener, Listeners, Outcome, RunListener
 from agents.loop import AgentLoop
-from agents.metrics import APPROVALS, LIVE_RUNS, MetricsListener
+from agents.metrics import LIVE_RUNS, MetricsListener, record_approval
 from agents.models import Agent
 from agents.providers.base import ModelInfo
 from agents.request import RunRequest
@@ -485,22 +486,14 @@ class RunHost:
 
 
 def _count_answers(checkpoint: Checkpoint, answers: dict[str, Answer]) -> None:
+    """The metrics of the answers a run goes on with (questions and approvals; not client tools)."""
+    now = datetime.now(UTC)
     for call in checkpoint.answers_needed():
-        if call.kind is not WaitKind.APPROVAL:
-            continue
         answer = answers.get(call.answer_id)
-        if answer is None:
+        if call.kind is WaitKind.CLIENT or answer is None:
             continue
-        decision = (
-            "timeout"
-            if answer.timed_out
-            else "superseded"
-            if answer.superseded
-            else "approved"
-            if answer.approved
-            else "denied"
-        )
-        APPROVALS.labels(call.name, decision).inc()
+        asked = datetime.fromisoformat(call.expires_at) - timedelta(seconds=settings.APPROVAL_TIMEOUT_SECONDS)
+        record_approval(call.name, answer, max(0.0, (now - asked).total_seconds()))
 
 
 HOST = RunHost()

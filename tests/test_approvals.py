@@ -60,7 +60,7 @@ def test_an_approved_call_runs_after_the_resume(server, fake_api, workspace, ver
     assert types[-1] == "RUN_FINISHED"
     assert (workspace / "notes.txt").read_text() == "remember the milk\n"
     metrics = httpx.get(f"{server.url}/metrics", headers={"Authorization": "Bearer test-token"}).text
-    assert 'threadline_approvals_total{decision="approved",tool="file_write"}' in metrics
+    assert 'threadline_approvals_total{decision="yes",tool="file_write"}' in metrics
     approval = Approval.objects.get(id=interrupt["id"])
     assert approval.decision == Approval.Decision.APPROVED and approval.answered_at is not None
     assert approval.tool == "file_write" and approval.arguments == WRITE

@@ -141,7 +141,7 @@ def _answer_of(approval: Approval, question: bool) -> Answer:
     if decision == Approval.Decision.SUPERSEDED:
         return Answer(approved=False, superseded=True, reason=approval.reason)
     if decision == Approval.Decision.CANCELLED:
-        return Answer(approved=False, reason=approval.reason or "cancelled by the user", answered_by=by)
+        return Answer(approved=False, reason=approval.reason or "cancelled by the user", answered_by=by, cancelled=True)
     return Answer(approved=False, reason=approval.reason, answered_by=by)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.tools.errors import ToolError
+from agents.tools.netguard import WebConfig
 from agents.tools.shaping import OutputLimits, shape_tool_output
 from agents.tools.workspace import Workspace
 
@@ -44,6 +45,8 @@ class ToolContext:
     output_limits: OutputLimits = field(default_factory=OutputLimits)
     # Serialises check-then-write of the file tools when the model calls them in parallel.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # What the web tools may reach and how much they read (agents/tools/web.py).
+    web: WebConfig = field(default_factory=WebConfig)
 
 
 ToolFunc = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
@@ -58,6 +61,9 @@ class Tool:
     read_only: bool = True
     # Declared by the client (AG-UI frontend tools): the client runs it and sends the result.
     frontend: bool = False
+    # Reaches the network (web_search, web_fetch): with no rule matching, each call asks, even
+    # though it changes nothing in the workspace (agents/permissions.py).
+    network: bool = False
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
