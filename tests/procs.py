@@ -22,7 +22,10 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, *, data_dir: Path, workspace: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, data_dir: Path, workspace: Path, env: dict[str, str] | None = None, serve_args: tuple[str, ...] = ()
+    ) -> None:
+        self.serve_args = serve_args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = "proc-token"
@@ -56,9 +59,14 @@ class ServerProcess:
         assert migrated.returncode == 0, migrated.stderr
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "serve"], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                [sys.executable, "manage.py", "serve", *self.serve_args],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 30
+        # Several workers are spawned processes, each importing Django anew: give them longer.
+        deadline = time.monotonic() + (30 if not self.serve_args else 120)
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
             try:

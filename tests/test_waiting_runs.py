@@ -336,3 +336,41 @@ def test_a_thousand_waiting_threads_hold_no_task(cluster: Cluster) -> None:
     line = next(line for line in tasks.splitlines() if line.startswith("threadline_live_runs "))
     assert float(line.split()[1]) == 0
     assert subprocess.run(["kill", "-0", str(cluster.a.proc.pid)]).returncode == 0
+
+
+def test_serve_with_two_workers_takes_answers_in_either(cluster: Cluster, tmp_path: Path) -> None:
+    """``manage.py serve --workers 2``: two processes on one port, as a deployment runs them; each
+    thread's answer may reach either, and every run goes on."""
+    env = {
+        k: v
+        for k, v in cluster.a.env.items()
+        if k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DATABASE_URL", "REDIS_URL")
+    }
+    (tmp_path / "w").mkdir()
+    pair = ServerProcess(data_dir=tmp_path / "w", workspace=cluster.workspace, env=env, serve_args=("--workers", "2"))
+    pair.start()
+    try:
+        children = Path(f"/proc/{pair.proc.pid}/task/{pair.proc.pid}/children").read_text().split()
+        assert len(children) >= 2  # the two workers (and perhaps multiprocessing's helper)
+        for i in range(10):
+            cluster.fake.script_for(
+                f"pair {i}", [tool_turn("file_write", {"path": f"p{i}.txt", "content": "x"}), text_turn(["ok"])]
+            )
+        for i in range(10):
+            asked = post_run(pair.url, "coder", v1(run_input(f"t-pair-{i}", "r1", user(f"pair {i}"))), token=pair.token)
+            (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+            resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]
+            done = post_run(
+                pair.url, "coder", {**v1(run_input(f"t-pair-{i}", "r1")), "resume": resume}, token=pair.token
+            )
+            assert done.types[-1] == "RUN_FINISHED" and "TOOL_CALL_RESULT" in done.types
+        assert sorted(p.name for p in cluster.workspace.iterdir()) == sorted(f"p{i}.txt" for i in range(10))
+    finally:
+        pair.kill()
+
+
+def test_serve_refuses_several_workers_on_one_processes_database(tmp_path: Path) -> None:
+    server = ServerProcess(data_dir=tmp_path, workspace=tmp_path)
+    refused = server.manage("serve", "--workers", "2")
+    assert refused.returncode != 0
+    assert "--workers above 1 needs DATABASE_URL (PostgreSQL) and REDIS_URL" in refused.stderr
