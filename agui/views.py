@@ -161,8 +161,11 @@ async def info(request: HttpRequest) -> HttpResponseBase:
     if denied := token_error(request):
         return denied
     agents = [a async for a in Agent.objects.filter(enabled=True).order_by("name")]
-    base = request.build_absolute_uri("/agui/")
+    base = request.build_absolute_uri(settings.AGUI_PATH + "/")
     payload = {
+        "protocol": "ag-ui",
+        "version": "1.0",
+        "path": settings.AGUI_PATH,
         "server": "threadline",
         "protocolVersions": ["1.0", "0.x"],
         "agents": [
@@ -176,8 +179,8 @@ async def info(request: HttpRequest) -> HttpResponseBase:
         ],
         "capabilities": {
             "streaming": True,
-            "frontendTools": True,
-            "humanInTheLoop": True,
+            "frontendTools": settings.FRONTEND_TOOLS,
+            "humanInTheLoop": settings.HUMAN_IN_THE_LOOP,
             "sharedState": True,
             "interrupts": True,
             "reasoning": True,

@@ -27,6 +27,14 @@ from tests.procs import ROOT
         ("REDIS_URL", "http://localhost"),
         ("AGENT_WORKSPACE", "/definitely/not/here"),
         ("EVENT_LOG_FLUSH_SECONDS", "soon"),
+        ("AGUI_PATH", "agui"),
+        ("AGUI_PATH", "/agui/"),
+        ("AGUI_PATH", "/admin"),
+        ("AGUI_PORT", "8000"),
+        ("AGUI_PORT", "ag"),
+        ("AGUI_HUMAN_IN_THE_LOOP", "sometimes"),
+        ("AGUI_FRONTEND_TOOLS", "maybe"),
+        ("TLS_CERT_FILE", "/definitely/not/here.pem"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):
