@@ -94,13 +94,38 @@ def evaluate(
     arguments: Mapping[str, Any],
     remembered: bool,
     auto_approve: bool,
+    ask_a_person: bool = True,
 ) -> Verdict:
     """The verdict on calling ``tool`` with ``arguments``.
 
     ``rules`` are the rules in scope, in evaluation order (``rules_for``); disabled ones are skipped.
     ``remembered``: a yes-always of this session covers the call (see ``memory_key``).
     ``auto_approve``: the run approves what would otherwise ask. Neither overrides a matching rule.
+    ``ask_a_person``: False where nobody watches the chat (AGUI_HUMAN_IN_THE_LOOP=off): what would ask
+    is denied instead, and the reason says so.
     """
+    verdict = _evaluate(rules, tool=tool, arguments=arguments, remembered=remembered, auto_approve=auto_approve)
+    if verdict.decision == Decision.ASK and not ask_a_person:
+        return Verdict(Decision.DENY, verdict.rule_id, nobody_to_ask(verdict.reason))
+    return verdict
+
+
+def nobody_to_ask(reason: str) -> str:
+    """Why a call that would ask was denied: nobody is asked on this server."""
+    return (
+        "it would need a person's approval, and this server asks nobody (human in the loop is off), "
+        f"so it is denied: {reason}"
+    )
+
+
+def _evaluate(
+    rules: Iterable[PermissionRule],
+    *,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    remembered: bool,
+    auto_approve: bool,
+) -> Verdict:
     targets = primary_argument(tool.name, arguments)
     for rule in rules:
         if rule.enabled and _rule_matches(rule, tool.name, targets):

@@ -27,6 +27,8 @@ class Scenario:
 
 
 INTERACTIVE = Scenario("interactive")
+# A chat where nobody answers questions (AGUI_HUMAN_IN_THE_LOOP=off): the agent is not offered ask_user.
+UNATTENDED = Scenario("unattended", denied_tools=frozenset({"ask_user"}))
 # Scheduled or triggered runs: no approver is watching, and each starts from nothing.
 BACKGROUND = Scenario("background", conversation_memory=False, mutating_tools=False)
 # A child run working for a parent: its own memory, and nobody to put questions to.

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 from agui.decode import DecodedInput
 
@@ -21,9 +23,12 @@ async def _run_by_the_client(arguments: dict[str, Any], context: ToolContext) ->
 
 def set_frontend_tools(registry: ToolRegistry, decoded: DecodedInput) -> None:
     """Replaces the registry's frontend tools with those of this request. A client tool may not
-    take the name of one of the server's own tools: the server's stays, the client's is ignored."""
+    take the name of one of the server's own tools: the server's stays, the client's is ignored.
+    With AGUI_FRONTEND_TOOLS=off the request's tools are all ignored."""
     for name in [name for name, tool in registry.tools.items() if tool.frontend]:
         del registry.tools[name]
+    if not settings.FRONTEND_TOOLS:
+        return
     for declared in decoded.model.tools or []:
         if declared.name in registry.tools:
             continue

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ag_ui.core import DataSource, DocumentPart, ImagePart, TextPart, UrlSource, UserMessage
+from django.conf import settings
 
-from agents.request import Image, RunRequest
+from agents.request import INTERACTIVE, UNATTENDED, Image, RunRequest
 from agui.decode import DecodedInput
 
 
@@ -56,4 +57,6 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
         images=images,
         extra_content=extra,
         conversation_id=decoded.model.thread_id,
+        # With nobody to answer (AGUI_HUMAN_IN_THE_LOOP=off) the agent is not offered ask_user.
+        scenario=INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED,
     )

@@ -180,6 +180,7 @@ def _policy(agent_name: str, thread_id: str, session_id: Any) -> Callable[[Tool,
             arguments=arguments,
             remembered=remembered,
             auto_approve=settings.AGENT_MUTATING_TOOLS == "on",
+            ask_a_person=settings.HUMAN_IN_THE_LOOP,
         )
 
     return policy
