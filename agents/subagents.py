@@ -40,6 +40,7 @@ from agents.events import (
 from agents.providers.base import TokenCount
 from agents.request import SUB_AGENT, RunRequest
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+from agents.verdict import REPORT_INSTRUCTION
 
 if TYPE_CHECKING:
     from agents.loop import AgentLoop
@@ -308,7 +309,7 @@ async def run_sub_agent(
     child_listener = _ChildListener(parent.listener, task_id)
     config = dataclasses.replace(
         parent.config,
-        system_prompt=params.system_prompt or DEFAULT_SYSTEM_PROMPT,
+        system_prompt=(params.system_prompt or DEFAULT_SYSTEM_PROMPT) + REPORT_INSTRUCTION,
         max_iterations=limits.max_iterations,
         wall_clock_seconds=0.0,  # the timeout below bounds it
         token_budget=0,

@@ -14,6 +14,7 @@ from agents.events import AssistantMessage, ToolMessage
 from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
 from agents.providers.base import TokenCount
+from agents.verdict import conclusion_of
 from threads import fastsql, leases
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
 from threads.selectors import agent_get
@@ -373,7 +374,7 @@ def _interrupt_subagents(thread: Thread, run_ids: list[Any], now: Any) -> None:
         return
     why = "the server stopped while it ran"
     SubAgentTask.objects.filter(id__in=[task.id for task in stopped]).update(
-        status=SubAgentTask.Status.INTERRUPTED, conclusion=f"interrupted: {why}", error=why, finished_at=now
+        status=SubAgentTask.Status.INTERRUPTED, conclusion=conclusion_of("interrupted", ""), error=why, finished_at=now
     )
     state = thread.state if isinstance(thread.state, dict) else {}
     board = state.setdefault("subAgents", [])
@@ -393,7 +394,7 @@ def _interrupt_subagents(thread: Thread, run_ids: list[Any], now: Any) -> None:
             if task.parent_task_id:
                 entry["parentId"] = task.parent_task_id
             board.append(entry)
-        entry.update(status="interrupted", conclusion=f"interrupted: {why}", error=why)
+        entry.update(status="interrupted", conclusion=conclusion_of("interrupted", ""), error=why)
     thread.state = state
     thread.save(update_fields=["state"])
 

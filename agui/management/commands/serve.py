@@ -14,7 +14,11 @@ from agents.models import Agent
 
 def _bind(host: str, port: int) -> socket.socket:
     """A listening socket as uvicorn binds its own (address reuse, IPv6 when the host is one)."""
-    return uvicorn.Config("project.asgi:application", host=host, port=port).bind_socket()
+    sock = uvicorn.Config("project.asgi:application", host=host, port=port).bind_socket()
+    # uvicorn makes it inheritable for worker processes; here it would be inherited by the agent's
+    # bash commands, and one left running would hold the port after the server stopped.
+    sock.set_inheritable(False)
+    return sock
 
 
 class Command(BaseCommand):
