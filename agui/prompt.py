@@ -57,6 +57,7 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
         images=images,
         extra_content=extra,
         conversation_id=decoded.model.thread_id,
+        user_id="" if decoded.owner_id is None else str(decoded.owner_id),
         # With nobody to answer (AGUI_HUMAN_IN_THE_LOOP=off) the agent is not offered ask_user.
         scenario=INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED,
     )

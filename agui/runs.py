@@ -97,6 +97,7 @@ async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, m
             new_user_message=message,
             protocol_version=inp.protocol_version or "",
             live_run_ids=REGISTRY.live_run_pks() - {live.run_pk},
+            owner_id=decoded.owner_id,
         )
     except AgentUnavailable as exc:
         _end_unopened(live, {"type": "RUN_ERROR", "message": str(exc), "code": "unknown_agent"})

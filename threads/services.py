@@ -57,6 +57,10 @@ def _append_messages(thread_id: Any, bodies: list[dict[str, Any]]) -> None:
     )
 
 
+class ThreadNotReachable(ThreadConflict):
+    """The thread belongs to another user (HTTP 404 before a stream starts; RUN_ERROR after)."""
+
+
 class AgentUnavailable(Exception):
     """No enabled agent has that name (HTTP 404)."""
 
@@ -70,6 +74,7 @@ def run_open(
     protocol_version: str,
     live_run_ids: set[Any],
     run_pk: Any = None,
+    owner_id: int | None = None,
 ) -> OpenedThread:
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
@@ -77,6 +82,10 @@ def run_open(
     Runs left ``running`` by a process that is gone are marked interrupted: the
     session heals on this use. A run still held by another live process makes
     the thread busy (ThreadConflict); ``live_run_ids`` are this process's own.
+
+    ``owner_id``: the user whose API token the request carried. A new thread is theirs; another
+    user's thread is refused (ThreadNotReachable) with nothing written. None (the shared token)
+    reaches every thread and starts unowned ones.
 
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
@@ -89,6 +98,7 @@ def run_open(
         "protocol_version": protocol_version,
         "live_run_ids": live_run_ids,
         "run_pk": run_pk,
+        "owner_id": owner_id,
     }
     try:
         return _run_open(**arguments)
@@ -108,6 +118,7 @@ def _run_open(
     protocol_version: str,
     live_run_ids: set[Any],
     run_pk: Any,
+    owner_id: int | None,
 ) -> OpenedThread:
     agent = agent_get(name=agent_name)
     if agent is None:
@@ -121,7 +132,7 @@ def _run_open(
     )
     if not found:
         title = _title_from(new_user_message) if new_user_message else ""
-        thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title)
+        thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title, owner_id=owner_id)
         session = Session(thread=thread)
         thread.session = session
         stored: set[str] = set()
@@ -136,6 +147,8 @@ def _run_open(
         fastsql.insert(thread, session, run, message)
         return OpenedThread(thread, session, {message.message_id}, run, agent)
     thread = found[0]
+    if owner_id is not None and thread.owner_id != owner_id:
+        raise ThreadNotReachable(f"no thread {agui_thread_id} of yours")
     if thread.agent_id != agent.pk:
         owner = Agent.objects.filter(pk=thread.agent_id).values_list("name", flat=True).first()
         raise ThreadConflict(f"thread {agui_thread_id} belongs to agent {owner!r}")
