@@ -49,13 +49,8 @@ class RunRequest:
     scenario: Scenario = INTERACTIVE
     parent_request_id: str = ""
     description: str = ""
-    user_id: str = ""
-    chat_id: str = ""
-    chat_type: str = "p2p"
-    group_id: str = ""
-    tenant_id: str = ""
+    user_id: str = ""  # the owner of the thread, when a user's own token started it
     conversation_id: str = ""
-    background: bool = False
     prompt_variables: dict[str, str] = field(default_factory=dict)
     images: list[Image] = field(default_factory=list)
     # Other content blocks of the user's message, already in the model's shape

@@ -131,3 +131,13 @@ def test_opening_another_users_thread_is_refused_with_nothing_written(db):
     assert list(Message.objects.values_list("message_id", flat=True)) == ["u1"]
     assert Run.objects.count() == 1 and Thread.objects.get().owner_id == olive.pk
     assert Agent.objects.filter(name="coder").exists()
+
+
+def test_the_run_request_names_the_owner(db):
+    from agui.decode import decode_run_input
+    from agui.prompt import build_request
+
+    body = orjson.dumps(v1(run_input("t-req", "r1", user("hi", "u1"))))
+    for owner_id, expected in ((7, "7"), (None, "")):
+        decoded = decode_run_input(body, owner_id=owner_id)
+        assert build_request(decoded, decoded.raw["messages"][-1], request_id="r1").user_id == expected
