@@ -385,6 +385,8 @@ def test_the_offline_demo_delegates_when_asked(server, version):
     assert result["error"] is None, result["error"]
     (entry,) = result["state"]["subAgents"]
     assert entry["role"] == "surveyor" and entry["status"] == "succeeded"
+    # The demo child states its verdict as every child is asked to.
+    assert entry["conclusion"] == "success" and entry["summary"].endswith("Conclusion: success")
     assert "README" in entry["summary"] or "readme" in entry["summary"].lower()
     last = [m for m in result["messages"] if m["role"] == "assistant" and "subagentRunId" not in m][-1]
     assert last["content"].startswith("The sub-agent reported:")
