@@ -30,6 +30,8 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     PAUSED = "paused"
     INTERRUPTED = "interrupted"
+    # A call needs an answer (a person's, or the client's): the run goes on once it has it.
+    WAITING = "waiting"
 
 
 @dataclass(slots=True, frozen=True)
@@ -193,7 +195,15 @@ class SubAgentFinished:
     error: str = ""
 
 
-SubAgentEvent = SubAgentStarted | SubAgentActivity | SubAgentFinished
+@dataclass(slots=True, frozen=True)
+class SubAgentResumed:
+    """A child that waited for an answer goes on (in whichever process took the answer)."""
+
+    started: SubAgentStarted
+    call_ids: tuple[str, ...] = ()  # its calls that were announced before it waited
+
+
+SubAgentEvent = SubAgentStarted | SubAgentActivity | SubAgentFinished | SubAgentResumed
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from agents.events import (
     SubAgentActivity,
     SubAgentEvent,
     SubAgentFinished,
+    SubAgentResumed,
     SubAgentStarted,
     SubAgentStatus,
     ToolMessage,
@@ -41,6 +42,7 @@ from agents.providers.base import TokenCount
 from agents.request import SUB_AGENT, RunRequest
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from agents.verdict import REPORT_INSTRUCTION
+from agents.waits import ChildCheckpoint, Resumption
 
 if TYPE_CHECKING:
     from agents.loop import AgentLoop
@@ -91,6 +93,8 @@ class SubAgentResult:
 
 class SubAgentStore(Protocol):
     """Where a child's run is kept: its conversation (a SessionStore) and its record."""
+
+    turns: list[dict[str, Any]]  # its conversation so far (kept in a checkpoint when it waits)
 
     async def load_turns(self) -> list[dict[str, Any]]: ...
     async def commit(
@@ -186,15 +190,17 @@ def child_registry(
 class _ChildListener(BaseListener):
     """What the child reports, passed to the parent as its sub-agent's, and what the result is made of."""
 
-    def __init__(self, parent: RunListener, task_id: str) -> None:
+    def __init__(self, parent: RunListener, task_id: str, waited: ChildCheckpoint | None = None) -> None:
+        """``waited``: the child goes on from a checkpoint, with what it had done before."""
         self.parent = parent
         self.task_id = task_id
         self.outcome = Outcome.ERROR
         self.error = ""
-        self.last_text = ""
-        self.tool_calls: dict[str, dict[str, Any]] = {}
-        self.iterations = 0
-        self.usage = TokenCount()
+        self.last_text = waited.last_text if waited else ""
+        self.tool_calls: dict[str, dict[str, Any]] = {c["id"]: c for c in waited.tool_calls} if waited else {}
+        self.iterations = waited.iterations if waited else 0
+        self.usage = TokenCount(**waited.usage) if waited else TokenCount()
+        self.usage_before = self.usage  # what the parent already counted
 
     def on_event(self, event: RunEvent) -> None:
         if type(event) is ToolResult and event.tool_call_id in self.tool_calls:
@@ -272,8 +278,9 @@ def _output(task_id: str, role: str, result: SubAgentResult) -> ToolOutput:
 
 async def run_sub_agent(
     parent: AgentLoop, *, tool_call_id: str, arguments: dict[str, Any], request: RunRequest
-) -> ToolOutput:
-    """Runs one child to its end and returns what its parent's model is told."""
+) -> ToolOutput | ChildCheckpoint:
+    """Runs one child to its end and returns what its parent's model is told, or the child's
+    checkpoint when it waits for an answer."""
     limits = parent.subagent_limits
     depth = parent.depth + 1
     if depth > limits.max_depth:
@@ -306,7 +313,47 @@ async def run_sub_agent(
     store = parent.subagent_stores(started, params)
     await store.begin()
     parent.listener.on_subagent(started)
-    child_listener = _ChildListener(parent.listener, task_id)
+    listener = _ChildListener(parent.listener, task_id)
+    return await _drive(parent, started, params, tools, store, listener, request, resume=None)
+
+
+async def resume_sub_agent(
+    parent: AgentLoop, waited: ChildCheckpoint, answers: dict[str, Any], *, request: RunRequest
+) -> ToolOutput | ChildCheckpoint:
+    """A child that waited goes on from its checkpoint with the answers (by answer id)."""
+    params = SubAgentParams(**{**waited.params, "allowed_tools": tuple(waited.params.get("allowed_tools", ()))})
+    started = SubAgentStarted(
+        task_id=waited.task_id,
+        parent_task_id=waited.parent_task_id,
+        tool_call_id=waited.tool_call_id,
+        role=waited.role,
+        prompt=waited.prompt,
+        model=waited.model,
+        depth=waited.depth,
+    )
+    tools = ToolRegistry({name: tool for name in waited.allowed_tools if (tool := parent.tools.get(name))})
+    store = parent.subagent_stores(started, params)
+    store.turns = list(waited.turns)
+    earlier = waited.checkpoint
+    parent.listener.on_subagent(SubAgentResumed(started, (*earlier.done, *(c.call_id for c in earlier.open))))
+    listener = _ChildListener(parent.listener, started.task_id, waited)
+    resume = Resumption(waited.checkpoint, answers)
+    return await _drive(parent, started, params, tools, store, listener, request, resume=resume)
+
+
+async def _drive(
+    parent: AgentLoop,
+    started: SubAgentStarted,
+    params: SubAgentParams,
+    tools: ToolRegistry,
+    store: SubAgentStore,
+    child_listener: _ChildListener,
+    request: RunRequest,
+    *,
+    resume: Resumption | None,
+) -> ToolOutput | ChildCheckpoint:
+    limits = parent.subagent_limits
+    task_id = started.task_id
     config = dataclasses.replace(
         parent.config,
         system_prompt=(params.system_prompt or DEFAULT_SYSTEM_PROMPT) + REPORT_INSTRUCTION,
@@ -327,7 +374,7 @@ async def run_sub_agent(
         listener=child_listener,
         approver=parent.approver,
         make_id=parent.make_id,
-        depth=depth,
+        depth=started.depth,
         task_id=task_id,
         subagent_stores=parent.subagent_stores,
         subagent_limits=limits,
@@ -335,32 +382,64 @@ async def run_sub_agent(
     text = params.task if not params.context else f"{params.task}\n\n<context>\n{params.context}\n</context>"
     child_request = RunRequest(
         request_id=task_id,
-        text=text,
+        text=text if resume is None else "",
         scenario=SUB_AGENT,
         parent_request_id=request.request_id,
         description=params.role,
         user_id=request.user_id,
         conversation_id=request.conversation_id,
     )
-    timed_out = cancelled = False
+    timed_out = False
     try:
         await asyncio.wait_for(
-            child.run(child_request, run_id=task_id, thread_id=parent.thread_id),
+            child.run(child_request, run_id=task_id, thread_id=parent.thread_id, resume=resume),
             timeout=limits.timeout_seconds,
         )
     except TimeoutError:
         timed_out = True
     except asyncio.CancelledError:
-        cancelled = True
+        await _end(parent, store, child_listener, _result(child_listener, limits, timed_out=False, cancelled=True))
         raise
-    finally:
-        result = _result(child_listener, limits, timed_out=timed_out, cancelled=cancelled)
-        parent.listener.on_subagent(
-            SubAgentFinished(task_id, result.status, result.summary, result.conclusion, result.error)
+    spent = _since(child_listener.usage, child_listener.usage_before)
+    parent.add_child_tokens(spent)
+    if child_listener.outcome is Outcome.WAITING and child.waiting is not None and not timed_out:
+        usage = child_listener.usage
+        return ChildCheckpoint(
+            task_id=task_id,
+            parent_task_id=started.parent_task_id,
+            tool_call_id=started.tool_call_id,
+            role=started.role,
+            prompt=started.prompt,
+            model=started.model,
+            depth=started.depth,
+            params={**dataclasses.asdict(params), "allowed_tools": list(params.allowed_tools)},
+            allowed_tools=list(tools.tools),
+            turns=await store.load_turns(),
+            checkpoint=child.waiting,
+            iterations=child_listener.iterations,
+            last_text=child_listener.last_text,
+            tool_calls=list(child_listener.tool_calls.values()),
+            usage=dataclasses.asdict(usage),
         )
-        try:
-            await store.end(result)
-        except Exception:
-            log.exception("could not record the end of sub-agent %s", task_id)
-    parent.add_child_tokens(result.usage)
+    result = _result(child_listener, limits, timed_out=timed_out, cancelled=False)
+    await _end(parent, store, child_listener, result)
     return _output(task_id, params.role, result)
+
+
+async def _end(parent: AgentLoop, store: SubAgentStore, child: _ChildListener, result: SubAgentResult) -> None:
+    parent.listener.on_subagent(
+        SubAgentFinished(child.task_id, result.status, result.summary, result.conclusion, result.error)
+    )
+    try:
+        await store.end(result)
+    except Exception:
+        log.exception("could not record the end of sub-agent %s", child.task_id)
+
+
+def _since(now: TokenCount, before: TokenCount) -> TokenCount:
+    return TokenCount(
+        input_tokens=now.input_tokens - before.input_tokens,
+        output_tokens=now.output_tokens - before.output_tokens,
+        cache_read_tokens=now.cache_read_tokens - before.cache_read_tokens,
+        cache_write_tokens=now.cache_write_tokens - before.cache_write_tokens,
+    )

@@ -134,6 +134,9 @@ SUBAGENT_MAX_ITERATIONS = env_int("SUBAGENT_MAX_ITERATIONS", 25, minimum=1)
 SUBAGENT_TIMEOUT_SECONDS = env_float("SUBAGENT_TIMEOUT_SECONDS", 900.0, minimum=1.0)
 # How long an approval waits for its answer before it fails closed (denied).
 APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
+# How often each server process looks for waiting runs that are due (a deadline passed, or every
+# answer given in the admin or the API) and goes on with those it claims.
+WAIT_SWEEP_SECONDS = env_float("WAIT_SWEEP_SECONDS", 1.0, minimum=0.05)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
 TOOL_OUTPUT_MAX_LINES = env_int("TOOL_OUTPUT_MAX_LINES", 600, minimum=20)
 

@@ -3,7 +3,7 @@ title moves to /title), the token counts take the seed's names, and a sub-agent'
 its verdict (success, partial, failed, blocked), on the board and on its task row.
 
 It lives in the adapter's app (the document is the adapter's contract) and needs only the threads
-tables as they are at 0010; the rows are rewritten in batches.
+tables as they are at 0011; the rows are rewritten in batches.
 """
 
 from __future__ import annotations
@@ -85,6 +85,6 @@ def forwards(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("threads", "0010_answered_waiting_runs_finished")]
+    dependencies = [("threads", "0011_durable_waiting_runs")]
 
     operations = [migrations.RunPython(forwards, migrations.RunPython.noop)]
