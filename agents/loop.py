@@ -455,7 +455,7 @@ class AgentLoop:
         return at.isoformat().replace("+00:00", "Z")
 
     def _is_repeat(self, call: dict[str, Any]) -> bool:
-        key = call["name"] + "\x00" + json.dumps(call.get("input"), sort_keys=True)
+        key = call["name"] + "\n" + json.dumps(call.get("input"), sort_keys=True)
         if key == self._last_call:
             self._repeats += 1
         else:

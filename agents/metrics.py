@@ -6,7 +6,7 @@ counters live in prometheus_client's default registry, served at /metrics.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from agents.events import (
     BaseListener,
@@ -49,6 +49,8 @@ APPROVAL_SECONDS = Histogram(
     buckets=(1, 5, 15, 60, 300, 900, 3600),
 )
 RUNS = Counter("threadline_runs_total", "Runs that ended, by outcome.", ["outcome"])
+# Set by the run host: the runs this process executes now (a waiting run is not one of them).
+LIVE_RUNS = Gauge("threadline_live_runs", "Runs this server process is executing now.")
 SUBAGENTS = Counter("threadline_subagents_total", "Sub-agent runs that ended, by status.", ["status"])
 
 # The cache-hit ratio is cache_read / (input + cache_read + cache_write) over these counters, e.g.

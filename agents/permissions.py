@@ -50,6 +50,7 @@ from unidiff.patch import PatchSet
 from wcmatch import fnmatch as wcfnmatch
 from wcmatch import glob as wcglob
 
+from agents.confinement import server_workspace
 from agents.models import PermissionRule
 from agents.tools.ask import ASK_USER
 from agents.tools.base import Tool
@@ -57,6 +58,7 @@ from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.subagent import SUB_AGENT
+from agents.tools.workspace import PathGuard, ProtectedPath, Workspace
 
 Decision = PermissionRule.Decision
 Scope = PermissionRule.Scope
@@ -94,6 +96,7 @@ def evaluate(
     arguments: Mapping[str, Any],
     remembered: bool,
     auto_approve: bool,
+    workspace: Workspace | None = None,
     ask_a_person: bool = True,
 ) -> Verdict:
     """The verdict on calling ``tool`` with ``arguments``.
@@ -101,10 +104,15 @@ def evaluate(
     ``rules`` are the rules in scope, in evaluation order (``rules_for``); disabled ones are skipped.
     ``remembered``: a yes-always of this session covers the call (see ``memory_key``).
     ``auto_approve``: the run approves what would otherwise ask. Neither overrides a matching rule.
+    ``workspace`` (default: the server's) resolves the call's paths: a rule sees each path both as
+    given and with its links resolved, and a path that reaches the server's own files is denied
+    above every rule.
     ``ask_a_person``: False where nobody watches the chat (AGUI_HUMAN_IN_THE_LOOP=off): what would ask
     is denied instead, and the reason says so.
     """
-    verdict = _evaluate(rules, tool=tool, arguments=arguments, remembered=remembered, auto_approve=auto_approve)
+    verdict = _evaluate(
+        rules, tool=tool, arguments=arguments, remembered=remembered, auto_approve=auto_approve, workspace=workspace
+    )
     if verdict.decision == Decision.ASK and not ask_a_person:
         return Verdict(Decision.DENY, verdict.rule_id, nobody_to_ask(verdict.reason))
     return verdict
@@ -125,8 +133,19 @@ def _evaluate(
     arguments: Mapping[str, Any],
     remembered: bool,
     auto_approve: bool,
+    workspace: Workspace | None,
 ) -> Verdict:
     targets = primary_argument(tool.name, arguments)
+    if tool.name in _PATH_TOOLS:
+        try:
+            targets = _with_links_resolved(targets, workspace or server_workspace())
+        except ProtectedPath:
+            return Verdict(
+                Decision.DENY,
+                None,
+                "built-in: the path reaches the server's own files (data dir, database, secrets or virtual "
+                "environment), which no tool may read or change whatever the rules say",
+            )
     for rule in rules:
         if rule.enabled and _rule_matches(rule, tool.name, targets):
             return Verdict(Decision(rule.decision), rule.pk, _rule_reason(rule, remembered, auto_approve))
@@ -139,6 +158,45 @@ def _evaluate(
     if auto_approve:
         return Verdict(Decision.ALLOW, None, f"no rule matched; {tool.name} is not read-only, but auto-approve is on")
     return Verdict(Decision.ASK, None, f"no rule matched; {tool.name} is not read-only, so it asks")
+
+
+def _with_links_resolved(targets: list[str], workspace: Workspace) -> list[str]:
+    resolved = list(targets)
+    for target in targets:
+        if target in ("", "."):
+            continue
+        canonical = workspace.canonical(target)
+        if canonical is not None and canonical not in resolved:
+            resolved.append(canonical)
+    return resolved
+
+
+class ScopedRules:
+    """The path side of the rules of one agent in one thread (``PathRules``): each call of a file
+    tool reads them when it starts and drops every path a deny rule covers, after links are
+    resolved: grep's and glob's results, and a file reached through a link (issue #11, item 3)."""
+
+    def __init__(self, agent_name: str, thread_agui_id: str) -> None:
+        self.agent_name = agent_name
+        self.thread_agui_id = thread_agui_id
+
+    async def guard(self, tool_name: str) -> PathGuard:
+        return RuleGuard(await arules_for(self.agent_name, self.thread_agui_id), tool_name)
+
+
+class RuleGuard:
+    """Whether the first rule that matches one path of ``tool_name`` denies it."""
+
+    def __init__(self, rules: Iterable[PermissionRule], tool_name: str) -> None:
+        self.rules = [rule for rule in rules if rule.enabled and (not rule.tool or rule.tool == tool_name)]
+        self.tool_name = tool_name
+
+    def denies(self, relative: str) -> bool:
+        target = [normalise_path(relative)]
+        for rule in self.rules:
+            if _rule_matches(rule, self.tool_name, target):
+                return rule.decision == Decision.DENY
+        return False
 
 
 def primary_argument(tool_name: str, arguments: Mapping[str, Any]) -> list[str]:

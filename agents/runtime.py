@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from django.conf import settings
 
+from agents.confinement import bash_choice, server_workspace
 from agents.loop import LoopConfig
 from agents.models import Agent
+from agents.permissions import ScopedRules
 from agents.providers.anthropic import AnthropicProvider
 from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
 from agents.subagents import SubAgentLimits
 from agents.tools.ask import ASK_USER
-from agents.tools.base import ToolContext, ToolRegistry, Workspace
+from agents.tools.base import ToolContext, ToolRegistry
 from agents.tools.grounding import GROUNDING_REPORT
-from agents.tools.mutating import MUTATING_TOOLS
+from agents.tools.mutating import BASH, MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.shaping import OutputLimits
 from agents.tools.subagent import SUB_AGENT
@@ -60,7 +61,9 @@ async def close_providers() -> None:
 
 def tools_for(agent: Agent) -> ToolRegistry:
     if settings.AGENT_MUTATING_TOOLS != "off":
-        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS))
+        # bash only where it can run sandboxed, or where AGENT_BASH_SANDBOX=off says it may run without.
+        mutating = [tool for tool in MUTATING_TOOLS if tool is not BASH or bash_choice().offered]
+        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *mutating))
     return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT))
 
 
@@ -70,12 +73,14 @@ def subagent_limits() -> SubAgentLimits:
     )
 
 
-def tool_context() -> ToolContext:
-    """A fresh context per run: its read ledger and todo list are the run's own."""
+def tool_context(*, agent_name: str = "", thread_id: str = "") -> ToolContext:
+    """A fresh context per run: its read ledger and todo list are the run's own. The file tools
+    drop what the permission rules of this agent and thread deny (``ScopedRules``)."""
     max_lines: int = settings.TOOL_OUTPUT_MAX_LINES
     keep = min(200, max_lines // 3)  # 200 head and 200 tail lines at the default 600
     limits = OutputLimits(max_bytes=settings.TOOL_OUTPUT_MAX_BYTES, max_lines=max_lines, keep_head=keep, keep_tail=keep)
-    return ToolContext(workspace=Workspace(Path(settings.AGENT_WORKSPACE)), output_limits=limits)
+    workspace = server_workspace(ScopedRules(agent_name, thread_id))
+    return ToolContext(workspace=workspace, output_limits=limits)
 
 
 def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -> LoopConfig:

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from project.env import (
     env_bool,
+    env_choice,
     env_file,
     env_float,
     env_host,
@@ -125,6 +126,11 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "ask").lower()
 if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
     raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off', 'ask' or 'on'")
+# bash runs in a bubblewrap sandbox ("on"); without bwrap it is not offered. "off" runs it
+# without one, which lets the model read anything the server's user can.
+AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
+# Whether sandboxed commands reach the network.
+AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 # In enforced grounding mode, the gate opens after this many iterations even without a report.
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 # How long a call of one of the client's own tools waits for its result before the model is told.

@@ -23,7 +23,7 @@ from django.db import connections
 from agents.approvals import Answer
 from agents.events import BaseListener, Listeners, Outcome, RunListener
 from agents.loop import AgentLoop
-from agents.metrics import APPROVALS, MetricsListener
+from agents.metrics import APPROVALS, LIVE_RUNS, MetricsListener
 from agents.models import Agent
 from agents.providers.base import ModelInfo
 from agents.request import RunRequest
@@ -359,7 +359,7 @@ class RunHost:
             loop = AgentLoop(
                 provider=provider,
                 tools=tools,
-                tool_context=tool_context(),
+                tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id),
                 config=loop_config(agent, provider, grounding=session.grounding_override),
                 store=DbSessionStore(session_id=session.pk, run_pk=live.run_pk, turns=session.turns),
                 listener=Listeners(listener, MetricsListener(), _CancelWatch(live)),
@@ -506,5 +506,6 @@ def _count_answers(checkpoint: Checkpoint, answers: dict[str, Answer]) -> None:
 
 
 HOST = RunHost()
+LIVE_RUNS.set_function(lambda: len(HOST.registry.tasks()))
 
 __all__ = ["HOST", "Answers", "RunContext", "RunHost", "RunNotCancellable", "RunSurface", "Start", "ThreadStatus"]

@@ -35,6 +35,8 @@ from tests.procs import ROOT
         ("AGUI_HUMAN_IN_THE_LOOP", "sometimes"),
         ("AGUI_FRONTEND_TOOLS", "maybe"),
         ("TLS_CERT_FILE", "/definitely/not/here.pem"),
+        ("AGENT_BASH_SANDBOX", "maybe"),
+        ("AGENT_BASH_NETWORK", "yes please"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):

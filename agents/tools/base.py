@@ -1,4 +1,4 @@
-"""What a tool is, and the workspace no tool may leave."""
+"""What a tool is, and what the tools of one run share."""
 
 from __future__ import annotations
 
@@ -6,47 +6,13 @@ import asyncio
 import errno
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from agents.tools.errors import ToolError
 from agents.tools.shaping import OutputLimits, shape_tool_output
+from agents.tools.workspace import Workspace
 
-
-class ToolError(Exception):
-    """A call the tool refuses (bad arguments, a path outside the workspace); the model reads the message."""
-
-
-class Workspace:
-    """The one directory the tools work in. ``resolve`` refuses every way out of it:
-    absolute paths, ``..`` and symbolic links that point outside."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-
-    def resolve(self, path: str, *, must_exist: bool = False) -> Path:
-        if not isinstance(path, str) or path.strip() == "":
-            raise ToolError("path must be a non-empty string relative to the workspace")
-        if "\x00" in path:
-            raise ToolError("path contains a NUL byte")
-        candidate = Path(path)
-        if candidate.is_absolute():
-            raise ToolError(f"{path}: absolute paths are not allowed; give a path relative to the workspace")
-        resolved = (self.root / candidate).resolve()
-        if not resolved.is_relative_to(self.root):
-            raise ToolError(f"{path}: resolves outside the workspace")
-        if must_exist and not resolved.exists():
-            raise ToolError(f"{path}: no such file or directory")
-        return resolved
-
-    def relative(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix() or "."
-
-    def contains(self, path: Path) -> bool:
-        """True when ``path``, with its links followed, is inside the workspace."""
-        try:
-            return path.resolve().is_relative_to(self.root)
-        except OSError:
-            return False
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolOutput", "ToolRegistry", "Workspace"]
 
 
 @dataclass(slots=True)
@@ -147,6 +113,8 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def shape(output: ToolOutput, limits: OutputLimits) -> ToolOutput:
+    if output.line_count is not None:  # the tool shaped it while reading (bash streams its output)
+        return output
     shaped = shape_tool_output(
         output.content,
         max_bytes=limits.max_bytes,

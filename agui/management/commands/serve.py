@@ -9,6 +9,7 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from agents.confinement import bash_choice, startup_warnings
 from agents.models import Agent
 
 
@@ -46,6 +47,8 @@ class Command(BaseCommand):
             f"  AG-UI token:    {settings.AGUI_TOKEN}   ({origin})",
             f"  Model:          {model}",
             f"  Workspace:      {settings.AGENT_WORKSPACE}",
+            f"  bash:           {bash_choice().note}",
+            *(f"  WARNING:        {warning}" for warning in startup_warnings()),
             f"  Admin:          {base}/admin/",
             "",
             f"  Try it:  curl -N -H 'Authorization: Bearer {settings.AGUI_TOKEN}' \\",
