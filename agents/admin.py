@@ -153,7 +153,12 @@ def try_call(data: dict[str, Any]) -> TriedCall:
     tool = KNOWN_TOOLS[data["tool"]]
     rules = rules_for(data["agent"].name, data["thread"])
     verdict = evaluate(
-        rules, tool=tool, arguments=data["arguments"], remembered=data["remembered"], auto_approve=data["auto_approve"]
+        rules,
+        tool=tool,
+        arguments=data["arguments"],
+        remembered=data["remembered"],
+        auto_approve=data["auto_approve"],
+        ask_a_person=settings.HUMAN_IN_THE_LOOP,  # as the server would decide it
     )
     return TriedCall(
         verdict, rules, primary_argument(tool.name, data["arguments"]), memory_key(tool.name, data["arguments"])

@@ -253,9 +253,15 @@ class RunListener(Protocol):
     the parent's listeners hear it); a child's model calls also reach ``on_usage``,
     since its tokens count on the parent's.
     ``should_continue`` is polled between iterations; False ends the run as cancelled.
+
+    A listener hears either ``on_start`` (it was there when the run started) or ``on_subscribe``
+    (it joined a run already in flight through ``Listeners.subscribe``: a message queued on a
+    busy thread, a surface that follows the run), then the run's events from that point on and,
+    either way, ``on_finished`` exactly once.
     """
 
     def on_start(self, run: RunInfo) -> None: ...
+    def on_subscribe(self) -> None: ...
     def on_model(self, model: str) -> None: ...
     def on_event(self, event: RunEvent) -> None: ...
     def on_message(self, message: AssistantMessage | ToolMessage) -> None: ...
@@ -269,14 +275,30 @@ class RunListener(Protocol):
 
 
 class Listeners:
-    """Several listeners as one: each hears everything, in order; the run goes on while all agree."""
+    """Several listeners as one: each hears everything, in order; the run goes on while all agree.
+    More may join while the run is in flight (``subscribe``)."""
 
     def __init__(self, *listeners: RunListener) -> None:
-        self.listeners = listeners
+        # Replaced, never changed in place: a listener joining during a fan-out hears the next event.
+        self.listeners: tuple[RunListener, ...] = listeners
+        self._finished: Outcome | None = None
+
+    def subscribe(self, listener: RunListener) -> None:
+        """Joins ``listener`` to the run in flight: ``on_subscribe`` now, the events from here on,
+        and ``on_finished`` once (at once, when the run has already finished)."""
+        listener.on_subscribe()
+        if self._finished is not None:
+            listener.on_finished(self._finished)
+            return
+        self.listeners = (*self.listeners, listener)
 
     def on_start(self, run: RunInfo) -> None:
         for listener in self.listeners:
             listener.on_start(run)
+
+    def on_subscribe(self) -> None:
+        for listener in self.listeners:
+            listener.on_subscribe()
 
     def on_model(self, model: str) -> None:
         for listener in self.listeners:
@@ -311,6 +333,7 @@ class Listeners:
             listener.on_error(error, message)
 
     def on_finished(self, outcome: Outcome) -> None:
+        self._finished = outcome
         for listener in self.listeners:
             listener.on_finished(outcome)
 
@@ -322,6 +345,9 @@ class BaseListener:
     """A listener that ignores everything; subclass and override what you need."""
 
     def on_start(self, run: RunInfo) -> None:
+        pass
+
+    def on_subscribe(self) -> None:
         pass
 
     def on_model(self, model: str) -> None:

@@ -106,6 +106,7 @@ def evaluate(
     remembered: bool,
     auto_approve: bool,
     workspace: Workspace | None = None,
+    ask_a_person: bool = True,
 ) -> Verdict:
     """The verdict on calling ``tool`` with ``arguments``.
 
@@ -115,7 +116,34 @@ def evaluate(
     ``workspace`` (default: the server's) resolves the call's paths: a rule sees each path both as
     given and with its links resolved, and a path that reaches the server's own files is denied
     above every rule.
+    ``ask_a_person``: False where nobody watches the chat (AGUI_HUMAN_IN_THE_LOOP=off): what would ask
+    is denied instead, and the reason says so.
     """
+    verdict = _evaluate(
+        rules, tool=tool, arguments=arguments, remembered=remembered, auto_approve=auto_approve, workspace=workspace
+    )
+    if verdict.decision == Decision.ASK and not ask_a_person:
+        return Verdict(Decision.DENY, verdict.rule_id, nobody_to_ask(verdict.reason))
+    return verdict
+
+
+def nobody_to_ask(reason: str) -> str:
+    """Why a call that would ask was denied: nobody is asked on this server."""
+    return (
+        "it would need a person's approval, and this server asks nobody (human in the loop is off), "
+        f"so it is denied: {reason}"
+    )
+
+
+def _evaluate(
+    rules: Iterable[PermissionRule],
+    *,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    remembered: bool,
+    auto_approve: bool,
+    workspace: Workspace | None,
+) -> Verdict:
     targets = primary_argument(tool.name, arguments)
     if tool.name in _PATH_TOOLS:
         try:

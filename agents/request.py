@@ -27,6 +27,8 @@ class Scenario:
 
 
 INTERACTIVE = Scenario("interactive")
+# A chat where nobody answers questions (AGUI_HUMAN_IN_THE_LOOP=off): the agent is not offered ask_user.
+UNATTENDED = Scenario("unattended", denied_tools=frozenset({"ask_user"}))
 # Scheduled or triggered runs: no approver is watching, and each starts from nothing.
 BACKGROUND = Scenario("background", conversation_memory=False, mutating_tools=False)
 # A child run working for a parent: its own memory, and nobody to put questions to.
@@ -47,13 +49,8 @@ class RunRequest:
     scenario: Scenario = INTERACTIVE
     parent_request_id: str = ""
     description: str = ""
-    user_id: str = ""
-    chat_id: str = ""
-    chat_type: str = "p2p"
-    group_id: str = ""
-    tenant_id: str = ""
+    user_id: str = ""  # the owner of the thread, when a user's own token started it
     conversation_id: str = ""
-    background: bool = False
     prompt_variables: dict[str, str] = field(default_factory=dict)
     images: list[Image] = field(default_factory=list)
     # Other content blocks of the user's message, already in the model's shape

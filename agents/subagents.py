@@ -42,6 +42,7 @@ from agents.events import (
 from agents.providers.base import TokenCount
 from agents.request import SUB_AGENT, RunRequest
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+from agents.verdict import REPORT_INSTRUCTION
 from agents.waits import ChildCheckpoint, Resumption
 
 if TYPE_CHECKING:
@@ -409,7 +410,7 @@ async def _drive(
     budget = parent.config.token_budget
     config = dataclasses.replace(
         parent.config,
-        system_prompt=params.system_prompt or DEFAULT_SYSTEM_PROMPT,
+        system_prompt=(params.system_prompt or DEFAULT_SYSTEM_PROMPT) + REPORT_INSTRUCTION,
         max_iterations=limits.max_iterations,
         wall_clock_seconds=0.0,  # the timeout below bounds it
         # Bounded by what its parent has left (seeds/003, SetMaxContextTokens); 0: the parent has no budget.

@@ -23,6 +23,8 @@ class InputError(Exception):
 class DecodedInput:
     model: RunAgentInput
     raw: dict[str, Any]  # the body as sent, so stored messages keep their original shape
+    # The user whose API token sent it (their thread, their run); None for the shared AGUI_TOKEN.
+    owner_id: int | None = None
 
     @property
     def speaks_v1(self) -> bool:
@@ -84,8 +86,9 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 _CAMEL = {"thread_id": "threadId", "run_id": "runId", "tool_call_id": "toolCallId"}
 
 
-def decode_run_input(body: bytes) -> DecodedInput:
-    """Parses and validates a RunAgentInput; raises InputError naming the first bad field."""
+def decode_run_input(body: bytes, *, owner_id: int | None = None) -> DecodedInput:
+    """Parses and validates a RunAgentInput sent by ``owner_id`` (see DecodedInput); raises
+    InputError naming the first bad field."""
     if not body:
         raise InputError("the request body is empty; expected a RunAgentInput JSON object")
     try:
@@ -116,4 +119,4 @@ def decode_run_input(body: bytes) -> DecodedInput:
     ids = [m.id for m in model.messages]
     if len(set(ids)) != len(ids):
         raise InputError("messages: two messages share an id", "messages")
-    return DecodedInput(model=model, raw=raw)
+    return DecodedInput(model=model, raw=raw, owner_id=owner_id)

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from agui.decode import DecodedInput
 
 
 def declared_tools(decoded: DecodedInput) -> list[dict[str, Any]]:
-    """The client's own tools as this request declares them (the set may change between requests)."""
+    """The client's own tools as this request declares them (the set may change between requests);
+    none with AGUI_FRONTEND_TOOLS=off, where the request's tools are ignored."""
+    if not settings.FRONTEND_TOOLS:
+        return []
     return [
         {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
         for tool in decoded.model.tools or []

@@ -1,13 +1,17 @@
-"""HTTP plumbing of the AG-UI routes: the token check, JSON errors, SSE responses."""
+"""HTTP plumbing of the AG-UI routes: who is calling (the token check), JSON errors, SSE responses."""
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+
+from threads.dbthread import on_db_thread
+from threads.selectors import api_token_user_id
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -22,13 +26,56 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
     return response
 
 
+@dataclass(slots=True, frozen=True)
+class Caller:
+    """Who sent an AG-UI request. ``user_id`` None: the shared AGUI_TOKEN, the single-user (or
+    operator's) key, which reaches every thread. Otherwise a user's own API token: the threads that
+    user starts are theirs, and nobody else's can be reached with it."""
+
+    user_id: int | None
+
+    def reaches(self, owner_id: int | None) -> bool:
+        return self.user_id is None or owner_id == self.user_id
+
+
+_SHARED = Caller(user_id=None)
+
+
+def _presented_token(request: HttpRequest) -> str | JsonResponse:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() not in ("bearer", "token") or not token.strip():
+        return error_response(
+            401, "unauthorized", "send the AG-UI token or your API token as 'Authorization: Bearer <token>'"
+        )
+    return token.strip()
+
+
+def _is_shared_token(token: str) -> bool:
+    return hmac.compare_digest(token.encode(), settings.AGUI_TOKEN.encode())
+
+
+async def authenticate(request: HttpRequest) -> Caller | JsonResponse:
+    """The caller of an AG-UI route, or the 401 to send. Accepts the shared AGUI_TOKEN and a user's
+    API (DRF) token, each as ``Bearer`` or ``Token``. The shared token costs no database query."""
+    token = _presented_token(request)
+    if isinstance(token, JsonResponse):
+        return token
+    if _is_shared_token(token):
+        return _SHARED
+    user_id = await on_db_thread(api_token_user_id, key=token)
+    if user_id is None:
+        return error_response(
+            401, "unauthorized", "the token is wrong: it is neither the AG-UI token nor an active user's API token"
+        )
+    return Caller(user_id=user_id)
+
+
 def token_error(request: HttpRequest) -> JsonResponse | None:
-    """None when the request carries the AG-UI bearer token, else the 401 to send."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return error_response(401, "unauthorized", "send the AG-UI token as 'Authorization: Bearer <token>'")
-    if not hmac.compare_digest(token.strip().encode(), settings.AGUI_TOKEN.encode()):
+    """None when the request carries the shared AG-UI token (the operator's, for /metrics), else the 401."""
+    token = _presented_token(request)
+    if isinstance(token, JsonResponse):
+        return token
+    if not _is_shared_token(token):
         return error_response(401, "unauthorized", "the AG-UI token is wrong")
     return None
 

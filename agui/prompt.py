@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ag_ui.core import DataSource, DocumentPart, ImagePart, TextPart, UrlSource, UserMessage
+from django.conf import settings
 
-from agents.request import Image, RunRequest
+from agents.request import INTERACTIVE, UNATTENDED, Image, RunRequest
 from agui.decode import DecodedInput
 
 
@@ -22,6 +23,21 @@ def context_block(decoded: DecodedInput) -> str:
         return ""
     lines = [f"- {entry.description}: {entry.value}" for entry in entries]
     return "<context>\n" + "\n".join(lines) + "\n</context>\n\n"
+
+
+def _user_id(decoded: DecodedInput) -> str:
+    return "" if decoded.owner_id is None else str(decoded.owner_id)
+
+
+def no_message_request(decoded: DecodedInput) -> RunRequest:
+    """The request of a run that goes on (an answer) or only shows the thread (a hydrate)."""
+    return RunRequest(
+        request_id=decoded.model.run_id,
+        text="",
+        conversation_id=decoded.model.thread_id,
+        user_id=_user_id(decoded),
+        scenario=INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED,
+    )
 
 
 def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: str) -> RunRequest:
@@ -56,4 +72,7 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
         images=images,
         extra_content=extra,
         conversation_id=decoded.model.thread_id,
+        user_id=_user_id(decoded),
+        # With nobody to answer (AGUI_HUMAN_IN_THE_LOOP=off) the agent is not offered ask_user.
+        scenario=INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED,
     )

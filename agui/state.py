@@ -21,6 +21,7 @@ SERVER_KEYS = (
     "thread",
     "session",
     "agent",
+    "title",
     "model",
     "todos",
     "tokenUsage",
@@ -46,18 +47,40 @@ def model_entry(info: ModelInfo) -> dict[str, Any]:
 
 
 def empty_usage(context_window: int) -> dict[str, Any]:
+    """The thread's token counts, under the seed's names (they are JSON Pointer paths of the contract).
+    The four counts add up every model call of the thread, sub-agents' included; ``lastPromptTokens``
+    is the latest call's prompt, the context in use against ``contextWindow``."""
     return {
-        "inputTokens": 0,
-        "outputTokens": 0,
-        "cachedInputTokens": 0,
-        "cacheWriteInputTokens": 0,
-        "reasoningTokens": 0,
+        "promptTokens": 0,  # every token sent as prompt: fresh input plus cache reads and writes
+        "completionTokens": 0,
+        "cacheReadTokens": 0,
+        "cacheWriteTokens": 0,
+        "reasoningTokens": 0,  # Anthropic counts thinking in the completion tokens and reports none apart
         "totalTokens": 0,
-        "lastInputTokens": 0,
+        "lastPromptTokens": 0,
         "contextWindow": context_window,
-        "estimated": False,
+        "estimated": False,  # the counts are the provider's own, not estimates
         "cost": 0.0,  # US dollars at list prices (agents/pricing.py)
     }
+
+
+# Names the token counts had before they took the seed's; a document stored then is read with these.
+_OLD_USAGE_NAMES = {
+    "inputTokens": "promptTokens",
+    "outputTokens": "completionTokens",
+    "cachedInputTokens": "cacheReadTokens",
+    "cacheWriteInputTokens": "cacheWriteTokens",
+    "lastInputTokens": "lastPromptTokens",
+}
+
+
+def _usage_of(stored: Any, context_window: int) -> dict[str, Any]:
+    usage = empty_usage(context_window)
+    if isinstance(stored, dict):
+        for key, value in stored.items():
+            usage[_OLD_USAGE_NAMES.get(str(key), str(key))] = value
+    usage["contextWindow"] = context_window
+    return usage
 
 
 def client_part(state: Any) -> dict[str, Any]:
@@ -86,14 +109,14 @@ class ThreadState:
         client_state: Any,
     ) -> ThreadState:
         doc = copy.deepcopy(stored) if stored else {}
-        doc["thread"] = {"id": thread_id, "title": title}
-        doc["session"] = {"id": session_id}
-        doc["agent"] = {"name": agent}
+        # The seed's paths: /thread, /session and /agent are plain strings.
+        doc["thread"] = thread_id
+        doc["session"] = session_id
+        doc["agent"] = agent
+        doc["title"] = title
         doc["model"] = model_entry(model)
         doc.setdefault("todos", [])
-        usage = doc.setdefault("tokenUsage", empty_usage(model.context_window))
-        usage["contextWindow"] = model.context_window
-        usage.setdefault("cost", 0.0)  # documents from before cost was counted
+        doc["tokenUsage"] = _usage_of(doc.get("tokenUsage"), model.context_window)
         doc.setdefault("files", [])
         doc.setdefault("subAgents", [])
         doc.setdefault("grounding", {})
@@ -104,13 +127,13 @@ class ThreadState:
         current = self.document["tokenUsage"]
         prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         updated = {
-            "inputTokens": current["inputTokens"] + prompt,
-            "outputTokens": current["outputTokens"] + usage.output_tokens,
-            "cachedInputTokens": current["cachedInputTokens"] + usage.cache_read_tokens,
-            "cacheWriteInputTokens": current["cacheWriteInputTokens"] + usage.cache_write_tokens,
-            "lastInputTokens": prompt,
+            "promptTokens": current["promptTokens"] + prompt,
+            "completionTokens": current["completionTokens"] + usage.output_tokens,
+            "cacheReadTokens": current["cacheReadTokens"] + usage.cache_read_tokens,
+            "cacheWriteTokens": current["cacheWriteTokens"] + usage.cache_write_tokens,
+            "lastPromptTokens": prompt,
         }
-        updated["totalTokens"] = updated["inputTokens"] + updated["outputTokens"]
+        updated["totalTokens"] = updated["promptTokens"] + updated["completionTokens"]
         updated["cost"] = round(current.get("cost", 0.0) + cost_of(usage), 6)
         ops: list[Op] = []
         for key, value in updated.items():

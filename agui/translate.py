@@ -41,6 +41,7 @@ from agents.events import (
     ToolResult,
     Usage,
 )
+from agents.verdict import conclusion_of
 from agui.state import ThreadState
 
 Publish = Callable[[dict[str, Any]], None]
@@ -312,7 +313,7 @@ class AguiTranslator(BaseListener):
             changes = {
                 "status": event.status.value,
                 "summary": event.summary,
-                "conclusion": event.conclusion,
+                "conclusion": conclusion_of(event.status.value, event.summary),
                 "error": event.error,
             }
             self._state_delta(self.state.subagent_changed_ops(event.task_id, changes))

@@ -11,13 +11,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.models import Agent
-from agents.request import RunRequest
 from agents.runtime import provider_for
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
-from agui.http import error_response, sse_response, token_error
+from agui.http import Caller, authenticate, error_response, sse_response, token_error
 from agui.interrupts import decided_of
-from agui.prompt import build_request
+from agui.prompt import build_request, no_message_request
 from agui.relay import follow_stored_run
 from agui.runs import LIVE_STREAMS, AguiRun
 from agui.state import model_entry
@@ -77,21 +76,33 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
     return body
 
 
+async def _reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
+    """Whether the caller may use the thread (run, hydrate, resume): the shared token always; a
+    user's token only on their own threads or a new one (a race is refused by run_open)."""
+    if caller.user_id is None:
+        return True
+    return await on_db_thread(selectors.thread_reachable, agui_thread_id=agui_thread_id, user_id=caller.user_id)
+
+
 async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
     """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
     if request.method != "POST":
         return error_response(405, "method_not_allowed", "POST a RunAgentInput to this URL")
-    if denied := token_error(request):
-        return denied
+    caller = await authenticate(request)
+    if not isinstance(caller, Caller):
+        return caller
     body = _read_body(request)
     if isinstance(body, HttpResponseBase):
         return body
     try:
-        decoded = decode_run_input(body)
+        decoded = decode_run_input(body, owner_id=caller.user_id)
     except InputError as exc:
         return error_response(400, "invalid_input", exc.message, exc.field)
     if not await AGENT_NAMES.exists(agent_name):
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
+    if not await _reaches_thread(caller, decoded.model.thread_id):
+        # Another user's thread looks like no thread at all, so ids do not leak; nothing is written.
+        return error_response(404, "unknown_thread", "no such thread")
     inp = decoded.model
     message = _new_user_message(decoded)
     if message is not None and HOST.is_busy_here(inp.thread_id, message["id"]):
@@ -112,7 +123,7 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
             decisions={entry.interrupt_id: decided_of(entry) for entry in inp.resume or []},
             client_results=results,
             answered_by="agui-client",
-            request=RunRequest(request_id=inp.run_id, text="", conversation_id=inp.thread_id),
+            request=no_message_request(decoded),
             client_tools=declared_tools(decoded),
         )
         HOST.answer(answers, surface)
@@ -121,7 +132,7 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
         asked = (
             build_request(decoded, message, request_id=inp.run_id)
             if message is not None
-            else RunRequest(request_id=inp.run_id, text="", conversation_id=inp.thread_id)
+            else no_message_request(decoded)
         )
         start = Start(
             agent_name=agent_name,
@@ -131,6 +142,7 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
             message=message,
             request=asked,
             client_tools=declared_tools(decoded),
+            owner_id=caller.user_id,
         )
         HOST.start(start, surface)
     return sse_response(surface.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
@@ -153,8 +165,9 @@ async def reattach(
     """GET: the events of a run after Last-Event-ID (or ?after=), then the live rest of it."""
     if request.method != "GET":
         return error_response(405, "method_not_allowed", "GET this URL to follow a run")
-    if denied := token_error(request):
-        return denied
+    caller = await authenticate(request)
+    if not isinstance(caller, Caller):
+        return caller
     after = _after(request)
     if isinstance(after, HttpResponseBase):
         return after
@@ -166,7 +179,7 @@ async def reattach(
         run = await on_db_thread(selectors.thread_latest_run, thread=thread) if thread else None
     else:
         run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
-    if run is None or run.thread.agent_id != agent.pk:
+    if run is None or run.thread.agent_id != agent.pk or not caller.reaches(run.thread.owner_id):
         return error_response(404, "unknown_run", "no such run on this thread")
     stream = LIVE_STREAMS.get(run.pk)
     if stream is not None:
@@ -176,11 +189,15 @@ async def reattach(
 
 async def info(request: HttpRequest) -> HttpResponseBase:
     """GET /agui/info: the agents served here and what the server supports. No secrets."""
-    if denied := token_error(request):
-        return denied
+    caller = await authenticate(request)
+    if not isinstance(caller, Caller):
+        return caller
     agents = [a async for a in Agent.objects.filter(enabled=True).order_by("name")]
-    base = request.build_absolute_uri("/agui/")
+    base = request.build_absolute_uri(settings.AGUI_PATH + "/")
     payload = {
+        "protocol": "ag-ui",
+        "version": "1.0",
+        "path": settings.AGUI_PATH,
         "server": "threadline",
         "protocolVersions": ["1.0", "0.x"],
         "agents": [
@@ -194,8 +211,8 @@ async def info(request: HttpRequest) -> HttpResponseBase:
         ],
         "capabilities": {
             "streaming": True,
-            "frontendTools": True,
-            "humanInTheLoop": True,
+            "frontendTools": settings.FRONTEND_TOOLS,
+            "humanInTheLoop": settings.HUMAN_IN_THE_LOOP,
             "sharedState": True,
             "interrupts": True,
             "reasoning": True,
@@ -212,10 +229,16 @@ async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: 
     for 1.0 clients; a threadline.cancelled event before it for 0.x clients)."""
     if request.method != "POST":
         return error_response(405, "method_not_allowed", "POST to this URL to cancel the run")
-    if denied := token_error(request):
-        return denied
+    caller = await authenticate(request)
+    if not isinstance(caller, Caller):
+        return caller
     run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
-    if run is None or not await AGENT_NAMES.exists(agent_name) or run.thread.agent.name != agent_name:
+    if (
+        run is None
+        or not await AGENT_NAMES.exists(agent_name)
+        or run.thread.agent.name != agent_name
+        or not caller.reaches(run.thread.owner_id)
+    ):
         return error_response(404, "unknown_run", "no such run on this thread")
     try:
         await HOST.cancel(run)

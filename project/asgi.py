@@ -1,7 +1,13 @@
-"""ASGI entry point: AG-UI routes go to a lean handler, everything else to Django's standard one."""
+"""ASGI entry point: AG-UI routes go to a lean handler, everything else to Django's standard one.
+
+With ``AGUI_PORT`` set the server listens on two ports (``manage.py serve``): on
+that one only the AG-UI routes exist, and the main port no longer answers them,
+so a browser origin allowed to reach AG-UI cannot reach the admin or the API.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -35,10 +41,36 @@ async def _lifespan(receive: Any, send: Any) -> None:
             return
 
 
+_AGUI_PREFIX = settings.AGUI_PATH + "/"
+
+
+async def _not_found(send: Any, message: str) -> None:
+    body = json.dumps({"error": {"code": "not_found", "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 404, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _on_agui_port(scope: dict[str, Any]) -> bool:
+    server = scope.get("server")  # (host, port) of the listening socket
+    return server is not None and server[1] == settings.AGUI_PORT
+
+
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
-    elif scope["type"] == "http" and scope["path"].startswith("/agui/"):
+        return
+    if scope["type"] != "http":
+        await django_app(scope, receive, send)
+        return
+    is_agui = scope["path"].startswith(_AGUI_PREFIX)
+    if settings.AGUI_PORT and is_agui != _on_agui_port(scope):
+        if is_agui:
+            await _not_found(send, "AG-UI is served on a port of its own, not this one")
+        else:
+            await _not_found(send, f"this port serves only the AG-UI routes under {settings.AGUI_PATH}/")
+        return
+    if is_agui:
         await agui_app(scope, receive, send)
     else:
         await django_app(scope, receive, send)

@@ -100,6 +100,27 @@ def env_url(name: str, default: str = "", *, schemes: tuple[str, ...], env: Mapp
     return value
 
 
+def env_route_prefix(name: str, default: str, env: Mapping[str, str] | None = None) -> str:
+    """A URL path prefix like ``/agui`` or ``/x/agui``: a leading slash, no trailing one, plain segments."""
+    value = env_str(name, default, env)
+    segments = value.split("/")
+    if (
+        not value.startswith("/")
+        or len(segments) < 2
+        or not all(s and all(c.isalnum() or c in "-_." for c in s) and s not in (".", "..") for s in segments[1:])
+    ):
+        raise ImproperlyConfigured(f"{name}={value!r} must be a path prefix like /agui (no trailing slash)")
+    return value
+
+
+def env_file(name: str, env: Mapping[str, str] | None = None) -> str:
+    """The path of a readable file, or "" when the variable is unset."""
+    value = env_str(name, "", env)
+    if value and not (os.path.isfile(value) and os.access(value, os.R_OK)):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a readable file")
+    return value
+
+
 def env_origins(name: str, env: Mapping[str, str] | None = None) -> list[str]:
     """A comma-separated list of exact origins (scheme://host[:port]), no paths, no wildcards."""
     value = env_str(name, "", env)

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from project.env import env_bool, env_choice, env_float, env_host, env_int, env_origins, env_str, env_url
+from project.env import (
+    env_bool,
+    env_choice,
+    env_file,
+    env_float,
+    env_host,
+    env_int,
+    env_origins,
+    env_route_prefix,
+    env_str,
+    env_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("THREADLINE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
@@ -62,6 +74,24 @@ AGUI_TOKEN_GENERATED = not AGUI_TOKEN
 if AGUI_TOKEN_GENERATED:
     AGUI_TOKEN = _secret_file("agui-token", 32)
 AGUI_ALLOWED_ORIGINS = env_origins("AGUI_ALLOWED_ORIGINS")
+# The AG-UI routes' prefix, and (AGUI_PORT) a listener of their own: there only AG-UI is served,
+# and the main port no longer answers it, so an origin allowed to reach AG-UI cannot reach the admin.
+AGUI_PATH = env_route_prefix("AGUI_PATH", "/agui")
+if AGUI_PATH.split("/")[1] in ("admin", "api", "metrics", "static"):
+    raise ImproperlyConfigured(f"AGUI_PATH={AGUI_PATH!r} collides with the server's own routes")
+AGUI_PORT = env_int("AGUI_PORT", 0, minimum=0, maximum=65535)
+if AGUI_PORT and AGUI_PORT == PORT:
+    raise ImproperlyConfigured(f"AGUI_PORT={AGUI_PORT} is PORT too; give the AG-UI listener a port of its own")
+# With nobody watching the chat, a call that would ask for approval is denied instead (the model is told why).
+HUMAN_IN_THE_LOOP = env_bool("AGUI_HUMAN_IN_THE_LOOP", True)
+# Off: RunAgentInput.tools is ignored, and the model is offered only the server's own tools.
+FRONTEND_TOOLS = env_bool("AGUI_FRONTEND_TOOLS", True)
+# HTTPS on every listener: both files or neither.
+TLS_CERT_FILE = env_file("TLS_CERT_FILE")
+TLS_KEY_FILE = env_file("TLS_KEY_FILE")
+if bool(TLS_CERT_FILE) != bool(TLS_KEY_FILE):
+    missing = "TLS_KEY_FILE" if TLS_CERT_FILE else "TLS_CERT_FILE"
+    raise ImproperlyConfigured(f"{missing} is not set: TLS needs TLS_CERT_FILE and TLS_KEY_FILE both, or neither")
 AGUI_MAX_BODY_BYTES = env_int("AGUI_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
 # How long another process waits before it treats a silent process's running runs as abandoned.
@@ -175,7 +205,7 @@ MIDDLEWARE = [
 AGUI_MIDDLEWARE = ["corsheaders.middleware.CorsMiddleware"]
 
 CORS_ALLOWED_ORIGINS = AGUI_ALLOWED_ORIGINS
-CORS_URLS_REGEX = r"^/agui/.*$"
+CORS_URLS_REGEX = rf"^{re.escape(AGUI_PATH)}/.*$"
 CORS_ALLOW_HEADERS = ["authorization", "content-type", "last-event-id", "accept"]
 CORS_EXPOSE_HEADERS = ["content-type"]
 

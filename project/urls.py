@@ -1,10 +1,11 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
 from agui.views import metrics
 
 urlpatterns = [
-    path("agui/", include("agui.urls")),
+    path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
     path("admin/", admin.site.urls),
     path("api/", include("threads.api_urls")),
     path("metrics", metrics, name="metrics"),

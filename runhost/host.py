@@ -142,6 +142,7 @@ class Start:
     message: dict[str, Any] | None
     request: RunRequest
     client_tools: list[dict[str, Any]] = field(default_factory=list)
+    owner_id: int | None = None  # the user whose own token sent it (run_open keeps others out)
 
 
 @dataclass(slots=True, frozen=True)
@@ -237,6 +238,7 @@ class RunHost:
                 new_user_message=start.message,
                 protocol_version=start.protocol_version,
                 live_run_ids=self.registry.live_run_pks() - {live.run_pk},
+                owner_id=start.owner_id,
             )
         except AgentUnavailable as exc:
             return self._refuse(live, surface, "unknown_agent", str(exc))

@@ -46,6 +46,7 @@ class PolicyApprover:
             arguments=arguments,
             remembered=remembered,
             auto_approve=settings.AGENT_MUTATING_TOOLS == "on",
+            ask_a_person=settings.HUMAN_IN_THE_LOOP,
         )
         if verdict.decision == Decision.ALLOW:
             return Answer(approved=True, reason=verdict.reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -23,11 +24,25 @@ def free_port() -> int:
 
 class ServerProcess:
     def __init__(
-        self, *, data_dir: Path, workspace: Path, env: dict[str, str] | None = None, serve_args: tuple[str, ...] = ()
+        self,
+        *,
+        data_dir: Path,
+        workspace: Path,
+        env: dict[str, str] | None = None,
+        agui_port: bool = False,
+        tls: tuple[Path, Path] | None = None,
+        serve_args: tuple[str, ...] = (),
     ) -> None:
+        """``agui_port``: AG-UI on a listener of its own (``agui_url``); ``tls``: (certificate, key);
+        ``serve_args``: more arguments of ``manage.py serve`` (``--workers 2``)."""
         self.serve_args = serve_args
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.agui_port = free_port() if agui_port else None
+        self.agui_url = f"{scheme}://127.0.0.1:{self.agui_port}" if self.agui_port else self.url
+        # Requests to a TLS server check its certificate against the one it was given.
+        self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(tls[0])) if tls else True
         self.token = "proc-token"
         self.env = {
             key: value
@@ -43,6 +58,8 @@ class ServerProcess:
                 "DEMO_MODEL_DELAY_SECONDS": "0",
                 "MODEL_RETRY_BACKOFF_SECONDS": "0.01",
                 "PYTHONUNBUFFERED": "1",
+                **({"AGUI_PORT": str(self.agui_port)} if self.agui_port else {}),
+                **({"TLS_CERT_FILE": str(tls[0]), "TLS_KEY_FILE": str(tls[1])} if tls else {}),
                 **(env or {}),
             }
         )
@@ -70,7 +87,9 @@ class ServerProcess:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
             try:
-                if httpx.get(f"{self.url}/agui/info", headers=self.headers, timeout=1).status_code == 200:
+                info_url = f"{self.agui_url}{self.env.get('AGUI_PATH', '/agui')}/info"
+                info = httpx.get(info_url, headers=self.headers, timeout=1, verify=self.verify)
+                if info.status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

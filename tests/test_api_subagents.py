@@ -66,7 +66,7 @@ def test_a_task_shows_its_prompt_tool_calls_outcome_and_usage(people, parent):
         context="The diff is in a.py.",
         allowed_tools=["file_read", "grep"],
         summary="Found one bug.",
-        conclusion="failed: the model gave up",
+        conclusion="failed",
         error="gave up",
         iterations=4,
         input_tokens=1200,
@@ -84,7 +84,7 @@ def test_a_task_shows_its_prompt_tool_calls_outcome_and_usage(people, parent):
     assert body["toolCalls"] == [
         {"id": "toolu_1", "name": "file_read", "arguments": {"path": "a.py"}, "isError": False}
     ]
-    assert (body["summary"], body["conclusion"]) == ("Found one bug.", "failed: the model gave up")
+    assert (body["summary"], body["conclusion"]) == ("Found one bug.", "failed")
     assert body["error"] == "gave up"
     assert body["usage"] == {"inputTokens": 1200, "outputTokens": 300, "cacheReadTokens": 0, "cacheWriteTokens": 0}
     assert body["iterations"] == 4 and body["finishedAt"] is not None

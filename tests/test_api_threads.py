@@ -167,7 +167,7 @@ def test_a_threads_sub_agent_board_lists_its_tasks_in_the_order_they_started(peo
     thread = world.thread("t-1", owner=people.owner)
     parent = world.run(thread)
     later = world.subagent_task(parent, "sa-later", role="tester")
-    world.subagent_task(parent, "sa-first", role="reviewer", status="succeeded", conclusion="Looks right.")
+    world.subagent_task(parent, "sa-first", role="reviewer", status="succeeded", conclusion="success")
     type(later).objects.filter(pk="sa-later").update(started_at=timezone.now() + dt.timedelta(seconds=5))
     world.subagent_task(world.run(world.thread("t-other", owner=people.owner)), "sa-elsewhere")
     rows = people.owner.get("threads/t-1/subagent-tasks/").json()["results"]
@@ -175,4 +175,4 @@ def test_a_threads_sub_agent_board_lists_its_tasks_in_the_order_they_started(peo
         ("sa-first", "reviewer", "succeeded"),
         ("sa-later", "tester", "running"),
     ]
-    assert rows[0]["conclusion"] == "Looks right." and rows[0]["runUuid"] == str(parent.pk)
+    assert rows[0]["conclusion"] == "success" and rows[0]["runUuid"] == str(parent.pk)

@@ -137,7 +137,7 @@ def test_a_hydrate_of_a_new_thread_answers_empty_snapshots_and_stores_nothing(se
     assert hydrated.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
     assert hydrated.events[1]["messages"] == []
     snapshot = hydrated.events[2]["snapshot"]
-    assert snapshot["thread"]["id"] == "t-never-written" and snapshot["todos"] == [] and snapshot["subAgents"] == []
+    assert snapshot["thread"] == "t-never-written" and snapshot["todos"] == [] and snapshot["subAgents"] == []
     assert not Thread.objects.filter(agui_thread_id="t-never-written").exists()
     # The first message then opens the thread as usual.
     first = post_run(server.url, "coder", v1(run_input("t-never-written", "r2", user("hi", "u1"))))

@@ -15,6 +15,8 @@ def test_info_describes_agents_and_capabilities_without_secrets(server, fake_api
     response = httpx.get(f"{server.url}/agui/info", headers={"Authorization": "Bearer test-token"})
     assert response.status_code == 200
     info = response.json()
+    # The seed's InfoResponse: protocol, version and the route prefix.
+    assert (info["protocol"], info["version"], info["path"]) == ("ag-ui", "1.0", "/agui")
     (agent,) = info["agents"]
     assert agent["name"] == "coder"
     assert agent["url"] == f"{server.url}/agui/coder"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.events import BaseListener, Outcome, RunInfo, Usage
+from agents.events import BaseListener, Listeners, Outcome, RunInfo, Usage
 from agents.loop import AgentLoop, LoopConfig
 from agents.providers.anthropic import AnthropicProvider
 from agents.request import RunRequest
@@ -28,6 +28,9 @@ class Recorder(BaseListener):
 
     def on_start(self, run: RunInfo) -> None:
         self.calls.append(("start", run.run_id))
+
+    def on_subscribe(self) -> None:
+        self.calls.append(("subscribe", None))
 
     def on_usage(self, usage: Usage) -> None:
         self.calls.append(("usage", usage.input_tokens))
@@ -58,7 +61,7 @@ def store(coder):
 async def _run(
     fake: FakeAnthropic,
     store: DbSessionStore,
-    listener: Recorder,
+    listener: Recorder | Listeners,
     tmp_path: Path,
     max_iterations: int = 10,
     token_budget: int = 0,
@@ -244,3 +247,36 @@ async def test_the_wall_clock_cap_pauses_at_the_next_boundary(store, tmp_path):
     assert outcome is Outcome.PAUSED
     session = await sync_to_async(Session.objects.get)(pk=store.session_id)
     assert session.paused_reason == "wall_clock"
+
+
+class Joiner(Recorder):
+    """Subscribes ``late`` to the run once the first model call is counted."""
+
+    def __init__(self, late: Recorder) -> None:
+        super().__init__()
+        self.late = late
+        self.listeners = Listeners(self)
+
+    def on_usage(self, usage: Usage) -> None:
+        super().on_usage(usage)
+        if not any(name == "subscribe" for name, _ in self.late.calls):
+            self.listeners.subscribe(self.late)
+
+
+async def test_a_listener_joining_a_run_in_flight_hears_on_subscribe_then_the_rest_and_finished_once(store, tmp_path):
+    turns = [tool_turn("glob", {"pattern": "*"}, input_tokens=11), text_turn(["done"], input_tokens=22)]
+    late = Recorder()
+    joiner = Joiner(late)
+    with FakeAnthropic(turns) as fake:
+        assert await _run(fake, store, joiner.listeners, tmp_path) is Outcome.SUCCESS
+    # No on_start (it was not there), the second call's usage (not the first's), one on_finished.
+    assert late.calls == [("subscribe", None), ("usage", 22), ("finished", Outcome.SUCCESS)]
+
+
+def test_a_listener_joining_a_finished_run_is_told_at_once():
+    listeners = Listeners(Recorder())
+    listeners.on_finished(Outcome.CANCELLED)
+    late = Recorder()
+    listeners.subscribe(late)
+    assert late.calls == [("subscribe", None), ("finished", Outcome.CANCELLED)]
+    assert late not in listeners.listeners

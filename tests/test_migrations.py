@@ -35,3 +35,58 @@ def test_the_seeded_agent_takes_the_seeds_defaults_unless_someone_changed_them(d
     Agent.objects.filter(name="coder").update(max_iterations=35, max_tokens=8192)
     migration.seeded_agent_to_seed_defaults(apps, None)
     assert Agent.objects.get(name="coder").max_iterations == 35  # an operator's choice is kept
+
+
+def test_stored_state_documents_take_the_seeds_paths_and_conclusions_become_verdicts(db):
+    from threads.models import SubAgentTask
+
+    migration = importlib.import_module("agui.migrations.0001_state_document_seed_paths")
+    old_state = {
+        "thread": {"id": "t-doc", "title": "about it"},
+        "session": {"id": "s-1"},
+        "agent": {"name": "coder"},
+        "tokenUsage": {
+            "inputTokens": 30,
+            "outputTokens": 4,
+            "cachedInputTokens": 20,
+            "cacheWriteInputTokens": 5,
+            "lastInputTokens": 30,
+            "totalTokens": 34,
+            "cost": 0.5,
+        },
+        "subAgents": [
+            {
+                "id": "sa-1",
+                "status": "succeeded",
+                "summary": "Done.\nConclusion: partial",
+                "conclusion": "completed (2 model call(s))",
+            },
+            {"id": "sa-2", "status": "stopped", "summary": "", "conclusion": "stopped at its cap"},
+        ],
+    }
+    thread = Thread.objects.create(agui_thread_id="t-doc", agent=Agent.objects.get(name="coder"), state=old_state)
+    run = Run.objects.create(thread=thread, agui_run_id="r1")
+    task = SubAgentTask.objects.create(
+        id="sa-1",
+        thread=thread,
+        run=run,
+        status="succeeded",
+        summary="**Conclusion:** blocked — no key",
+        conclusion="completed (1 model call(s))",
+    )
+    migration.forwards(apps, None)
+    thread.refresh_from_db()
+    task.refresh_from_db()
+    doc = thread.state
+    assert (doc["thread"], doc["session"], doc["agent"], doc["title"]) == ("t-doc", "s-1", "coder", "about it")
+    assert doc["tokenUsage"] == {
+        "promptTokens": 30,
+        "completionTokens": 4,
+        "cacheReadTokens": 20,
+        "cacheWriteTokens": 5,
+        "lastPromptTokens": 30,
+        "totalTokens": 34,
+        "cost": 0.5,
+    }
+    assert [e["conclusion"] for e in doc["subAgents"]] == ["partial", "partial"]
+    assert task.conclusion == "blocked"

@@ -33,7 +33,7 @@ def conversation_survives_restart(tmp_path: Path, env: dict[str, str]) -> None:
             )
             assert hydrated.types == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
             assert [m["role"] for m in hydrated.events[1]["messages"]] == ["user", "assistant"]
-            assert hydrated.events[2]["snapshot"]["tokenUsage"]["inputTokens"] == 25
+            assert hydrated.events[2]["snapshot"]["tokenUsage"]["promptTokens"] == 25
 
             fake.script([text_turn(["Second answer."])])
             second = post_run(

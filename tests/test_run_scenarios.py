@@ -252,7 +252,7 @@ def test_the_run_is_persisted(server, fake_api):
     roles = list(Message.objects.filter(thread=thread).order_by("position").values_list("role", flat=True))
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert thread.session.turns[0] == {"role": "user", "content": "list"}
-    assert thread.state["tokenUsage"]["inputTokens"] == 50
+    assert thread.state["tokenUsage"]["promptTokens"] == 50
 
 
 def test_only_the_trailing_user_message_is_forwarded_with_context_first(server, fake_api):
@@ -295,7 +295,7 @@ def test_usage_with_cache_tokens_reaches_the_state(server, fake_api):
     stream = post_run(server.url, "coder", v1(run_input("t-usage", "r1", user("hi"))))
     ops = [op for e in stream.events if e["type"] == "STATE_DELTA" for op in e["delta"]]
     values = {op["path"]: op["value"] for op in ops}
-    assert values["/tokenUsage/inputTokens"] == 1010
-    assert values["/tokenUsage/cachedInputTokens"] == 900
-    assert values["/tokenUsage/cacheWriteInputTokens"] == 100
-    assert values["/tokenUsage/outputTokens"] == 1
+    assert values["/tokenUsage/promptTokens"] == 1010
+    assert values["/tokenUsage/cacheReadTokens"] == 900
+    assert values["/tokenUsage/cacheWriteTokens"] == 100
+    assert values["/tokenUsage/completionTokens"] == 1

@@ -102,7 +102,7 @@ def test_a_parent_delegates_two_children_and_one_fails(server, fake_api, workspa
     assert board["breaker"]["status"] == "failed" and board["breaker"]["error"]
     run = Run.objects.get(thread=thread)
     # The parent's two calls (25 each), the reader's two (25 and 40); the breaker's call failed.
-    assert run.input_tokens == 25 + 25 + 25 + 40 == thread.state["tokenUsage"]["inputTokens"]
+    assert run.input_tokens == 25 + 25 + 25 + 40 == thread.state["tokenUsage"]["promptTokens"]
 
 
 def test_the_depth_cap_is_a_structured_error(server, fake_api):
@@ -404,6 +404,8 @@ def test_the_offline_demo_delegates_when_asked(server, version):
     assert result["error"] is None, result["error"]
     (entry,) = result["state"]["subAgents"]
     assert entry["role"] == "surveyor" and entry["status"] == "succeeded"
+    # The demo child states its verdict as every child is asked to.
+    assert entry["conclusion"] == "success" and entry["summary"].endswith("Conclusion: success")
     assert "README" in entry["summary"] or "readme" in entry["summary"].lower()
     last = [m for m in result["messages"] if m["role"] == "assistant" and "subagentRunId" not in m][-1]
     assert last["content"].startswith("The sub-agent reported:")

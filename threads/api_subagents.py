@@ -35,7 +35,9 @@ class SubAgentTaskListOutput(serializers.Serializer[SubAgentTask]):
     role = serializers.CharField()
     model = serializers.CharField()
     summary = serializers.CharField(help_text="What the parent's model was given back.")
-    conclusion = serializers.CharField(help_text="How it ended, in one line.")
+    conclusion = serializers.CharField(
+        help_text="The sub-agent's own verdict: success, partial, failed or blocked ('' while it runs)."
+    )
     iterations = serializers.IntegerField()
     usage = UsageOutput(source="*")
     startedAt = serializers.DateTimeField(source="started_at")

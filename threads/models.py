@@ -232,7 +232,7 @@ class SubAgentTask(models.Model):
     allowed_tools = models.JSONField(default=list, blank=True)
     model = models.CharField(max_length=100)
     summary = models.TextField(blank=True)  # what the parent's model was given back
-    conclusion = models.CharField(max_length=300, blank=True)  # how it ended, in one line
+    conclusion = models.CharField(max_length=300, blank=True)  # its own verdict: success, partial, failed, blocked
     error = models.TextField(blank=True)
     # The child's tool calls, in order: {id, name, arguments, isError}.
     tool_calls = models.JSONField(default=list, blank=True)

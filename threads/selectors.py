@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, IntegerField, Model, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, PermissionRule
 from threads import leases
@@ -41,6 +42,18 @@ def thread_get(*, agui_thread_id: str) -> Thread | None:
 def thread_transcript(*, thread: Thread) -> list[dict[str, Any]]:
     # By key, so a thread not yet stored (a hydrate of a new thread id) simply has no messages.
     return list(Message.objects.filter(thread_id=thread.pk).order_by("position").values_list("body", flat=True))
+
+
+def api_token_user_id(*, key: str) -> int | None:
+    """The id of the active user whose API (DRF) token ``key`` is, or None."""
+    found = Token.objects.filter(key=key, user__is_active=True).values_list("user_id", flat=True).first()
+    return None if found is None else int(found)
+
+
+def thread_reachable(*, agui_thread_id: str, user_id: int) -> bool:
+    """Whether the user may use this AG-UI thread: theirs, or not started yet (it will be theirs)."""
+    owners = list(Thread.objects.filter(agui_thread_id=agui_thread_id).values_list("owner_id", flat=True)[:1])
+    return not owners or owners[0] == user_id
 
 
 def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | None:

@@ -15,6 +15,7 @@ from agents.events import AssistantMessage, ToolMessage
 from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
 from agents.providers.base import TokenCount
+from agents.verdict import conclusion_of
 from agents.waits import Checkpoint
 from threads import fastsql, leases
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
@@ -65,6 +66,10 @@ def _append_messages(thread_id: Any, bodies: list[dict[str, Any]]) -> None:
     )
 
 
+class ThreadNotReachable(ThreadConflict):
+    """The thread belongs to another user (HTTP 404 before a stream starts; RUN_ERROR after)."""
+
+
 class AgentUnavailable(Exception):
     """No enabled agent has that name (HTTP 404)."""
 
@@ -78,6 +83,7 @@ def run_open(
     protocol_version: str,
     live_run_ids: set[Any],
     run_pk: Any = None,
+    owner_id: int | None = None,
 ) -> OpenedThread:
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
@@ -85,6 +91,10 @@ def run_open(
     Runs left ``running`` by a process that is gone are marked interrupted: the
     session heals on this use. A run still held by another live process makes
     the thread busy (ThreadConflict); ``live_run_ids`` are this process's own.
+
+    ``owner_id``: the user whose API token the request carried. A new thread is theirs; another
+    user's thread is refused (ThreadNotReachable) with nothing written. None (the shared token)
+    reaches every thread and starts unowned ones.
 
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
@@ -97,6 +107,7 @@ def run_open(
         "protocol_version": protocol_version,
         "live_run_ids": live_run_ids,
         "run_pk": run_pk,
+        "owner_id": owner_id,
     }
     try:
         return _run_open(**arguments)
@@ -116,6 +127,7 @@ def _run_open(
     protocol_version: str,
     live_run_ids: set[Any],
     run_pk: Any,
+    owner_id: int | None,
 ) -> OpenedThread:
     agent = agent_get(name=agent_name)
     if agent is None:
@@ -129,7 +141,7 @@ def _run_open(
     )
     if not found:
         title = _title_from(new_user_message) if new_user_message else ""
-        thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title)
+        thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title, owner_id=owner_id)
         session = Session(thread=thread)
         thread.session = session
         stored: set[str] = set()
@@ -144,6 +156,8 @@ def _run_open(
         fastsql.insert(thread, session, run, message)
         return OpenedThread(thread, session, {message.message_id}, run, agent)
     thread = found[0]
+    if owner_id is not None and thread.owner_id != owner_id:
+        raise ThreadNotReachable(f"no thread {agui_thread_id} of yours")
     if thread.agent_id != agent.pk:
         owner = Agent.objects.filter(pk=thread.agent_id).values_list("name", flat=True).first()
         raise ThreadConflict(f"thread {agui_thread_id} belongs to agent {owner!r}")
@@ -330,7 +344,7 @@ def _interrupt_subagents(thread: Thread, run_ids: list[Any], now: Any) -> None:
         return
     why = "the server stopped while it ran"
     SubAgentTask.objects.filter(id__in=[task.id for task in stopped]).update(
-        status=SubAgentTask.Status.INTERRUPTED, conclusion=f"interrupted: {why}", error=why, finished_at=now
+        status=SubAgentTask.Status.INTERRUPTED, conclusion=conclusion_of("interrupted", ""), error=why, finished_at=now
     )
     state = thread.state if isinstance(thread.state, dict) else {}
     board = state.setdefault("subAgents", [])
@@ -350,7 +364,7 @@ def _interrupt_subagents(thread: Thread, run_ids: list[Any], now: Any) -> None:
             if task.parent_task_id:
                 entry["parentId"] = task.parent_task_id
             board.append(entry)
-        entry.update(status="interrupted", conclusion=f"interrupted: {why}", error=why)
+        entry.update(status="interrupted", conclusion=conclusion_of("interrupted", ""), error=why)
     thread.state = state
     thread.save(update_fields=["state"])
 

@@ -7,6 +7,7 @@ from typing import Any
 from agents.events import AssistantMessage, PauseReason, SubAgentStarted, ToolMessage
 from agents.providers.base import TokenCount
 from agents.subagents import SubAgentParams, SubAgentResult
+from agents.verdict import conclusion_of
 from threads.dbthread import on_db_thread
 from threads.services import session_commit, session_pause, subagent_begin, subagent_commit, subagent_end
 
@@ -98,7 +99,7 @@ class DbSubAgentStore:
             task_id=self.started.task_id,
             status=result.status.value,
             summary=result.summary,
-            conclusion=result.conclusion,
+            conclusion=conclusion_of(result.status.value, result.summary),
             error=result.error,
             tool_calls=result.tool_calls,
             iterations=result.iterations,

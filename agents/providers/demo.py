@@ -134,6 +134,9 @@ class DemoProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
         thinking, text, calls = self._next_turn(request)
+        if not calls and "Conclusion: success" in request.system:
+            # A sub-agent is asked for its verdict (agents/verdict.py); the demo's survey always succeeds.
+            text += "\n\nConclusion: success"
         content: list[dict[str, Any]] = []
         index = 0
         if thinking:

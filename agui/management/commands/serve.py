@@ -1,19 +1,30 @@
-"""``manage.py serve``: serve Threadline on HOST:PORT and print the AG-UI URL and token."""
+"""``manage.py serve``: serve Threadline on HOST:PORT (and AGUI_PORT) and print the AG-UI URL and token."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from uvicorn.supervisors import Multiprocess
 
 from agents.confinement import bash_choice, startup_warnings
 from agents.models import Agent
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket as uvicorn binds its own (address reuse, IPv6 when the host is one)."""
+    sock = uvicorn.Config("project.asgi:application", host=host, port=port).bind_socket()
+    # uvicorn makes it inheritable for worker processes; here it would be inherited by the agent's
+    # bash commands, and one left running would hold the port after the server stopped.
+    sock.set_inheritable(False)
+    return sock
+
+
 class Command(BaseCommand):
-    help = "Serve Threadline (uvicorn, ASGI) on HOST:PORT and print the AG-UI URL and token."
+    help = "Serve Threadline (uvicorn, ASGI) on HOST:PORT, and AG-UI on AGUI_PORT when set; print the URL and token."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -31,8 +42,11 @@ class Command(BaseCommand):
             # Any process may take any thread's next request, so they share the database and the
             # channel layer; SQLite and the in-memory layer are one process's.
             raise CommandError("--workers above 1 needs DATABASE_URL (PostgreSQL) and REDIS_URL")
-        host, port = settings.HOST, settings.PORT
+        host, port, agui_port = settings.HOST, settings.PORT, settings.AGUI_PORT
         shown = f"[{host}]" if ":" in host else host
+        scheme = "https" if settings.TLS_CERT_FILE else "http"
+        base = f"{scheme}://{shown}:{port}"
+        agui_base = f"{scheme}://{shown}:{agui_port or port}{settings.AGUI_PATH}"
         agents = list(Agent.objects.filter(enabled=True).values_list("name", flat=True))
         first = agents[0] if agents else "coder"
         model = (
@@ -44,7 +58,7 @@ class Command(BaseCommand):
         lines = [
             "",
             "Threadline is starting.",
-            f"  AG-UI endpoint: http://{shown}:{port}/agui/{first}",
+            f"  AG-UI endpoint: {agui_base}/{first}" + ("   (its own listener: AGUI_PORT)" if agui_port else ""),
             f"  Agents:         {', '.join(agents) or '(none enabled)'}",
             f"  AG-UI token:    {settings.AGUI_TOKEN}   ({origin})",
             f"  Model:          {model}",
@@ -52,18 +66,18 @@ class Command(BaseCommand):
             f"  Processes:      {workers}",
             f"  bash:           {bash_choice().note}",
             *(f"  WARNING:        {warning}" for warning in startup_warnings()),
-            f"  Admin:          http://{shown}:{port}/admin/",
+            f"  Admin:          {base}/admin/",
             "",
             f"  Try it:  curl -N -H 'Authorization: Bearer {settings.AGUI_TOKEN}' \\",
             "             -H 'Content-Type: application/json' \\",
             '             -d \'{"threadId":"t1","runId":"r1","messages":'
             '[{"id":"m1","role":"user","content":"hello"}]}\' \\',
-            f"             http://{shown}:{port}/agui/{first}",
+            f"             {agui_base}/{first}",
             "",
         ]
         self.stdout.write("\n".join(lines))
         self.stdout.flush()
-        uvicorn.run(
+        config = uvicorn.Config(
             "project.asgi:application",
             host=host,
             port=port,
@@ -73,4 +87,15 @@ class Command(BaseCommand):
             lifespan="on",
             workers=workers,
             timeout_graceful_shutdown=int(settings.SHUTDOWN_GRACE_SECONDS) + 5,
+            ssl_certfile=settings.TLS_CERT_FILE or None,
+            ssl_keyfile=settings.TLS_KEY_FILE or None,
         )
+        # One server on both sockets: one lifespan (runs in flight get their grace period once) and
+        # one set of signal handlers. The application tells the ports apart (project/asgi.py).
+        sockets = [_bind(host, port)] + ([_bind(host, agui_port)] if agui_port else [])
+        server = uvicorn.Server(config)
+        if workers > 1:
+            # uvicorn's own supervisor: each worker process serves the same sockets.
+            Multiprocess(config, sockets=sockets).run()
+        else:
+            server.run(sockets=sockets)
