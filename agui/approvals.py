@@ -21,6 +21,7 @@ from typing import Any
 from ag_ui.core import ResumeEntry
 from django.utils import timezone
 
+from agents.approval_text import approval_call, approval_message
 from agents.approvals import Answer, ApprovalRequest
 from agents.metrics import APPROVAL_SECONDS, APPROVALS
 from agents.permissions import Decision, Verdict, primary_argument
@@ -85,6 +86,7 @@ def interrupt_of(request: ApprovalRequest) -> dict[str, Any]:
         "toolCallId": request.tool_call_id,
         "responseSchema": QUESTION_SCHEMA if request.question else RESPONSE_SCHEMA,
         "expiresAt": request.expires_at.isoformat().replace("+00:00", "Z"),
+        **({} if request.question else {"metadata": approval_call(request.tool, request.arguments)}),
     }
 
 
@@ -160,7 +162,7 @@ class InterruptApprover:
             tool_call_id=tool_call_id,
             tool=tool.name,
             arguments=arguments,
-            message=f"Allow {tool.name} {_summary(tool.name, arguments)}? ({verdict.reason})",
+            message=approval_message(tool.name, arguments, verdict.reason),
             expires_at=timezone.now() + timedelta(seconds=self.timeout),
         )
         answer = await self._wait(request)
