@@ -2,8 +2,10 @@ from django.contrib import admin
 from django.urls import include, path
 
 from agui.views import metrics
+from project.home import home
 
 urlpatterns = [
+    path("", home, name="home"),
     path("agui/", include("agui.urls")),
     path("admin/", admin.site.urls),
     path("api/", include("threads.api_urls")),

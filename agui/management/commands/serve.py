@@ -28,6 +28,7 @@ class Command(BaseCommand):
         lines = [
             "",
             "Threadline is starting.",
+            f"  Home page:      http://{shown}:{port}/",
             f"  AG-UI endpoint: http://{shown}:{port}/agui/{first}",
             f"  Agents:         {', '.join(agents) or '(none enabled)'}",
             f"  AG-UI token:    {settings.AGUI_TOKEN}   ({origin})",
