@@ -10,8 +10,8 @@ from __future__ import annotations
 import difflib
 from typing import Any, NotRequired, TypedDict
 
-from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
 
 # A prompt is read, not scrolled: longer pieces are cut with a marker saying so.
 MAX_COMMAND_CHARS = 400
@@ -94,8 +94,8 @@ def _body(tool: str, arguments: dict[str, Any]) -> str:
         return "\n".join([f"Allow apply_patch to change {count}?", *(f"  {line}" for line in files)])
     if tool == "todo_write":
         todos = arguments.get("todos")
-        count = len(todos) if isinstance(todos, list) else 0
-        lines = [f"Allow todo_write to set the plan ({count} item{'s' if count != 1 else ''})?"]
+        items = len(todos) if isinstance(todos, list) else 0
+        lines = [f"Allow todo_write to set the plan ({items} item{'s' if items != 1 else ''})?"]
         return "\n".join(lines + [f"  {line}" for line in _todo_lines(todos)])
     shown = ", ".join(f"{key}={_cut(repr(value), 80)}" for key, value in list(arguments.items())[:6])
     return f"Allow {tool}({shown})?"
