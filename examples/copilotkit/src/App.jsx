@@ -101,15 +101,18 @@ function ApprovalCard({ interrupt, resolve }) {
       <pre className="message">{interrupt?.message}</pre>
       {diff && <pre className="diff" data-testid="approval-diff">{diff}</pre>}
       <div className="buttons">
-        <button disabled={sent} onClick={() => answer({ approved: true })}>Approve</button>
-        <button disabled={sent} onClick={() => answer({ approved: true, always: true })}>Approve always</button>
+        <button data-testid="approve" disabled={sent} onClick={() => answer({ approved: true })}>Approve</button>
+        <button data-testid="approve-always" disabled={sent} onClick={() => answer({ approved: true, always: true })}>
+          Approve always
+        </button>
         <input
+          data-testid="deny-reason"
           aria-label="Reason to deny"
           placeholder="Why not? (optional)"
           value={reason}
           onChange={(event) => setReason(event.target.value)}
         />
-        <button disabled={sent} onClick={() => answer({ approved: false, reason })}>Deny</button>
+        <button data-testid="deny" disabled={sent} onClick={() => answer({ approved: false, reason })}>Deny</button>
       </div>
     </div>
   );
@@ -126,8 +129,13 @@ function QuestionCard({ interrupt, resolve }) {
   return (
     <form className="card question" data-testid="question" onSubmit={send}>
       <p className="message">{interrupt?.message}</p>
-      <input aria-label="Your answer" value={text} onChange={(event) => setText(event.target.value)} />
-      <button type="submit" disabled={sent}>Answer</button>
+      <input
+        data-testid="answer-text"
+        aria-label="Your answer"
+        value={text}
+        onChange={(event) => setText(event.target.value)}
+      />
+      <button data-testid="answer" type="submit" disabled={sent}>Answer</button>
     </form>
   );
 }
@@ -180,10 +188,14 @@ function StatePanels() {
         <h2>Tokens</h2>
         {!usage ? <p className="empty">No model call yet.</p> : (
           <dl>
-            <dt>prompt</dt><dd>{usage.promptTokens}</dd>
-            <dt>completion</dt><dd>{usage.completionTokens}</dd>
-            <dt>cache read / write</dt><dd>{usage.cacheReadTokens} / {usage.cacheWriteTokens}</dd>
-            <dt>cost</dt><dd data-testid="cost">${Number(usage.cost ?? 0).toFixed(4)}</dd>
+            {/* The contract's names (promptTokens, ...) and the names Threadline sends today. */}
+            <dt>prompt</dt><dd data-testid="prompt-tokens">{usage.promptTokens ?? usage.inputTokens ?? 0}</dd>
+            <dt>completion</dt><dd>{usage.completionTokens ?? usage.outputTokens ?? 0}</dd>
+            <dt>cache read / write</dt>
+            <dd>
+              {usage.cacheReadTokens ?? usage.cachedInputTokens ?? 0} / {usage.cacheWriteTokens ?? usage.cacheWriteInputTokens ?? 0}
+            </dd>
+            <dt>cost</dt><dd data-testid="cost">${Number(usage.cost ?? 0).toFixed(6)}</dd>
           </dl>
         )}
       </section>
