@@ -262,3 +262,20 @@ def test_a_wrong_token_shows_a_readable_error(stack, tmp_path):
         page.sees("AG-UI token is wrong or missing", "[data-testid=error]")
     finally:
         wrong.stop()
+
+
+def test_a_run_in_flight_is_followed_after_a_restart_of_the_example_server(stack):
+    # message_start, ping, content_block_start, the first delta; then the stream holds.
+    hanging = text_turn(["Half of the answer, ", "and the other half."]).pause(after_events=4, timeout=60)
+    stack.fake.script([hanging])
+    page = stack.open("t-in-flight")
+    page.say("a long answer, please")
+    page.sees("Half of the answer,", MESSAGES)
+    assert hanging.paused.wait(30)
+    stack.example.stop()
+    stack.example.start()
+    page.reload()
+    page.sees("a long answer, please", MESSAGES)
+    page.sees("Half of the answer,", MESSAGES)
+    hanging.resume.set()
+    page.sees("Half of the answer, and the other half.", MESSAGES)
