@@ -9,15 +9,18 @@ tests skip, saying why; with REQUIRE_SERVICES=1 (CI) that is a failure.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.example_page import MESSAGES, ExampleServer, Page, build_page, missing_prerequisite
-from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
+from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, tool_turn
 from tests.procs import ServerProcess
 
 APPROVAL = "[data-testid=approval]"
@@ -279,3 +282,31 @@ def test_a_run_in_flight_is_followed_after_a_restart_of_the_example_server(stack
     page.sees("Half of the answer,", MESSAGES)
     hanging.resume.set()
     page.sees("Half of the answer, and the other half.", MESSAGES)
+
+
+def test_stop_on_the_page_cancels_the_run_on_threadline(stack):
+    slow = text_turn(split_tokens("a long answer that will be cut short")).pause(after_events=5, timeout=60)
+    stack.fake.script([slow])
+    page = stack.open("t-stop")
+    page.say("go on and on")
+    page.sees("a long", MESSAGES)
+    assert slow.paused.wait(30)
+    page.click("[data-testid=copilot-send-button]")  # while a run goes on, it is the stop button
+    _wait_for_line(stack.example.log, "Threadline: cancelled run")
+    slow.resume.set()
+    with httpx.stream(
+        "GET", f"{stack.threadline.url}/agui/coder/threads/t-stop/events", headers=stack.threadline.headers, timeout=30
+    ) as events:
+        frames = [json.loads(line[5:]) for line in events.iter_lines() if line.startswith("data:")]
+    assert frames[-2:] == [
+        {"type": "CUSTOM", "name": "threadline.cancelled", "value": {"reason": "cancelled"}},
+        {"type": "RUN_FINISHED", "threadId": "t-stop", "runId": frames[0]["runId"]},
+    ]
+
+
+def _wait_for_line(log: Path, text: str) -> None:
+    """Until the process has written ``text`` to its log (not a timing assertion: it waits for a fact)."""
+    deadline = time.monotonic() + 30
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, f"{text!r} never appeared in {log}:\n{log.read_text()}"
+        time.sleep(0.1)

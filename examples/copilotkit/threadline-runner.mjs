@@ -205,7 +205,10 @@ export class ThreadlineAgentRunner extends InMemoryAgentRunner {
           `${this.threadUrl(agent, request.threadId)}/runs/${encodeURIComponent(candidate)}/cancel`,
           { method: "POST", headers: this.headers() },
         ).catch(() => null);
-        if (response?.status === 202) cancelled = true;
+        if (response?.status === 202) {
+          cancelled = true;
+          console.log(`Threadline: cancelled run ${candidate} of thread ${request.threadId}`);
+        }
       }
     }
     const local = await super.stop(request);
