@@ -9,6 +9,7 @@ takes a screenshot and says where it is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -194,10 +195,8 @@ class Page:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(PageError):
                 self.do("close")
-            except PageError:
-                pass
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
