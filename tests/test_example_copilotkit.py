@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.example_page import MESSAGES, ExampleServer, Page, build_page, missing_prerequisite
-from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, tool_turn
+from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text, text_turn, thinking, tool_turn, turn
 from tests.procs import ServerProcess
 
 APPROVAL = "[data-testid=approval]"
@@ -310,3 +310,14 @@ def _wait_for_line(log: Path, text: str) -> None:
     while text not in log.read_text():
         assert time.monotonic() < deadline, f"{text!r} never appeared in {log}:\n{log.read_text()}"
         time.sleep(0.1)
+
+
+def test_a_reload_does_not_move_the_reasoning_after_the_answer(stack):
+    stack.fake.script([turn(thinking("Pondering the question."), text("The answer comes last."))])
+    page = stack.open("t-reasoning")
+    page.say("think first")
+    page.sees("The answer comes last.", MESSAGES)
+    page.reload()
+    page.sees("The answer comes last.", MESSAGES)
+    shown = page.text(MESSAGES)
+    page.check(shown.rstrip().endswith("The answer comes last."), f"something came after the answer: {shown!r}")

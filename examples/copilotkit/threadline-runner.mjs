@@ -36,6 +36,14 @@ const TOOL_EVENTS = new Set([
   EventType.TOOL_CALL_CHUNK,
   EventType.TOOL_CALL_RESULT,
 ]);
+const REASONING_EVENTS = new Set([
+  EventType.REASONING_START,
+  EventType.REASONING_MESSAGE_START,
+  EventType.REASONING_MESSAGE_CONTENT,
+  EventType.REASONING_MESSAGE_END,
+  EventType.REASONING_MESSAGE_CHUNK,
+  EventType.REASONING_END,
+]);
 const TERMINAL = new Set([EventType.RUN_FINISHED, EventType.RUN_ERROR]);
 
 export class ThreadlineAgentRunner extends InMemoryAgentRunner {
@@ -123,10 +131,15 @@ export class ThreadlineAgentRunner extends InMemoryAgentRunner {
   }
 
   // The thread's latest run from its start, followed live while it goes on; what the
-  // hydrate showed (messages, tool calls and their results) is left out. A thread with no
-  // run yet (404) is simply over.
+  // hydrate showed (messages, tool calls and their results) is left out. The transcript has
+  // no reasoning, so the run's reasoning is held until the run shows something the hydrate
+  // did not (it is live: the reasoning goes before it) and dropped if the run ends first (it
+  // was over: the reasoning would land after the answer it led to). A thread with no run
+  // yet (404) is simply over.
   followLatestRun(agent, threadId, seen) {
     return new Observable((subscriber) => {
+      let live = false;
+      let held = [];
       const subscription = this.events(`${this.threadUrl(agent, threadId)}/events`, {
         method: "GET",
         headers: this.headers({ Accept: "text/event-stream" }),
@@ -137,6 +150,19 @@ export class ThreadlineAgentRunner extends InMemoryAgentRunner {
           if (TOOL_EVENTS.has(event.type)) {
             const key = event.type === EventType.TOOL_CALL_RESULT ? `result:${event.toolCallId}` : event.toolCallId;
             if (seen.has(key) || seen.has(event.toolCallId) && event.type !== EventType.TOOL_CALL_RESULT) return;
+          }
+          if (!live && REASONING_EVENTS.has(event.type)) {
+            held.push(event);
+            return;
+          }
+          if (!live && (MESSAGE_EVENTS.has(event.type) || TOOL_EVENTS.has(event.type))) {
+            live = true;
+            for (const reasoning of held) subscriber.next(reasoning);
+            held = [];
+          }
+          if (TERMINAL.has(event.type)) {
+            held = [];
+            live = false;
           }
           subscriber.next(event);
         },
