@@ -77,6 +77,12 @@ def stack(example_page_built: None, tmp_path_factory: pytest.TempPathFactory) ->
         made.close()
 
 
+@pytest.fixture(autouse=True)
+def fresh_script(stack: Stack) -> None:
+    """Each test scripts the model from scratch, whatever an earlier one left queued."""
+    stack.fake.reset()
+
+
 def _result_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
