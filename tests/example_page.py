@@ -29,6 +29,7 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 DRIVER = CLIENTS_DIR / "page_driver.mjs"
 CHAT_INPUT = "[data-testid=copilot-chat-input] textarea"
 MESSAGES = "[data-testid=copilot-message-list]"
+SEND_BUTTON = "[data-testid=copilot-send-button]"
 
 
 def missing_prerequisite() -> str | None:
@@ -171,6 +172,8 @@ class Page:
 
     def say(self, text: str) -> None:
         self.do("fill", selector=CHAT_INPUT, value=text)
+        # CopilotChat takes a message only once its agent is ready (the send button is enabled).
+        self.do("waitFor", selector=f"{SEND_BUTTON}:enabled")
         self.do("press", selector=CHAT_INPUT, key="Enter")
 
     def sees(self, text: str, selector: str = "body") -> None:

@@ -327,3 +327,15 @@ def test_a_reload_does_not_move_the_reasoning_after_the_answer(stack):
     page.sees("The answer comes last.", MESSAGES)
     shown = page.text(MESSAGES)
     page.check(shown.rstrip().endswith("The answer comes last."), f"something came after the answer: {shown!r}")
+
+
+def test_a_patch_to_approve_shows_its_files_and_its_diff(stack):
+    patch = "--- a/app.py\n+++ b/app.py\n@@ -1 +1,2 @@\n-print(1)\n+print(2)\n+print(3)\n"
+    stack.fake.script([tool_turn("apply_patch", {"patch": patch}, id="toolu_patch"), text_turn(["Left as it is."])])
+    page = stack.open("t-patch")
+    page.say("patch app.py")
+    page.sees("Allow apply_patch to change 1 file?", APPROVAL)
+    page.sees("app.py +2 -1", APPROVAL)
+    page.sees("+print(3)", "[data-testid=approval-diff]")
+    page.click("[data-testid=deny]")
+    page.sees("Left as it is.", MESSAGES)
