@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 NODE_STAMP := tests/clients/node_modules/.installed
+EXAMPLE := examples/copilotkit
+EXAMPLE_STAMP := $(EXAMPLE)/node_modules/.installed
+EXAMPLE_PORT ?= 3000
 
 # The first interpreter that really runs and is 3.12 or newer. pyenv shims for
 # versions that are not selected fail when run, so each candidate is tried.
@@ -15,7 +18,7 @@ find_python = $(shell for c in $$PYTHON python3.13 python3.12 python3 \
 	$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
 	[ -n "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; done)
 
-.PHONY: run test lint install install-test clean bench
+.PHONY: run test lint install install-test clean bench example
 
 $(PY):
 	@base="$(find_python)"; \
@@ -38,8 +41,13 @@ $(NODE_STAMP): tests/clients/package.json tests/clients/package-lock.json
 	npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The CopilotKit example's packages, exactly as its package-lock.json says.
+$(EXAMPLE_STAMP): $(EXAMPLE)/package.json $(EXAMPLE)/package-lock.json
+	npm ci --prefix $(EXAMPLE) --no-audit --no-fund --loglevel=error
+	@touch $@
+
 install: $(STAMP)
-install-test: $(TEST_STAMP) $(NODE_STAMP)
+install-test: $(TEST_STAMP) $(NODE_STAMP) $(EXAMPLE_STAMP)
 
 run: install
 	$(PY) manage.py migrate --noinput
@@ -53,8 +61,23 @@ lint: install-test
 	$(PY) -m ruff check agents agui threads project tests
 	$(PY) -m mypy .
 
+# The CopilotKit example against a local Threadline: both servers in this terminal,
+# the page at http://127.0.0.1:$(EXAMPLE_PORT)/ (Ctrl-C stops both).
+example: install $(EXAMPLE_STAMP)
+	$(PY) manage.py migrate --noinput
+	npm run build --prefix $(EXAMPLE) --silent
+	@host="$${HOST:-127.0.0.1}"; port="$${PORT:-8000}"; \
+	token="$${AGUI_TOKEN:-$$($(PY) manage.py shell -c 'from django.conf import settings; print(settings.AGUI_TOKEN)' 2>/dev/null | tail -n1)}"; \
+	$(PY) manage.py serve & threadline=$$!; \
+	trap 'kill $$threadline 2>/dev/null' EXIT INT TERM; \
+	for _ in $$(seq 1 150); do \
+		curl -sf -o /dev/null -H "Authorization: Bearer $$token" "http://$$host:$$port/agui/info" && break; sleep 0.2; \
+	done; \
+	THREADLINE_URL="http://$$host:$$port" AGUI_TOKEN="$$token" HOST=127.0.0.1 PORT=$(EXAMPLE_PORT) \
+		node $(EXAMPLE)/server.mjs
+
 bench: install-test
 	$(PY) bench/stream.py
 
 clean:
-	rm -rf $(VENV) tests/clients/node_modules
+	rm -rf $(VENV) tests/clients/node_modules $(EXAMPLE)/node_modules $(EXAMPLE)/dist

@@ -14,6 +14,7 @@ from typing import Any
 
 from ag_ui.core import ResumeEntry
 
+from agents.approval_text import approval_call
 from agents.waits import Checkpoint, OpenCall, WaitKind
 from threads.models import Approval
 from threads.waits import Decided
@@ -47,6 +48,8 @@ def interrupt_of(call: OpenCall) -> dict[str, Any]:
         "toolCallId": call.call_id,
         "responseSchema": QUESTION_SCHEMA if question else RESPONSE_SCHEMA,
         "expiresAt": call.expires_at,
+        # The structured call, so a page can render it richly (a patch's diff, say).
+        **({} if question else {"metadata": approval_call(call.name, call.arguments)}),
     }
 
 

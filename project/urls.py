@@ -3,8 +3,10 @@ from django.contrib import admin
 from django.urls import include, path
 
 from agui.views import metrics
+from project.home import home
 
 urlpatterns = [
+    path("", home, name="home"),
     path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
     path("admin/", admin.site.urls),
     path("api/", include("threads.api_urls")),

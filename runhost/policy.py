@@ -3,23 +3,16 @@ what a person is asked when a rule or a tool's class says ask."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
 
+from agents.approval_text import approval_message
 from agents.approvals import Answer, Ask
-from agents.permissions import Decision, arules_for, evaluate, memory_key, primary_argument
+from agents.permissions import Decision, arules_for, evaluate, memory_key
 from agents.tools.base import Tool
 from threads.dbthread import on_db_thread
 from threads.services import session_approved_always
-
-
-def _summary(tool: str, arguments: dict[str, Any]) -> str:
-    """The call in a few words a person can judge: the command, the path, the files of a patch."""
-    targets = primary_argument(tool, arguments)
-    text = ", ".join(t for t in targets if t) or json.dumps(arguments)
-    return f"`{text[:300]}`"
 
 
 class PolicyApprover:
@@ -52,5 +45,4 @@ class PolicyApprover:
             return Answer(approved=True, reason=verdict.reason)
         if verdict.decision == Decision.DENY:
             return Answer(approved=False, reason=f"a permission rule forbids it ({verdict.reason})")
-        message = f"Allow {tool.name} {_summary(tool.name, arguments)}? ({verdict.reason})"
-        return Ask(message=message, reason=verdict.reason)
+        return Ask(message=approval_message(tool.name, arguments, verdict.reason), reason=verdict.reason)

@@ -284,7 +284,17 @@ class RunAdmin(admin.ModelAdmin):
 class ApprovalAdmin(admin.ModelAdmin):
     """The queue of approvals: pending ones first; approve or deny from the list."""
 
-    list_display = ("tool", "decision", "thread", "run_link", "requested_at", "expires_at", "answered_by", "latency")
+    list_display = (
+        "tool",
+        "call",
+        "decision",
+        "thread",
+        "run_link",
+        "requested_at",
+        "expires_at",
+        "answered_by",
+        "latency",
+    )
     list_filter = ("decision", "tool")
     list_select_related = ("run__thread",)
     search_fields = ("id", "tool", "tool_call_id", "run__agui_run_id")
@@ -302,6 +312,11 @@ class ApprovalAdmin(admin.ModelAdmin):
     @admin.display(description="run", ordering="run__agui_run_id")
     def run_link(self, approval: Approval) -> SafeString:
         return format_html('<a href="{}">{}</a>', timeline_url(approval.run_id), approval.run.agui_run_id)
+
+    @admin.display(description="call")
+    def call(self, approval: Approval) -> SafeString:
+        # The text the chat's prompt shows (agents/approval_text.py), lines kept.
+        return format_html('<div style="white-space: pre-wrap">{}</div>', approval.message)
 
     @admin.display(description="latency (s)")
     def latency(self, approval: Approval) -> str:

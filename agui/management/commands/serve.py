@@ -58,6 +58,7 @@ class Command(BaseCommand):
         lines = [
             "",
             "Threadline is starting.",
+            f"  Home page:      {base}/",
             f"  AG-UI endpoint: {agui_base}/{first}" + ("   (its own listener: AGUI_PORT)" if agui_port else ""),
             f"  Agents:         {', '.join(agents) or '(none enabled)'}",
             f"  AG-UI token:    {settings.AGUI_TOKEN}   ({origin})",

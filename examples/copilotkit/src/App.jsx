@@ -1,0 +1,204 @@
+import { useState } from "react";
+import { z } from "zod";
+import {
+  CopilotChat,
+  CopilotKitProvider,
+  UseAgentUpdate,
+  useAgent,
+  useFrontendTool,
+  useInterrupt,
+} from "@copilotkit/react-core/v2";
+
+// One thread per page address: a reload (or a restart of either server) comes back to it.
+function threadIdFromUrl() {
+  const url = new URL(window.location.href);
+  let thread = url.searchParams.get("thread");
+  if (!thread) {
+    thread = `thread-${crypto.randomUUID()}`;
+    url.searchParams.set("thread", thread);
+    window.history.replaceState(null, "", url);
+  }
+  return thread;
+}
+
+export function App() {
+  const [threadId] = useState(threadIdFromUrl);
+  const [error, setError] = useState(null);
+  const showError = ({ error: failure }) => setError(readable(failure));
+  return (
+    <CopilotKitProvider runtimeUrl="/api/copilotkit" onError={showError} showDevConsole={false}>
+      <div className="layout">
+        <main className="chat">
+          <header>
+            <h1>Threadline</h1>
+            <span className="thread" data-testid="thread-id">{threadId}</span>
+          </header>
+          {error && (
+            <div className="error" role="alert" data-testid="error">
+              {error}
+              <button onClick={() => setError(null)}>Dismiss</button>
+            </div>
+          )}
+          <ThemeTool />
+          <Questions />
+          <CopilotChat threadId={threadId} onError={showError} />
+        </main>
+        <StatePanels />
+      </div>
+    </CopilotKitProvider>
+  );
+}
+
+// What went wrong, in words: a refused token, an unreachable server, or the server's own message.
+function readable(error) {
+  const text = String(error?.message ?? error ?? "unknown error");
+  if (/\b401\b|token/i.test(text)) {
+    return `Threadline refused the request: the AG-UI token is wrong or missing (${text}). Check AGUI_TOKEN where the example's server runs.`;
+  }
+  if (/fetch failed|ECONNREFUSED|Failed to fetch/i.test(text)) {
+    return `Threadline could not be reached (${text}). Is it running (make run)?`;
+  }
+  return `Something went wrong: ${text}`;
+}
+
+// A browser tool: the agent changes this page's theme, and the conversation goes on with the result.
+function ThemeTool() {
+  useFrontendTool({
+    name: "change_theme",
+    description: "Change the page's colour theme to light or dark.",
+    parameters: z.object({ theme: z.enum(["light", "dark"]).describe("The theme to switch to.") }),
+    handler: async ({ theme }) => {
+      document.documentElement.dataset.theme = theme;
+      return `The page's theme is now ${theme}.`;
+    },
+  });
+  return null;
+}
+
+// Approvals and questions from Threadline arrive as AG-UI interrupts.
+function Questions() {
+  useInterrupt({
+    render: ({ interrupt, resolve }) =>
+      interrupt?.reason === "input_required" ? (
+        <QuestionCard interrupt={interrupt} resolve={resolve} />
+      ) : (
+        <ApprovalCard interrupt={interrupt} resolve={resolve} />
+      ),
+  });
+  return null;
+}
+
+function ApprovalCard({ interrupt, resolve }) {
+  const [reason, setReason] = useState("");
+  const [sent, setSent] = useState(false);
+  const answer = (payload) => {
+    setSent(true);
+    resolve(payload, interrupt.id);
+  };
+  const diff = interrupt?.metadata?.diff;
+  return (
+    <div className="card approval" data-testid="approval">
+      <pre className="message">{interrupt?.message}</pre>
+      {diff && <pre className="diff" data-testid="approval-diff">{diff}</pre>}
+      <div className="buttons">
+        <button data-testid="approve" disabled={sent} onClick={() => answer({ approved: true })}>Approve</button>
+        <button data-testid="approve-always" disabled={sent} onClick={() => answer({ approved: true, always: true })}>
+          Approve always
+        </button>
+        <input
+          data-testid="deny-reason"
+          aria-label="Reason to deny"
+          placeholder="Why not? (optional)"
+          value={reason}
+          onChange={(event) => setReason(event.target.value)}
+        />
+        <button data-testid="deny" disabled={sent} onClick={() => answer({ approved: false, reason })}>Deny</button>
+      </div>
+    </div>
+  );
+}
+
+function QuestionCard({ interrupt, resolve }) {
+  const [text, setText] = useState("");
+  const [sent, setSent] = useState(false);
+  const send = (event) => {
+    event.preventDefault();
+    setSent(true);
+    resolve({ answer: text }, interrupt.id);
+  };
+  return (
+    <form className="card question" data-testid="question" onSubmit={send}>
+      <p className="message">{interrupt?.message}</p>
+      <input
+        data-testid="answer-text"
+        aria-label="Your answer"
+        value={text}
+        onChange={(event) => setText(event.target.value)}
+      />
+      <button data-testid="answer" type="submit" disabled={sent}>Answer</button>
+    </form>
+  );
+}
+
+// The thread's shared state, as Threadline keeps it; it updates live as STATE_DELTA events arrive.
+function StatePanels() {
+  const { agent } = useAgent({ updates: [UseAgentUpdate.OnStateChanged, UseAgentUpdate.OnRunStatusChanged] });
+  const state = agent.state ?? {};
+  const todos = state.todos ?? [];
+  const files = state.files ?? [];
+  const subAgents = state.subAgents ?? [];
+  const usage = state.tokenUsage;
+  return (
+    <aside className="panels">
+      <section data-testid="plan">
+        <h2>Plan</h2>
+        {todos.length === 0 ? <p className="empty">No plan yet.</p> : (
+          <ul>
+            {todos.map((todo) => (
+              <li key={todo.id ?? todo.content} className={todo.status}>
+                <span className="mark">{{ completed: "✓", in_progress: "…" }[todo.status] ?? "○"}</span> {todo.content}
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+      <section data-testid="files">
+        <h2>Files touched</h2>
+        {files.length === 0 ? <p className="empty">None yet.</p> : (
+          <ul>
+            {files.map((file) => <li key={file.path}><code>{file.path}</code> {file.action}</li>)}
+          </ul>
+        )}
+      </section>
+      <section data-testid="subagents">
+        <h2>Sub-agents</h2>
+        {subAgents.length === 0 ? <p className="empty">None yet.</p> : (
+          <ul>
+            {subAgents.map((child) => (
+              <li key={child.id}>
+                <strong>{child.role || "sub-agent"}</strong> <span className="status">{child.status}</span>
+                {child.summary && <p>{child.summary}</p>}
+                {child.error && <p className="failed">{child.error}</p>}
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+      <section data-testid="usage">
+        <h2>Tokens</h2>
+        {!usage ? <p className="empty">No model call yet.</p> : (
+          <dl>
+            {/* The contract's names (promptTokens, ...) and the names Threadline sends today. */}
+            <dt>prompt</dt><dd data-testid="prompt-tokens">{usage.promptTokens ?? usage.inputTokens ?? 0}</dd>
+            <dt>completion</dt><dd>{usage.completionTokens ?? usage.outputTokens ?? 0}</dd>
+            <dt>cache read / write</dt>
+            <dd>
+              {usage.cacheReadTokens ?? usage.cachedInputTokens ?? 0} / {usage.cacheWriteTokens ?? usage.cacheWriteInputTokens ?? 0}
+            </dd>
+            <dt>cost</dt><dd data-testid="cost">${Number(usage.cost ?? 0).toFixed(6)}</dd>
+          </dl>
+        )}
+      </section>
+    </aside>
+  );
+}
