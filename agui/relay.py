@@ -16,15 +16,22 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+from django.utils import timezone
 
 from agui.stream import TERMINAL_TYPES, sse_frame
-from threads import selectors
+from threads import leases, selectors
+from threads.dbthread import on_db_thread
 from threads.eventlog import Rows
+from threads.healing import runs_heal
 from threads.models import Run
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.25
 REPLAY_PAGE = 2000
+
+
+def _run_status(*, run_pk: Any) -> tuple[str, int, str, Any] | None:
+    return Run.objects.filter(pk=run_pk).values_list("status", "event_count", "owner", "lease_expires_at").first()
 
 
 def group_name(run_pk: Any) -> str:
@@ -56,6 +63,7 @@ async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
         channel = await layer.new_channel()
         await layer.group_add(group_name(run.pk), channel)
     cursor = after
+    ended = False
     try:
         while True:
             # The log first: everything up to now, in pages.
@@ -67,9 +75,16 @@ async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
                     return
             if len(events) == REPLAY_PAGE:
                 continue
-            status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
-            if status != Run.Status.RUNNING:
+            row = await on_db_thread(_run_status, run_pk=run.pk)
+            if row is None or row[0] != Run.Status.RUNNING:
+                if row is not None and cursor < row[1] and not ended:
+                    ended = True  # its end was written after the read above (a heal): read it once more
+                    continue
                 return
+            if leases.owner_is_gone(row[2], row[3]):
+                # The process running it died: end its log here, then read that end.
+                await on_db_thread(runs_heal, run_ids=[run.pk], now=timezone.now())
+                continue
             yield b": waiting\n\n"
             if layer is None:
                 await asyncio.sleep(POLL_SECONDS)

@@ -9,7 +9,7 @@ from agents.memory import INTERRUPTED
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess
-from tests.sse import post_run
+from tests.sse import get_stream, post_run
 
 
 def conversation_survives_restart(tmp_path: Path, env: dict[str, str]) -> None:
@@ -81,6 +81,20 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
                 server.kill()
             hanging.resume.set()
             server.start()
+            # A reattach to the dead run does not wait for ever: it ends with RUN_ERROR, and so does
+            # every replay of its log, which now holds its end (its open message closed first).
+            replay = get_stream(
+                f"{server.url}/agui/coder/threads/t-kill/runs/r1/events", token=server.token, timeout=20
+            )
+            assert replay.types[0] == "RUN_STARTED" and replay.types[-1] == "RUN_ERROR"
+            assert replay.events[-1]["code"] == "interrupted"
+            assert replay.types.count("TEXT_MESSAGE_START") == replay.types.count("TEXT_MESSAGE_END")
+            counted = server.manage(
+                "shell",
+                "-c",
+                "from threads.models import Run; r = Run.objects.get(); print(r.event_count, r.events.count())",
+            )
+            assert counted.stdout.splitlines()[-1].split() == [str(len(replay.events))] * 2, replay.types
             fake.script([text_turn(["Healed."])])
             after = post_run(
                 server.url,

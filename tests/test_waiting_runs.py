@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import psycopg
 import pytest
 
 from tests.agui_client import run_client
-from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
+from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, tool_turn
 from tests.helpers import eventually, run_input, user, v1
 from tests.procs import ServerProcess
 from tests.sse import get_stream, post_run
@@ -374,3 +375,31 @@ def test_serve_refuses_several_workers_on_one_processes_database(tmp_path: Path)
     refused = server.manage("serve", "--workers", "2")
     assert refused.returncode != 0
     assert "--workers above 1 needs DATABASE_URL (PostgreSQL) and REDIS_URL" in refused.stderr
+
+
+def test_a_follower_of_a_run_whose_process_dies_gets_its_end(cluster: Cluster) -> None:
+    """B follows a run of A; A is killed mid-reply. B's stream ends with RUN_ERROR (interrupted)
+    once A's lease has lapsed, and the run's log ends the same way for every later replay."""
+    slow = text_turn(split_tokens("one two three four five six")).pause(after_events=4)
+    cluster.fake.script([slow])
+    body = orjson.dumps(v1(run_input("t-dies", "r1", user("go"))))
+    headers = {**cluster.a.headers, "Content-Type": "application/json"}
+    followed: list[Any] = []
+    url = f"{cluster.b.url}/agui/coder/threads/t-dies/events"
+    with httpx.stream("POST", f"{cluster.a.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
+        next(resp.iter_raw())
+        assert slow.paused.wait(10)
+        watcher = threading.Thread(target=lambda: followed.append(get_stream(url, token=cluster.b.token, timeout=60)))
+        watcher.start()
+        cluster.a.kill()
+    slow.resume.set()
+    watcher.join(60)
+    (follower,) = followed
+    assert follower.types[-1] == "RUN_ERROR" and follower.events[-1]["code"] == "interrupted"
+    replay = get_stream(f"{cluster.b.url}/agui/coder/threads/t-dies/events", token=cluster.b.token)
+    assert replay.types[0] == "RUN_STARTED" and replay.types[-1] == "RUN_ERROR"
+    ((status, count, logged),) = cluster.query(
+        "SELECT r.status, r.event_count, (SELECT count(*) FROM threads_runevent e WHERE e.run_id = r.id) "
+        "FROM threads_run r JOIN threads_thread t ON t.id = r.thread_id WHERE t.agui_thread_id = 't-dies'"
+    )
+    assert status == "interrupted" and count == logged == len(replay.events)

@@ -18,6 +18,7 @@ from agents.providers.base import TokenCount
 from agents.verdict import conclusion_of
 from agents.waits import Checkpoint
 from threads import fastsql, leases
+from threads.healing import runs_heal
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
 from threads.selectors import agent_get
 from threads.waits import ABANDONED, wait_supersede
@@ -189,7 +190,7 @@ def _run_open(
     if len(gone) < len(elsewhere):
         raise ThreadConflict(f"a run is in progress on thread {agui_thread_id} in another server process")
     if gone:
-        Run.objects.filter(id__in=gone).update(status=Run.Status.INTERRUPTED, outcome="interrupted", finished_at=now)
+        runs_heal(run_ids=gone, now=now)
         Approval.objects.filter(run_id__in=gone, decision=Approval.Decision.PENDING).update(
             decision=Approval.Decision.CANCELLED, reason=ABANDONED, answered_at=now
         )
