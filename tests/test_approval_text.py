@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from agui.approvals import interrupt_of
-from django.utils import timezone
 
 from agents.approval_text import approval_call, approval_message
-from agents.approvals import ApprovalRequest
+from agents.waits import OpenCall, WaitKind
+from agui.interrupts import interrupt_of
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.sse import EVENT
@@ -110,13 +109,9 @@ def test_the_interrupt_and_the_admin_queue_show_the_same_text(server, fake_api, 
 
 
 def test_a_question_carries_no_call():
-    asked = ApprovalRequest(
-        id="q1",
-        tool_call_id="c1",
-        tool="ask_user",
-        arguments={"question": "Which?"},
-        message="Which?",
-        expires_at=timezone.now(),
-        question=True,
+    asked = OpenCall(
+        "c1", "ask_user", WaitKind.QUESTION, "question_1", message="Which?", arguments={"question": "Which?"}
     )
     assert "metadata" not in interrupt_of(asked)
+    approval = OpenCall("c2", "bash", WaitKind.APPROVAL, "approval_1", message="Allow?", arguments={"command": "ls"})
+    assert interrupt_of(approval)["metadata"]["tool"] == "bash"
