@@ -178,20 +178,22 @@ class Lab:
         shutil.copytree(self.template, path)
         return path
 
-    def start(self, name: str, extra_env: dict[str, str] | None = None) -> ServerProc:
-        """Starts server ``name`` (one of ALL_SERVERS) without waiting for it to be ready."""
+    def start(self, name: str, extra_env: dict[str, str] | None = None, tag: str = "") -> ServerProc:
+        """Starts server ``name`` (one of ALL_SERVERS) without waiting for it to be ready; ``tag``
+        tells apart two servers of the same kind (their data dirs and logs)."""
         fake = None
+        label = f"{name}-{tag}" if tag else name
         if name == "bare":
             env = base_env()
         elif name == "django":
             env = base_env() | {"BENCH_TMP": str(self.tmp)}  # where django_min puts its (unused) SQLite file
         else:
-            env = self.threadline_env(self.data_dir(name))
+            env = self.threadline_env(self.data_dir(label))
             if name == "sdk":
                 fake = FakeModel(base_env(), self.tmp / "fake-model.log")
                 self.fakes.append(fake)
                 env |= {"ANTHROPIC_API_KEY": "bench-not-a-key", "ANTHROPIC_BASE_URL": fake.base_url}
-        server = ServerProc(name, env | (extra_env or {}), self.argv, self.tmp / f"server-{name}.log", fake)
+        server = ServerProc(name, env | (extra_env or {}), self.argv, self.tmp / f"server-{label}.log", fake)
         self.servers.append(server)
         return server
 

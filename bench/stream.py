@@ -41,6 +41,7 @@ from typing import Any
 
 from httpclient import CLOCK
 from measure import Target
+from openstreams import measure_open_streams, open_streams_report
 from processes import ALL_SERVERS, FULL_STACK, LABELS, Lab
 from profiling import find_py_spy, profile
 from report import report
@@ -84,6 +85,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="after the table, profile each full-stack server while it streams long replies (see bench/profiling.py)",
     )
     parser.add_argument("--profile-streams", type=int, default=5, help="long replies streamed while profiling")
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=10_000,
+        help="open-streams mode: this many SSE streams held open at once on one scripted server (0: skip)",
+    )
+    parser.add_argument("--slow-runs", type=int, default=100, help="open-streams mode: slow runs the streams follow")
+    parser.add_argument("--slow-ms", type=int, default=1000, help="open-streams mode: ms between a slow run's tokens")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, databases)")
@@ -94,9 +103,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.warmup = min(args.warmup, 3)
         args.repeat = 1
         args.profile_streams = min(args.profile_streams, 2)
+        args.streams = min(args.streams, 1000)
+        args.slow_runs = min(args.slow_runs, 10)
     if min(args.tokens, args.ttfb_tokens, args.ttfb_requests, args.repeat, args.profile_streams) < 1:
         parser.error("--tokens, --ttfb-tokens, --ttfb-requests, --repeat and --profile-streams must be at least 1")
-    args.only = [n.strip() for n in args.only.split(",") if n.strip()]
+    args.only = [n.strip() for n in args.only.split(",") if n.strip() and n.strip() != "none"]
     unknown = set(args.only) - set(ALL_SERVERS)
     if unknown:
         parser.error(f"unknown server(s) in --only: {', '.join(sorted(unknown))}")
@@ -125,7 +136,7 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
 
     # Round after round, each server in turn, so that a drift of the machine's speed
     # during the run touches every server alike.
-    for round_no in range(args.repeat):
+    for round_no in range(args.repeat if targets else 0):
         for target in targets.values():
             await target.measure_stream(args.tokens)
             await target.measure_ttfb(args.ttfb_tokens, args.ttfb_requests, args.ttfb_gap)
@@ -135,8 +146,10 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         )
         print(f"round {round_no + 1}/{args.repeat}: {line}", flush=True)
 
-    text, data = report(targets, args)
-    print(text, flush=True)
+    data: dict[str, Any] = {}
+    if targets:
+        text, data = report(targets, args)
+        print(text, flush=True)
 
     if args.profile:
         data["profile"] = {}
@@ -151,10 +164,28 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     for target in targets.values():
         target.client.close()
 
+    if args.streams:
+        data["open_streams"] = await open_streams(args, lab)
+
     print(f"\ntotal time {CLOCK() - t_start:.1f}s", flush=True)
     if args.json:
         args.json.write_text(json.dumps(data, indent=2))
-    return 1 if args.check and not data["all_targets_met"] else 0
+    return 1 if args.check and not data.get("all_targets_met", True) else 0
+
+
+async def open_streams(args: argparse.Namespace, lab: Lab) -> dict[str, Any]:
+    """The open-streams mode (bench/openstreams.py) on a fresh scripted server of its own."""
+    print(
+        f"\nOpen streams: {args.streams:,} SSE streams on one scripted server ({args.slow_runs} slow runs)", flush=True
+    )
+    target = Target(lab.start("scripted", tag="open"))
+    await target.wait_ready()
+    await target.warm_up(args.ttfb_tokens, args.warmup)
+    target.client.close()
+    result = await measure_open_streams(target.server, args.streams, args.slow_runs, args.slow_ms)
+    text, data = open_streams_report(result)
+    print(text, flush=True)
+    return data
 
 
 def _terminate(signum: int, frame: Any) -> None:
