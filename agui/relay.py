@@ -14,11 +14,11 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
 from agui.stream import TERMINAL_TYPES, sse_frame
 from threads import selectors
+from threads.dbthread import on_db_thread
 from threads.eventlog import Rows
 from threads.models import Run
 
@@ -56,10 +56,13 @@ async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
         channel = await layer.new_channel()
         await layer.group_add(group_name(run.pk), channel)
     cursor = after
+    ended = False
     try:
         while True:
             # The log first: everything up to now, in pages.
-            events = await sync_to_async(selectors.run_events_after)(run=run, after=cursor, limit=REPLAY_PAGE)
+            # On the database thread: a follower may stay open for as long as the run lasts, and
+            # must not hold an OS thread (and a connection) of its own meanwhile.
+            events = await on_db_thread(selectors.run_events_after, run=run, after=cursor, limit=REPLAY_PAGE)
             for event in events:
                 cursor = event.seq
                 yield sse_frame(event.seq, event.payload.encode())
@@ -67,9 +70,13 @@ async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
                     return
             if len(events) == REPLAY_PAGE:
                 continue
-            status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
-            if status != Run.Status.RUNNING:
+            if ended:
                 return
+            status = await on_db_thread(selectors.run_status, run_pk=run.pk)
+            if status != Run.Status.RUNNING:
+                # It may have ended after the read above: read the log once more for its last events.
+                ended = True
+                continue
             yield b": waiting\n\n"
             if layer is None:
                 await asyncio.sleep(POLL_SECONDS)

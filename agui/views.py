@@ -10,7 +10,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from agents.models import Agent
 from agents.runtime import provider_for
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.frontend import client_tool_results
@@ -160,7 +159,7 @@ async def info(request: HttpRequest) -> HttpResponseBase:
     """GET /agui/info: the agents served here and what the server supports. No secrets."""
     if denied := token_error(request):
         return denied
-    agents = [a async for a in Agent.objects.filter(enabled=True).order_by("name")]
+    agents = await on_db_thread(selectors.agents_enabled)
     base = request.build_absolute_uri("/agui/")
     payload = {
         "server": "threadline",
