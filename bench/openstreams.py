@@ -242,7 +242,8 @@ def open_streams_report(result: OpenStreamsResult) -> tuple[str, dict[str, Any]]
         f"peak RSS {result.peak_rss_mib:,.0f} MiB",
         f"  per 1,000 streams: {(top.threads - base.threads) / per_k:+.1f} threads, "
         f"{(top.fds - base.fds) / per_k:,.0f} fds, {(top.rss_mib - base.rss_mib) / per_k:,.1f} MiB RSS",
-        f"  /agui/info meanwhile: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({len(result.info_ms)} requests)",
+        f"  /agui/info meanwhile: p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {max(result.info_ms, default=0):.2f} ms "
+        f"({len(result.info_ms)} requests)",
         f"  errors: {len(result.errors)}" + (f" (first: {result.errors[0]})" if result.errors else ""),
     ]
     targets = {

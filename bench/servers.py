@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -140,6 +141,9 @@ class ScriptedProvider:
         if slow_ms:
             stop = _slow_stop()
             n = 0
+            # A random phase, as independent runs have: runs started together would otherwise
+            # tick together, and every stream's frame would be written in one burst.
+            await asyncio.sleep(random.random() * slow_ms / 1000)
             while not stop.is_set():
                 yield BlockDelta(0, token)
                 n += 1
