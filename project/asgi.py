@@ -14,6 +14,9 @@ django_app = get_asgi_application()
 from django.conf import settings
 
 from agui.asgi import AguiHandler
+from project.fdlimit import raise_open_file_limit
+
+raise_open_file_limit()
 
 agui_app = AguiHandler()
 
