@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from httpclient import CLOCK, Client, Response, count_frames
 from processes import FULL_STACK, TOKEN, ServerProc
+from procfigures import proc_figures
 
 
 @dataclass
@@ -37,6 +38,8 @@ class Target:
     ttfb: list[float] = field(default_factory=list)
     first_event: list[float] = field(default_factory=list)
     frames: int = 0  # SSE data frames of the long reply
+    rss_first: float = 0.0  # RSS (MiB) after the first short reply
+    rss_warm: float = 0.0  # RSS (MiB) after the warm-up
 
     def __post_init__(self) -> None:
         self.name = self.server.name
@@ -68,10 +71,18 @@ class Target:
     async def warm_up(self, short: int, count: int) -> None:
         """``count`` short replies and one of 1000 tokens, unmeasured: imports, caches and connections warm."""
         self.queue_replies(f"text {short} {count}")
-        for _ in range(count):
+        for i in range(count):
             await self.request(short)
+            if i == 0:
+                self.rss_first = self.memory()[0]
         self.queue_replies("bench 1000")
         await self.request(1000)
+        self.rss_warm = self.memory()[0]
+
+    def memory(self) -> tuple[float, float]:
+        """The server's (RSS, peak RSS) in MiB."""
+        _, _, rss, peak = proc_figures(self.server.proc.pid)
+        return rss, peak
 
     async def measure_stream(self, tokens: int) -> None:
         """One long reply: events/s, and for Threadline durable/s and log lag."""

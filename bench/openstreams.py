@@ -23,6 +23,7 @@ from typing import Any
 
 from httpclient import CLOCK, Client
 from processes import TOKEN, ServerProc
+from procfigures import proc_figures
 
 AUTH = f"Authorization: Bearer {TOKEN}"
 TAIL = 512  # bytes of each stream's end kept, to see its terminal event
@@ -95,24 +96,6 @@ class OpenStreamsResult:
     errors: list[str] = field(default_factory=list)
     peak_rss_mib: float = 0.0
     open_seconds: float = 0.0
-
-
-def proc_figures(pid: int) -> tuple[int, int, float, float]:
-    """(OS threads, open fds, RSS MiB, peak RSS MiB) of a process, from /proc."""
-    status: dict[str, str] = {}
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            name, _, value = line.partition(":")
-            status[name] = value.strip()
-    import os
-
-    fds = len(os.listdir(f"/proc/{pid}/fd"))
-    return (
-        int(status["Threads"]),
-        fds,
-        int(status["VmRSS"].split()[0]) / 1024,
-        int(status["VmHWM"].split()[0]) / 1024,
-    )
 
 
 def raise_own_file_limit(needed: int) -> None:
