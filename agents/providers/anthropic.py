@@ -49,6 +49,10 @@ class AnthropicProvider:
         )
         self.info = ModelInfo(id=model, name=model, provider="anthropic", context_window=context_window_for(model))
 
+    async def aclose(self) -> None:
+        """Closes the HTTP client and its connections."""
+        await self.client.close()
+
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": request.model,
