@@ -2,7 +2,8 @@
 
 The standard middleware stack (sessions, CSRF, auth, messages) costs over a
 millisecond per request and nothing on the AG-UI path uses it: requests there
-authenticate with the bearer token. CORS stays.
+authenticate with the bearer token. CORS stays. Its URLconf has the AG-UI routes
+alone (agui/root_urls.py).
 
 Django runs each request in a thread-sensitive context of its own, and asgiref
 gives each such context its own OS thread for the request's sync work (the
@@ -23,6 +24,7 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
 
 # One worker: asgiref requires a context's executor to run one call at a time on one thread.
 REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-request")
@@ -38,6 +40,11 @@ class AguiHandler(ASGIHandler):
             super().load_middleware(is_async=is_async)
         finally:
             settings.MIDDLEWARE = standard
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        # The AG-UI routes alone (agui/root_urls.py): resolving them imports neither the admin nor the REST API.
+        request.urlconf = "agui.root_urls"
+        return await super().get_response_async(request)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         # The outermost context wins: Django's own ThreadSensitiveContext inside
