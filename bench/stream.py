@@ -93,6 +93,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--slow-runs", type=int, default=100, help="open-streams mode: slow runs the streams follow")
     parser.add_argument("--slow-ms", type=int, default=1000, help="open-streams mode: ms between a slow run's tokens")
+    parser.add_argument(
+        "--growth",
+        default="2000,20000,200000",
+        help="growth mode: reply sizes (tokens) streamed once each, ascending, for events/s and peak RSS ('': skip)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, databases)")
@@ -104,10 +109,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.repeat = 1
         args.profile_streams = min(args.profile_streams, 2)
         args.streams = min(args.streams, 1000)
+        args.growth = "2000,20000"
         args.slow_runs = min(args.slow_runs, 10)
     if min(args.tokens, args.ttfb_tokens, args.ttfb_requests, args.repeat, args.profile_streams) < 1:
         parser.error("--tokens, --ttfb-tokens, --ttfb-requests, --repeat and --profile-streams must be at least 1")
     args.only = [n.strip() for n in args.only.split(",") if n.strip() and n.strip() != "none"]
+    args.growth = sorted(int(n) for n in args.growth.split(",") if n.strip())
     unknown = set(args.only) - set(ALL_SERVERS)
     if unknown:
         parser.error(f"unknown server(s) in --only: {', '.join(sorted(unknown))}")
@@ -164,6 +171,8 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     for target in targets.values():
         target.client.close()
 
+    if args.growth and targets:
+        data["growth"] = await growth(args, targets)
     if args.streams:
         data["open_streams"] = await open_streams(args, lab)
 
@@ -171,6 +180,38 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     if args.json:
         args.json.write_text(json.dumps(data, indent=2))
     return 1 if args.check and not data.get("all_targets_met", True) else 0
+
+
+async def growth(args: argparse.Namespace, targets: dict[str, Target]) -> dict[str, Any]:
+    """Events/s and peak RSS of one reply of each size, smallest first (peak RSS never falls,
+    so each figure is the peak up to and including that reply)."""
+    sizes = args.growth
+    print(f"\nHow cost grows: one reply of each of {', '.join(f'{n:,}' for n in sizes)} tokens", flush=True)
+    print(f"  {'server':42} " + " ".join(f"{f'{n:,} tok':>22}" for n in sizes), flush=True)
+    result: dict[str, Any] = {}
+    for name, target in targets.items():
+        if name == "bare":
+            continue
+        cells, entry = [], {}
+        for n in sizes:
+            await target.measure_stream(n)
+            rate = target.rates.pop()  # not one of the table's rounds
+            if target.durable_rates:
+                target.durable_rates.pop()
+                target.log_lag.pop()
+            peak = target.memory()[1]
+            entry[n] = {"events_per_s": rate, "peak_rss_mib": peak}
+            cells.append(f"{rate:>9,.0f}/s {peak:6.1f} MiB")
+        result[name] = entry
+        print(f"  {LABELS[name]:42} " + " ".join(f"{c:>22}" for c in cells), flush=True)
+    for name in FULL_STACK:
+        entry = result.get(name)
+        if entry and len(sizes) > 1:
+            ratio = entry[sizes[-1]]["peak_rss_mib"] / entry[sizes[0]]["peak_rss_mib"]
+            verdict = "MET" if ratio <= 2 else "MISSED"
+            print(f"  {LABELS[name]}: peak RSS at {sizes[-1]:,} = {ratio:.2f}x at {sizes[0]:,} (<= 2x: {verdict})")
+            entry["rss_ratio"] = ratio
+    return result
 
 
 async def open_streams(args: argparse.Namespace, lab: Lab) -> dict[str, Any]:
