@@ -100,6 +100,32 @@ class Target:
             self.durable_rates.append(frames / (when - response.t_sent))
             self.log_lag.append(when - (response.t_end or when))
 
+    async def measure_concurrent(self, streams: int, tokens: int) -> tuple[float, int]:
+        """``streams`` replies of ``tokens`` tokens at once, each on its own connection: the aggregate
+        events/s (all frames / first request sent -> last byte) and the count of failed streams."""
+        self.queue_replies(f"bench {tokens} {streams}")
+        clients = [Client(self.server.port) for _ in range(streams)]
+        try:
+            results = await asyncio.gather(
+                *(self.request(tokens, settle=False, client=c) for c in clients), return_exceptions=True
+            )
+        finally:
+            for client in clients:
+                client.close()
+        done = [r for r in results if not isinstance(r, BaseException)]
+        errors = len(results) - len(done)
+        if not done:
+            raise RuntimeError(f"{self.name}: every concurrent stream failed: {results[0]!r}")
+        started = min(response.t_sent for response, _, _ in done)
+        ended = max(response.t_end or 0.0 for response, _, _ in done)
+        frames = sum(count for _, count, _ in done)
+        if self.is_threadline:
+            for _, count, run_id in done:
+                _, event_count, stored = await self.recorded(run_id)
+                if not event_count == stored == count:
+                    errors += 1
+        return frames / (ended - started), errors
+
     async def measure_ttfb(self, tokens: int, count: int, gap: float) -> None:
         """``count`` sequential short replies: TTFB and time to first event of each."""
         self.queue_replies(f"text {tokens} {count}")  # all at once: no pipe round trip between requests
@@ -116,7 +142,9 @@ class Target:
         if self.server.fake is not None:
             self.server.fake.command(command)
 
-    async def request(self, tokens: int, settle: bool = True) -> tuple[Response, int, str]:
+    async def request(
+        self, tokens: int, settle: bool = True, client: Client | None = None
+    ) -> tuple[Response, int, str]:
         """One streamed reply of ``tokens`` text deltas, checked; returns it, its frame count and its run id."""
         self.server.check_alive()
         if self.is_threadline:
@@ -138,7 +166,7 @@ class Target:
             run_id = ""
             body = {"threadId": "t", "runId": "r", "messages": []}
             path, headers = f"/stream?n={tokens}", {"Content-Type": "application/json"}
-        response = await self.client.request("POST", path, json.dumps(body).encode(), headers)
+        response = await (client or self.client).request("POST", path, json.dumps(body).encode(), headers)
         frames = self.check(response, tokens)
         if settle and self.settle and run_id:
             await self.recorded(run_id)

@@ -98,6 +98,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="2000,20000,200000",
         help="growth mode: reply sizes (tokens) streamed once each, ascending, for events/s and peak RSS ('': skip)",
     )
+    parser.add_argument(
+        "--concurrent",
+        default="100x2000",
+        help="concurrent mode: STREAMSxTOKENS replies at once, aggregate events/s ('': skip)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, databases)")
@@ -110,6 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.profile_streams = min(args.profile_streams, 2)
         args.streams = min(args.streams, 1000)
         args.growth = "2000,20000"
+        args.concurrent = "20x2000"
         args.slow_runs = min(args.slow_runs, 10)
     if min(args.tokens, args.ttfb_tokens, args.ttfb_requests, args.repeat, args.profile_streams) < 1:
         parser.error("--tokens, --ttfb-tokens, --ttfb-requests, --repeat and --profile-streams must be at least 1")
@@ -171,6 +177,8 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     for target in targets.values():
         target.client.close()
 
+    if args.concurrent and targets:
+        data["concurrent"] = await concurrent(args, targets)
     if args.growth and targets:
         data["growth"] = await growth(args, targets)
     if args.streams:
@@ -180,6 +188,36 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     if args.json:
         args.json.write_text(json.dumps(data, indent=2))
     return 1 if args.check and not data.get("all_targets_met", True) else 0
+
+
+async def concurrent(args: argparse.Namespace, targets: dict[str, Target]) -> dict[str, Any]:
+    """Aggregate events/s of many replies at once, in rounds (median), against the Django view's."""
+    streams, tokens = (int(n) for n in args.concurrent.lower().split("x"))
+    print(f"\nConcurrent: {streams} replies of {tokens:,} tokens at once, aggregate events/s", flush=True)
+    result: dict[str, Any] = {}
+    for name, target in targets.items():
+        if name == "bare":
+            continue
+        rates, errors = [], 0
+        for _ in range(args.repeat):
+            rate, failed = await target.measure_concurrent(streams, tokens)
+            rates.append(rate)
+            errors += failed
+        result[name] = {"events_per_s": statistics.median(rates), "runs": rates, "errors": errors}
+    django = result.get("django")
+    for name, entry in result.items():
+        ratio = entry["events_per_s"] / django["events_per_s"] if django else float("nan")
+        entry["vs_django"] = ratio
+        verdict = ""
+        if name in FULL_STACK and django:
+            ok = ratio >= 0.8 and entry["errors"] == 0
+            verdict = f"  (>= 0.8x and 0 errors: {'MET' if ok else 'MISSED'})"
+        print(
+            f"  {LABELS[name]:42} {entry['events_per_s']:9,.0f}/s {ratio:5.2f}x Django, "
+            f"{entry['errors']} errors{verdict}",
+            flush=True,
+        )
+    return result
 
 
 async def growth(args: argparse.Namespace, targets: dict[str, Target]) -> dict[str, Any]:
