@@ -20,6 +20,7 @@ import sqlite3
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from httpclient import CLOCK, Client, Response, count_frames
 from processes import FULL_STACK, TOKEN, ServerProc
@@ -191,26 +192,48 @@ class Target:
     async def recorded(self, run_id: str, within: float = 120.0) -> tuple[float, int, int]:
         """Waits until the run is recorded as finished (its event log written, then run_finish);
         returns (when, the run's event_count, RunEvent rows stored)."""
-        assert self.server.db_path is not None
         deadline = CLOCK() + within
-        # Read-only, so the bench never takes a write lock the server could wait on.
-        db = sqlite3.connect(f"file:{self.server.db_path}?mode=ro", uri=True, timeout=5)
+        db = RunRecords(self.server)
         try:
             while True:
-                row = db.execute(
-                    "SELECT id, status, event_count FROM threads_run WHERE agui_run_id = ?", (run_id,)
-                ).fetchone()
+                row = db.run(run_id)
                 if row is not None and row[1] != "running":
                     when = CLOCK()
                     if row[1] != "succeeded":
                         raise RuntimeError(f"{self.name}: run {run_id} was recorded as {row[1]}")
-                    (stored,) = db.execute(
-                        "SELECT count(*) FROM threads_runevent WHERE run_id = ?", (row[0],)
-                    ).fetchone()
-                    return when, row[2], stored
+                    return when, row[2], db.event_rows(row[0])
                 if CLOCK() > deadline:
                     raise RuntimeError(f"{self.name}: run {run_id} was not recorded within {within}s")
                 self.server.check_alive()
                 await asyncio.sleep(0.002)
         finally:
             db.close()
+
+
+class RunRecords:
+    """Reads a Threadline server's runs from its database (SQLite read-only, or PostgreSQL)."""
+
+    def __init__(self, server: ServerProc) -> None:
+        self.db: Any
+        if server.db_url:
+            import psycopg
+
+            self.db = psycopg.connect(server.db_url, autocommit=True)
+            self.mark = "%s"
+        else:
+            assert server.db_path is not None
+            # Read-only, so the bench never takes a write lock the server could wait on.
+            self.db = sqlite3.connect(f"file:{server.db_path}?mode=ro", uri=True, timeout=5)
+            self.mark = "?"
+
+    def run(self, run_id: str) -> tuple[Any, str, int] | None:
+        sql = f"SELECT id, status, event_count FROM threads_run WHERE agui_run_id = {self.mark}"
+        row = self.db.execute(sql, (run_id,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def event_rows(self, run_pk: Any) -> int:
+        sql = f"SELECT count(*) FROM threads_runevent WHERE run_id = {self.mark}"
+        return int(self.db.execute(sql, (run_pk,)).fetchone()[0])
+
+    def close(self) -> None:
+        self.db.close()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import statistics
 import sys
@@ -143,7 +144,8 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         targets[name] = Target(lab.start(name, env), settle=not args.no_settle)
     for target in targets.values():
         await target.wait_ready()
-    print(f"servers up in {CLOCK() - t_start:.1f}s ({args.server}); warming up", flush=True)
+    database = "PostgreSQL" if lab.database_url else "SQLite"
+    print(f"servers up in {CLOCK() - t_start:.1f}s ({args.server}, full stack on {database}); warming up", flush=True)
     for target in targets.values():
         await target.warm_up(args.ttfb_tokens, args.warmup)
 
@@ -177,6 +179,7 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     for target in targets.values():
         target.client.close()
 
+    data["database"] = database
     if args.concurrent and targets:
         data["concurrent"] = await concurrent(args, targets)
     if args.growth and targets:
@@ -274,7 +277,8 @@ def _terminate(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
-    lab = Lab(args.server, args.loop, args.keep)
+    # DATABASE_URL (PostgreSQL): the full stack's servers run on fresh databases of that server.
+    lab = Lab(args.server, args.loop, args.keep, database_url=os.environ.get("DATABASE_URL", ""))
     try:
         try:
             import uvloop
