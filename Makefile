@@ -53,8 +53,15 @@ lint: install-test
 	$(PY) -m ruff check agents agui threads project tests
 	$(PY) -m mypy .
 
+# The whole bench on SQLite, then the single-stream and concurrent benches again with the
+# full stack on PostgreSQL (BENCH_DATABASE_URL), when it is reachable.
+BENCH_DATABASE_URL ?= postgresql://127.0.0.1:5432/test
 bench: install-test
 	$(PY) bench/stream.py
+	@if $(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" "$(BENCH_DATABASE_URL)" 2>/dev/null; then \
+		echo; echo "=== The same with the full stack on PostgreSQL ($(BENCH_DATABASE_URL))"; \
+		DATABASE_URL="$(BENCH_DATABASE_URL)" $(PY) bench/stream.py --streams 0 --growth ''; \
+	else echo "PostgreSQL at $(BENCH_DATABASE_URL) is not reachable: the PostgreSQL bench did not run"; fi
 
 clean:
 	rm -rf $(VENV) tests/clients/node_modules

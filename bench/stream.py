@@ -126,7 +126,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown server(s) in --only: {', '.join(sorted(unknown))}")
     if args.profile == "py-spy" and not find_py_spy():
-        parser.error("py-spy not found: pip install --target /tmp/pyspy py-spy (or set PY_SPY), or use cprofile")
+        parser.error("py-spy not found: make install-test puts it in the venv (or set PY_SPY), or use cprofile")
     return args
 
 
