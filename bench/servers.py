@@ -260,6 +260,22 @@ def serve_daphne(app: Any, sock: socket.socket) -> None:
     ).run()
 
 
+def _log_long_gc(threshold: float = 0.05) -> None:
+    """Logs every garbage collection that stops the process for more than ``threshold`` seconds
+    (to the server's log: what a latency spike in the bench may be)."""
+    import gc
+
+    started: list[float] = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        elif (took := time.perf_counter() - started[0]) > threshold:
+            print(f"bench: gc of generation {info['generation']} took {took * 1e3:.0f} ms", file=sys.stderr, flush=True)
+
+    gc.callbacks.append(callback)
+
+
 def _exit_with_parent() -> None:
     """Stops this server if bench/stream.py dies without stopping it (say, SIGKILL)."""
     import threading
@@ -300,6 +316,7 @@ def main() -> None:
             app = with_profiler(app, os.environ["BENCH_PROFILE"])
 
     _exit_with_parent()
+    _log_long_gc()
     if args.server == "daphne":
         serve_daphne(app, sock)
     else:

@@ -109,3 +109,14 @@ def test_runserver_still_serves_with_daphne(tmp_path):
         server.terminate()
         output = server.communicate(timeout=20)[0].decode()
     assert "Daphne" in output
+
+
+def test_the_application_freezes_its_code_out_of_the_collectors_walks(tmp_path):
+    script = "import gc, json; import project.asgi; print(json.dumps([gc.get_freeze_count(), gc.get_threshold()]))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    frozen, thresholds = json.loads(done.stdout.strip().splitlines()[-1])
+    from project.gctune import THRESHOLDS
+
+    assert frozen > 10_000  # Django and the apps, at least
+    assert tuple(thresholds) == THRESHOLDS
