@@ -180,10 +180,11 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         target.client.close()
 
     data["database"] = database
-    if args.concurrent and targets:
-        data["concurrent"] = await concurrent(args, targets)
+    # Growth before the concurrent mode: its peak RSS is each server's peak so far.
     if args.growth and targets:
         data["growth"] = await growth(args, targets)
+    if args.concurrent and targets:
+        data["concurrent"] = await concurrent(args, targets)
     if args.streams:
         data["open_streams"] = await open_streams(args, lab)
 
