@@ -76,8 +76,15 @@ example: install $(EXAMPLE_STAMP)
 	THREADLINE_URL="http://$$host:$$port" AGUI_TOKEN="$$token" HOST=127.0.0.1 PORT=$(EXAMPLE_PORT) \
 		node $(EXAMPLE)/server.mjs
 
+# The whole bench on SQLite, then the single-stream and concurrent benches again with the
+# full stack on PostgreSQL (BENCH_DATABASE_URL), when it is reachable.
+BENCH_DATABASE_URL ?= postgresql://127.0.0.1:5432/test
 bench: install-test
 	$(PY) bench/stream.py
+	@if $(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" "$(BENCH_DATABASE_URL)" 2>/dev/null; then \
+		echo; echo "=== The same with the full stack on PostgreSQL ($(BENCH_DATABASE_URL))"; \
+		DATABASE_URL="$(BENCH_DATABASE_URL)" $(PY) bench/stream.py --streams 0 --growth ''; \
+	else echo "PostgreSQL at $(BENCH_DATABASE_URL) is not reachable: the PostgreSQL bench did not run"; fi
 
 clean:
 	rm -rf $(VENV) tests/clients/node_modules $(EXAMPLE)/node_modules $(EXAMPLE)/dist

@@ -338,7 +338,11 @@ class Listeners:
             listener.on_finished(outcome)
 
     def should_continue(self) -> bool:
-        return all(listener.should_continue() for listener in self.listeners)
+        # A loop, not all() over a generator: this is asked after every streamed token.
+        for listener in self.listeners:  # noqa: SIM110
+            if not listener.should_continue():
+                return False
+        return True
 
 
 class BaseListener:

@@ -10,7 +10,6 @@ from agents.confinement import bash_choice, server_workspace
 from agents.loop import LoopConfig
 from agents.models import Agent
 from agents.permissions import ScopedRules
-from agents.providers.anthropic import AnthropicProvider
 from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
 from agents.subagents import SubAgentLimits
@@ -45,6 +44,10 @@ def provider_for(agent: Agent) -> ModelProvider:
             log.warning("ANTHROPIC_API_KEY is not set: serving the OFFLINE DEMO MODEL, not Claude")
             provider = DemoProvider(delay=demo_delay)
         else:
+            # Imported here: the anthropic SDK is about 65 MiB of modules, which a
+            # server on the demo model never needs (issue #14, a lean process).
+            from agents.providers.anthropic import AnthropicProvider
+
             provider = AnthropicProvider(
                 api_key=api_key, model=model, base_url=base_url, max_retries=retries, timeout=timeout
             )
@@ -57,8 +60,9 @@ async def close_providers() -> None:
     providers = list(_PROVIDERS.values())
     _PROVIDERS.clear()
     for provider in providers:
-        if isinstance(provider, AnthropicProvider):
-            await provider.client.close()
+        close = getattr(provider, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def tools_for(agent: Agent) -> ToolRegistry:

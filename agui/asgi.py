@@ -2,13 +2,32 @@
 
 The standard middleware stack (sessions, CSRF, auth, messages) costs over a
 millisecond per request and nothing on the AG-UI path uses it: requests there
-authenticate with the bearer token. CORS stays.
+authenticate with the bearer token. CORS stays. Its URLconf has the AG-UI routes
+alone (agui/root_urls.py).
+
+Django runs each request in a thread-sensitive context of its own, and asgiref
+gives each such context its own OS thread for the request's sync work (the
+request_started/finished signal handlers, any async ORM call), kept until the
+response ends. An SSE stream lasts as long as its run, so every open stream held
+a thread: 10,000 reattaches, 10,000 threads (issue #14). The AG-UI handler runs
+its requests' sync work on one shared thread instead: it is a handful of short
+calls per request (the database work of the AG-UI views and runs goes to the
+database thread, threads/dbthread.py), so one thread serves them all and the
+thread count no longer grows with the streams.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
+
+# One worker: asgiref requires a context's executor to run one call at a time on one thread.
+REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-request")
 
 
 class AguiHandler(ASGIHandler):
@@ -21,3 +40,14 @@ class AguiHandler(ASGIHandler):
             super().load_middleware(is_async=is_async)
         finally:
             settings.MIDDLEWARE = standard
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        # The AG-UI routes alone (agui/root_urls.py): resolving them imports neither the admin nor the REST API.
+        request.urlconf = "agui.root_urls"
+        return await super().get_response_async(request)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # The outermost context wins: Django's own ThreadSensitiveContext inside
+        # __call__ then leaves this one (and its shared executor) in place.
+        async with ThreadSensitiveContext(executor=REQUEST_EXECUTOR):
+            await super().__call__(scope, receive, send)

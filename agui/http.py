@@ -80,6 +80,11 @@ def token_error(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
+def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """The AG-UI handler's 404: a JSON error, like every other error on these routes."""
+    return error_response(404, "not_found", "no such AG-UI path")
+
+
 def sse_response(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
     response = StreamingHttpResponse(chunks, content_type="text/event-stream; charset=utf-8")
     for name, value in SSE_HEADERS.items():

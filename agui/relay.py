@@ -14,7 +14,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 from django.utils import timezone
 
@@ -67,7 +66,9 @@ async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
     try:
         while True:
             # The log first: everything up to now, in pages.
-            events = await sync_to_async(selectors.run_events_after)(run=run, after=cursor, limit=REPLAY_PAGE)
+            # On the database thread: a follower may stay open for as long as the run lasts, and
+            # must not hold an OS thread (and a connection) of its own meanwhile.
+            events = await on_db_thread(selectors.run_events_after, run=run, after=cursor, limit=REPLAY_PAGE)
             for event in events:
                 cursor = event.seq
                 yield sse_frame(event.seq, event.payload.encode())

@@ -79,10 +79,25 @@ class RunStream:
             waiter.set()
 
     async def subscribe(self, after: int, heartbeat: float) -> AsyncIterator[bytes]:
-        """Yields every frame after sequence ``after``, then follows the run until it closes."""
+        """Yields every frame after sequence ``after``, then follows the run until it closes;
+        a heartbeat comment after ``heartbeat`` seconds of silence."""
         cursor = max(0, after)
         wake = asyncio.Event()
         self._waiters.append(wake)
+        loop = asyncio.get_running_loop()
+        # One heartbeat timer per subscriber, moved only when it fires, not a timeout
+        # around every wait: with thousands of open streams, scheduling and cancelling
+        # a timer per frame was a quarter of the event loop's time (bench --streams).
+        last_sent = loop.time()
+        timer_from = last_sent  # the last_sent the timer was set from
+        due = False
+
+        def fire() -> None:
+            nonlocal due
+            due = True
+            wake.set()
+
+        timer = loop.call_at(last_sent + heartbeat, fire)
         try:
             while True:
                 end = self.visible
@@ -90,15 +105,21 @@ class RunStream:
                     frames = self.frames
                     chunk = frames[cursor] if end == cursor + 1 else b"".join(frames[cursor:end])
                     cursor = end
+                    last_sent = loop.time()
                     yield chunk
                     continue
                 if self.closed:
                     return
+                if due:
+                    due = False
+                    if last_sent == timer_from:  # nothing was sent since the timer was set
+                        yield HEARTBEAT
+                        last_sent = loop.time()
+                    timer_from = last_sent
+                    timer = loop.call_at(last_sent + heartbeat, fire)
+                    continue
                 wake.clear()
-                try:
-                    async with asyncio.timeout(heartbeat):
-                        await wake.wait()
-                except TimeoutError:
-                    yield HEARTBEAT
+                await wake.wait()
         finally:
+            timer.cancel()
             self._waiters.remove(wake)

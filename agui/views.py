@@ -10,7 +10,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from agents.models import Agent
 from agents.runtime import provider_for
 from agui.decode import DecodedInput, InputError, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
@@ -192,7 +191,7 @@ async def info(request: HttpRequest) -> HttpResponseBase:
     caller = await authenticate(request)
     if not isinstance(caller, Caller):
         return caller
-    agents = [a async for a in Agent.objects.filter(enabled=True).order_by("name")]
+    agents = await on_db_thread(selectors.agents_enabled)
     base = request.build_absolute_uri(settings.AGUI_PATH + "/")
     payload = {
         "protocol": "ag-ui",

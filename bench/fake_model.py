@@ -2,7 +2,7 @@
 
 Prints its base URL on the first line of stdout, then reads commands, one a line,
 and answers each with ``ok``:
-  bench N      queue benchmark_turn(N): one text block of N one-token deltas, pre-encoded
+  bench N [K]  queue K (default 1) benchmark_turn(N): one text block of N one-token deltas, pre-encoded
   text N K     queue K replies of N one-token deltas (text_turn)
   quit         stop
 Running it apart from the client keeps the fake's threads from taking the
@@ -35,7 +35,7 @@ def main() -> None:
                 key = ("bench", n)
                 if key not in turns:
                     turns[key] = benchmark_turn(n)
-                fake.add_turn(turns[key])  # type: ignore[arg-type]
+                fake.add_turn(turns[key], times=int(words[2]) if len(words) > 2 else 1)  # type: ignore[arg-type]
                 print("ok", flush=True)
             elif words[0] == "text":
                 n, times = int(words[1]), int(words[2])

@@ -20,9 +20,11 @@ import sqlite3
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from httpclient import CLOCK, Client, Response, count_frames
 from processes import FULL_STACK, TOKEN, ServerProc
+from procfigures import proc_figures
 
 
 @dataclass
@@ -37,6 +39,8 @@ class Target:
     ttfb: list[float] = field(default_factory=list)
     first_event: list[float] = field(default_factory=list)
     frames: int = 0  # SSE data frames of the long reply
+    rss_first: float = 0.0  # RSS (MiB) after the first short reply
+    rss_warm: float = 0.0  # RSS (MiB) after the warm-up
 
     def __post_init__(self) -> None:
         self.name = self.server.name
@@ -68,10 +72,18 @@ class Target:
     async def warm_up(self, short: int, count: int) -> None:
         """``count`` short replies and one of 1000 tokens, unmeasured: imports, caches and connections warm."""
         self.queue_replies(f"text {short} {count}")
-        for _ in range(count):
+        for i in range(count):
             await self.request(short)
+            if i == 0:
+                self.rss_first = self.memory()[0]
         self.queue_replies("bench 1000")
         await self.request(1000)
+        self.rss_warm = self.memory()[0]
+
+    def memory(self) -> tuple[float, float]:
+        """The server's (RSS, peak RSS) in MiB."""
+        _, _, rss, peak = proc_figures(self.server.proc.pid)
+        return rss, peak
 
     async def measure_stream(self, tokens: int) -> None:
         """One long reply: events/s, and for Threadline durable/s and log lag."""
@@ -89,6 +101,32 @@ class Target:
             self.durable_rates.append(frames / (when - response.t_sent))
             self.log_lag.append(when - (response.t_end or when))
 
+    async def measure_concurrent(self, streams: int, tokens: int) -> tuple[float, int]:
+        """``streams`` replies of ``tokens`` tokens at once, each on its own connection: the aggregate
+        events/s (all frames / first request sent -> last byte) and the count of failed streams."""
+        self.queue_replies(f"bench {tokens} {streams}")
+        clients = [Client(self.server.port) for _ in range(streams)]
+        try:
+            results = await asyncio.gather(
+                *(self.request(tokens, settle=False, client=c) for c in clients), return_exceptions=True
+            )
+        finally:
+            for client in clients:
+                client.close()
+        done = [r for r in results if not isinstance(r, BaseException)]
+        errors = len(results) - len(done)
+        if not done:
+            raise RuntimeError(f"{self.name}: every concurrent stream failed: {results[0]!r}")
+        started = min(response.t_sent for response, _, _ in done)
+        ended = max(response.t_end or 0.0 for response, _, _ in done)
+        frames = sum(count for _, count, _ in done)
+        if self.is_threadline:
+            for _, count, run_id in done:
+                _, event_count, stored = await self.recorded(run_id)
+                if not event_count == stored == count:
+                    errors += 1
+        return frames / (ended - started), errors
+
     async def measure_ttfb(self, tokens: int, count: int, gap: float) -> None:
         """``count`` sequential short replies: TTFB and time to first event of each."""
         self.queue_replies(f"text {tokens} {count}")  # all at once: no pipe round trip between requests
@@ -105,7 +143,9 @@ class Target:
         if self.server.fake is not None:
             self.server.fake.command(command)
 
-    async def request(self, tokens: int, settle: bool = True) -> tuple[Response, int, str]:
+    async def request(
+        self, tokens: int, settle: bool = True, client: Client | None = None
+    ) -> tuple[Response, int, str]:
         """One streamed reply of ``tokens`` text deltas, checked; returns it, its frame count and its run id."""
         self.server.check_alive()
         if self.is_threadline:
@@ -127,7 +167,7 @@ class Target:
             run_id = ""
             body = {"threadId": "t", "runId": "r", "messages": []}
             path, headers = f"/stream?n={tokens}", {"Content-Type": "application/json"}
-        response = await self.client.request("POST", path, json.dumps(body).encode(), headers)
+        response = await (client or self.client).request("POST", path, json.dumps(body).encode(), headers)
         frames = self.check(response, tokens)
         if settle and self.settle and run_id:
             await self.recorded(run_id)
@@ -152,26 +192,48 @@ class Target:
     async def recorded(self, run_id: str, within: float = 120.0) -> tuple[float, int, int]:
         """Waits until the run is recorded as finished (its event log written, then run_finish);
         returns (when, the run's event_count, RunEvent rows stored)."""
-        assert self.server.db_path is not None
         deadline = CLOCK() + within
-        # Read-only, so the bench never takes a write lock the server could wait on.
-        db = sqlite3.connect(f"file:{self.server.db_path}?mode=ro", uri=True, timeout=5)
+        db = RunRecords(self.server)
         try:
             while True:
-                row = db.execute(
-                    "SELECT id, status, event_count FROM threads_run WHERE agui_run_id = ?", (run_id,)
-                ).fetchone()
+                row = db.run(run_id)
                 if row is not None and row[1] != "running":
                     when = CLOCK()
                     if row[1] != "succeeded":
                         raise RuntimeError(f"{self.name}: run {run_id} was recorded as {row[1]}")
-                    (stored,) = db.execute(
-                        "SELECT count(*) FROM threads_runevent WHERE run_id = ?", (row[0],)
-                    ).fetchone()
-                    return when, row[2], stored
+                    return when, row[2], db.event_rows(row[0])
                 if CLOCK() > deadline:
                     raise RuntimeError(f"{self.name}: run {run_id} was not recorded within {within}s")
                 self.server.check_alive()
                 await asyncio.sleep(0.002)
         finally:
             db.close()
+
+
+class RunRecords:
+    """Reads a Threadline server's runs from its database (SQLite read-only, or PostgreSQL)."""
+
+    def __init__(self, server: ServerProc) -> None:
+        self.db: Any
+        if server.db_url:
+            import psycopg
+
+            self.db = psycopg.connect(server.db_url, autocommit=True)
+            self.mark = "%s"
+        else:
+            assert server.db_path is not None
+            # Read-only, so the bench never takes a write lock the server could wait on.
+            self.db = sqlite3.connect(f"file:{server.db_path}?mode=ro", uri=True, timeout=5)
+            self.mark = "?"
+
+    def run(self, run_id: str) -> tuple[Any, str, int] | None:
+        sql = f"SELECT id, status, event_count FROM threads_run WHERE agui_run_id = {self.mark}"
+        row = self.db.execute(sql, (run_id,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def event_rows(self, run_pk: Any) -> int:
+        sql = f"SELECT count(*) FROM threads_runevent WHERE run_id = {self.mark}"
+        return int(self.db.execute(sql, (run_pk,)).fetchone()[0])
+
+    def close(self) -> None:
+        self.db.close()

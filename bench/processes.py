@@ -104,8 +104,10 @@ class ServerProc:
             log.close()
             sock.close()  # the child has its own copy
         data_dir = env.get("THREADLINE_DATA_DIR")
-        # The Threadline server's SQLite file, read (read-only) to see when a run is recorded.
-        self.db_path = Path(data_dir) / "threadline.sqlite3" if data_dir else None
+        # The Threadline server's database, read to see when a run is recorded: its PostgreSQL
+        # database when it has one, else its SQLite file (read-only).
+        self.db_url = env.get("DATABASE_URL", "")
+        self.db_path = Path(data_dir) / "threadline.sqlite3" if data_dir and not self.db_url else None
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -128,6 +130,14 @@ class ServerProc:
             self.proc.wait(5)
 
 
+def database_url_with_name(url: str, name: str) -> str:
+    """``url`` with its database name replaced by ``name``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
 def base_env() -> dict[str, str]:
     """This environment without what could point a server elsewhere (a real API key, a database, settings)."""
     env = {
@@ -140,11 +150,16 @@ def base_env() -> dict[str, str]:
 
 
 class Lab:
-    """Starts the servers of one bench run in a temporary directory; close() stops them and removes it."""
+    """Starts the servers of one bench run in a temporary directory; close() stops them and removes it.
 
-    def __init__(self, server: str, loop: str, keep: bool) -> None:
+    With ``database_url`` (a PostgreSQL URL), each full-stack server gets a fresh database of its
+    own on that server, migrated, and dropped at close; otherwise a SQLite file in its data dir."""
+
+    def __init__(self, server: str, loop: str, keep: bool, database_url: str = "") -> None:
         self.argv = ["--server", server, "--loop", loop]
         self.keep = keep
+        self.database_url = database_url
+        self.databases: list[str] = []
         self.tmp = Path(tempfile.mkdtemp(prefix="threadline-bench-"))
         self.servers: list[ServerProc] = []
         self.fakes: list[FakeModel] = []
@@ -178,20 +193,45 @@ class Lab:
         shutil.copytree(self.template, path)
         return path
 
-    def start(self, name: str, extra_env: dict[str, str] | None = None) -> ServerProc:
-        """Starts server ``name`` (one of ALL_SERVERS) without waiting for it to be ready."""
+    def postgres_database(self, label: str) -> str:
+        """A fresh, migrated PostgreSQL database on the server of ``database_url``; returns its URL."""
+        import psycopg
+
+        name = f"tl_bench_{label.replace('-', '_')}_{os.getpid()}"
+        with psycopg.connect(self.database_url, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        self.databases.append(name)
+        url = database_url_with_name(self.database_url, name)
+        done = subprocess.run(
+            [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=REPO,
+            env=self.threadline_env(self.tmp / f"data-{label}") | {"DATABASE_URL": url},
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"manage.py migrate on {name} failed:\n{done.stdout}\n{done.stderr}")
+        return url
+
+    def start(self, name: str, extra_env: dict[str, str] | None = None, tag: str = "") -> ServerProc:
+        """Starts server ``name`` (one of ALL_SERVERS) without waiting for it to be ready; ``tag``
+        tells apart two servers of the same kind (their data dirs and logs)."""
         fake = None
+        label = f"{name}-{tag}" if tag else name
         if name == "bare":
             env = base_env()
         elif name == "django":
             env = base_env() | {"BENCH_TMP": str(self.tmp)}  # where django_min puts its (unused) SQLite file
         else:
-            env = self.threadline_env(self.data_dir(name))
+            env = self.threadline_env(self.data_dir(label))
+            if self.database_url:
+                env["DATABASE_URL"] = self.postgres_database(label)
             if name == "sdk":
                 fake = FakeModel(base_env(), self.tmp / "fake-model.log")
                 self.fakes.append(fake)
                 env |= {"ANTHROPIC_API_KEY": "bench-not-a-key", "ANTHROPIC_BASE_URL": fake.base_url}
-        server = ServerProc(name, env | (extra_env or {}), self.argv, self.tmp / f"server-{name}.log", fake)
+        server = ServerProc(name, env | (extra_env or {}), self.argv, self.tmp / f"server-{label}.log", fake)
         self.servers.append(server)
         return server
 
@@ -206,6 +246,15 @@ class Lab:
                 fake.stop()
             except Exception as exc:
                 print(f"warning: could not stop FakeAnthropic: {exc}", file=sys.stderr)
+        if self.databases:
+            import psycopg
+
+            try:
+                with psycopg.connect(self.database_url, autocommit=True, connect_timeout=5) as admin:
+                    for name in self.databases:
+                        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            except psycopg.Error as exc:
+                print(f"warning: could not drop the bench databases {self.databases}: {exc}", file=sys.stderr)
         if self.keep:
             print(f"kept {self.tmp}")
         else:

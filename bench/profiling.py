@@ -7,7 +7,7 @@ last byte is part of the cost). Two tools:
   py-spy    samples the server process from outside (1000 Hz, all threads, pausing the
             process at each sample so stacks are whole); reports busy CPU per event
             split by thread, and the functions with the most self and inclusive time.
-            Install: pip install --target /tmp/pyspy py-spy (or set PY_SPY).
+            The test extras install it in the venv (or set PY_SPY).
   cprofile  the server's own cProfile, switched on only for these replies (see
             servers.py). It traces every call in every thread, which inflates small
             functions and counts waits; read its proportions, not its totals.
@@ -22,6 +22,7 @@ import pstats
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from httpclient import CLOCK
@@ -35,7 +36,8 @@ IDLE_LEAVES = ("_worker (concurrent/futures/thread.py:", "_exit_with_parent.<loc
 
 
 def find_py_spy() -> str | None:
-    for candidate in (os.environ.get("PY_SPY"), shutil.which("py-spy"), "/tmp/pyspy/bin/py-spy"):
+    beside_python = os.path.join(os.path.dirname(sys.executable), "py-spy")  # the venv's, from the test extras
+    for candidate in (os.environ.get("PY_SPY"), beside_python, shutil.which("py-spy"), "/tmp/pyspy/bin/py-spy"):
         if candidate and os.path.exists(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None

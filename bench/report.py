@@ -99,6 +99,26 @@ def report(targets: dict[str, Target], args: argparse.Namespace) -> tuple[str, d
             f"  {LABELS[name]:44} events/s {entry['rate_vs_django']:.2f}x: {'MET' if rate_ok else 'MISSED'}; "
             f"TTFB {entry['ttfb_vs_django']:.2f}x: {'MET' if ttfb_ok else 'MISSED'}"
         )
+    out += ["", "Memory (RSS, MiB): after the first short reply, after the warm-up, peak over the whole run"]
+    d_first = django.rss_first if django else NAN
+    for name in ALL_SERVERS:
+        t = targets.get(name)
+        if t is None:
+            continue
+        _, peak = t.memory()
+        out.append(
+            f"  {LABELS[name]:42} {t.rss_first:7.1f} {t.rss_warm:7.1f} {peak:7.1f}   "
+            f"{t.rss_first / d_first:5.2f}x Django's after the first reply"
+        )
+        data["servers"][name] |= {"rss_first_mib": t.rss_first, "rss_warm_mib": t.rss_warm, "peak_rss_mib": peak}
+    for name in FULL_STACK:
+        entry = data["servers"].get(name)
+        if entry is not None and django is not None:
+            ok = entry["rss_first_mib"] <= 2 * d_first
+            all_met &= ok
+            out.append(
+                f"  target {LABELS[name]}: RSS after the first reply <= 2x Django's: {'MET' if ok else 'MISSED'}"
+            )
     bare = data["servers"].get("bare")
     if bare and django:
         out.append(

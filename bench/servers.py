@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -91,11 +92,24 @@ def django_app() -> Any:
 # --------------------------------------------------------------------------- the full stack
 
 
+# Set by POST /bench/slow/stop: every slow reply (``bench-slow=MS``) ends.
+_SLOW_STOP: asyncio.Event | None = None
+
+
+def _slow_stop() -> asyncio.Event:
+    global _SLOW_STOP
+    if _SLOW_STOP is None:
+        _SLOW_STOP = asyncio.Event()
+    return _SLOW_STOP
+
+
 class ScriptedProvider:
     """A model provider with the DemoProvider interface that streams N one-token text deltas.
 
     N comes from ``bench-tokens=N`` in the last user message (10 when absent).
     Like a network read, it yields to the event loop every 64 deltas.
+    ``bench-slow=MS`` instead streams one token every MS milliseconds until
+    POST /bench/slow/stop (the open-streams bench's slow runs).
     """
 
     TOKEN = "tok "
@@ -109,24 +123,40 @@ class ScriptedProvider:
         )
 
     @staticmethod
-    def _tokens(request: Any) -> int:
+    def _number(request: Any, name: str, default: int) -> int:
         for message in reversed(request.messages):
             if message.get("role") == "user":
-                match = re.search(r"bench-tokens=(\d+)", json.dumps(message.get("content")))
-                return int(match.group(1)) if match else 10
-        return 10
+                match = re.search(name + r"=(\d+)", json.dumps(message.get("content")))
+                return int(match.group(1)) if match else default
+        return default
 
     async def stream(self, request: Any) -> AsyncIterator[Any]:
         from agents.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply, TokenCount
 
-        n = self._tokens(request)
+        n = self._number(request, "bench-tokens", 10)
+        slow_ms = self._number(request, "bench-slow", 0)
         token = self.TOKEN
         every = self.YIELD_EVERY
         yield BlockStart(0, "text")
-        for i in range(n):
-            yield BlockDelta(0, token)
-            if i % every == every - 1:
-                await asyncio.sleep(0)
+        if slow_ms:
+            stop = _slow_stop()
+            n = 0
+            # A random phase, as independent runs have: runs started together would otherwise
+            # tick together, and every stream's frame would be written in one burst.
+            await asyncio.sleep(random.random() * slow_ms / 1000)
+            while not stop.is_set():
+                yield BlockDelta(0, token)
+                n += 1
+                try:
+                    async with asyncio.timeout(slow_ms / 1000):
+                        await stop.wait()
+                except TimeoutError:
+                    pass
+        else:
+            for i in range(n):
+                yield BlockDelta(0, token)
+                if i % every == every - 1:
+                    await asyncio.sleep(0)
         yield BlockStop(0)
         yield ModelReply(
             content=[{"type": "text", "text": token * n}],
@@ -168,6 +198,20 @@ def threadline_app(scripted: bool) -> Any:
     from project.asgi import application
 
     return application
+
+
+def with_slow_stop(app: Any) -> Any:
+    """``app`` plus POST /bench/slow/stop, which ends every slow reply (ScriptedProvider)."""
+
+    async def switched(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/bench/slow/stop":
+            await app(scope, receive, send)
+            return
+        _slow_stop().set()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    return switched
 
 
 def with_profiler(app: Any, path: str) -> Any:
@@ -216,6 +260,22 @@ def serve_daphne(app: Any, sock: socket.socket) -> None:
     ).run()
 
 
+def _log_long_gc(threshold: float = 0.05) -> None:
+    """Logs every garbage collection that stops the process for more than ``threshold`` seconds
+    (to the server's log: what a latency spike in the bench may be)."""
+    import gc
+
+    started: list[float] = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        elif (took := time.perf_counter() - started[0]) > threshold:
+            print(f"bench: gc of generation {info['generation']} took {took * 1e3:.0f} ms", file=sys.stderr, flush=True)
+
+    gc.callbacks.append(callback)
+
+
 def _exit_with_parent() -> None:
     """Stops this server if bench/stream.py dies without stopping it (say, SIGKILL)."""
     import threading
@@ -250,10 +310,13 @@ def main() -> None:
         app, lifespan = django_app(), "off"  # Django's ASGIHandler does not speak lifespan
     else:
         app, lifespan = threadline_app(scripted=args.name == "scripted"), "on"
+        if args.name == "scripted":
+            app = with_slow_stop(app)
         if os.environ.get("BENCH_PROFILE"):
             app = with_profiler(app, os.environ["BENCH_PROFILE"])
 
     _exit_with_parent()
+    _log_long_gc()
     if args.server == "daphne":
         serve_daphne(app, sock)
     else:

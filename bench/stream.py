@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import statistics
 import sys
@@ -41,6 +42,7 @@ from typing import Any
 
 from httpclient import CLOCK
 from measure import Target
+from openstreams import measure_open_streams, open_streams_report
 from processes import ALL_SERVERS, FULL_STACK, LABELS, Lab
 from profiling import find_py_spy, profile
 from report import report
@@ -84,6 +86,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="after the table, profile each full-stack server while it streams long replies (see bench/profiling.py)",
     )
     parser.add_argument("--profile-streams", type=int, default=5, help="long replies streamed while profiling")
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=10_000,
+        help="open-streams mode: this many SSE streams held open at once on one scripted server (0: skip)",
+    )
+    parser.add_argument("--slow-runs", type=int, default=100, help="open-streams mode: slow runs the streams follow")
+    parser.add_argument("--slow-ms", type=int, default=1000, help="open-streams mode: ms between a slow run's tokens")
+    parser.add_argument(
+        "--growth",
+        default="2000,20000,200000",
+        help="growth mode: reply sizes (tokens) streamed once each, ascending, for events/s and peak RSS ('': skip)",
+    )
+    parser.add_argument(
+        "--concurrent",
+        default="100x2000",
+        help="concurrent mode: STREAMSxTOKENS replies at once, aggregate events/s ('': skip)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, databases)")
@@ -94,14 +114,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.warmup = min(args.warmup, 3)
         args.repeat = 1
         args.profile_streams = min(args.profile_streams, 2)
+        args.streams = min(args.streams, 1000)
+        args.growth = "2000,20000"
+        args.concurrent = "20x2000"
+        args.slow_runs = min(args.slow_runs, 10)
     if min(args.tokens, args.ttfb_tokens, args.ttfb_requests, args.repeat, args.profile_streams) < 1:
         parser.error("--tokens, --ttfb-tokens, --ttfb-requests, --repeat and --profile-streams must be at least 1")
-    args.only = [n.strip() for n in args.only.split(",") if n.strip()]
+    args.only = [n.strip() for n in args.only.split(",") if n.strip() and n.strip() != "none"]
+    args.growth = sorted(int(n) for n in args.growth.split(",") if n.strip())
     unknown = set(args.only) - set(ALL_SERVERS)
     if unknown:
         parser.error(f"unknown server(s) in --only: {', '.join(sorted(unknown))}")
     if args.profile == "py-spy" and not find_py_spy():
-        parser.error("py-spy not found: pip install --target /tmp/pyspy py-spy (or set PY_SPY), or use cprofile")
+        parser.error("py-spy not found: make install-test puts it in the venv (or set PY_SPY), or use cprofile")
     return args
 
 
@@ -119,13 +144,14 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         targets[name] = Target(lab.start(name, env), settle=not args.no_settle)
     for target in targets.values():
         await target.wait_ready()
-    print(f"servers up in {CLOCK() - t_start:.1f}s ({args.server}); warming up", flush=True)
+    database = "PostgreSQL" if lab.database_url else "SQLite"
+    print(f"servers up in {CLOCK() - t_start:.1f}s ({args.server}, full stack on {database}); warming up", flush=True)
     for target in targets.values():
         await target.warm_up(args.ttfb_tokens, args.warmup)
 
     # Round after round, each server in turn, so that a drift of the machine's speed
     # during the run touches every server alike.
-    for round_no in range(args.repeat):
+    for round_no in range(args.repeat if targets else 0):
         for target in targets.values():
             await target.measure_stream(args.tokens)
             await target.measure_ttfb(args.ttfb_tokens, args.ttfb_requests, args.ttfb_gap)
@@ -135,8 +161,10 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         )
         print(f"round {round_no + 1}/{args.repeat}: {line}", flush=True)
 
-    text, data = report(targets, args)
-    print(text, flush=True)
+    data: dict[str, Any] = {}
+    if targets:
+        text, data = report(targets, args)
+        print(text, flush=True)
 
     if args.profile:
         data["profile"] = {}
@@ -151,10 +179,96 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     for target in targets.values():
         target.client.close()
 
+    data["database"] = database
+    # Growth before the concurrent mode: its peak RSS is each server's peak so far.
+    if args.growth and targets:
+        data["growth"] = await growth(args, targets)
+    if args.concurrent and targets:
+        data["concurrent"] = await concurrent(args, targets)
+    if args.streams:
+        data["open_streams"] = await open_streams(args, lab)
+
     print(f"\ntotal time {CLOCK() - t_start:.1f}s", flush=True)
     if args.json:
         args.json.write_text(json.dumps(data, indent=2))
-    return 1 if args.check and not data["all_targets_met"] else 0
+    return 1 if args.check and not data.get("all_targets_met", True) else 0
+
+
+async def concurrent(args: argparse.Namespace, targets: dict[str, Target]) -> dict[str, Any]:
+    """Aggregate events/s of many replies at once, in rounds (median), against the Django view's."""
+    streams, tokens = (int(n) for n in args.concurrent.lower().split("x"))
+    print(f"\nConcurrent: {streams} replies of {tokens:,} tokens at once, aggregate events/s", flush=True)
+    result: dict[str, Any] = {}
+    for name, target in targets.items():
+        if name == "bare":
+            continue
+        rates, errors = [], 0
+        for _ in range(args.repeat):
+            rate, failed = await target.measure_concurrent(streams, tokens)
+            rates.append(rate)
+            errors += failed
+        result[name] = {"events_per_s": statistics.median(rates), "runs": rates, "errors": errors}
+    django = result.get("django")
+    for name, entry in result.items():
+        ratio = entry["events_per_s"] / django["events_per_s"] if django else float("nan")
+        entry["vs_django"] = ratio
+        verdict = ""
+        if name in FULL_STACK and django:
+            ok = ratio >= 0.8 and entry["errors"] == 0
+            verdict = f"  (>= 0.8x and 0 errors: {'MET' if ok else 'MISSED'})"
+        print(
+            f"  {LABELS[name]:42} {entry['events_per_s']:9,.0f}/s {ratio:5.2f}x Django, "
+            f"{entry['errors']} errors{verdict}",
+            flush=True,
+        )
+    return result
+
+
+async def growth(args: argparse.Namespace, targets: dict[str, Target]) -> dict[str, Any]:
+    """Events/s and peak RSS of one reply of each size, smallest first (peak RSS never falls,
+    so each figure is the peak up to and including that reply)."""
+    sizes = args.growth
+    print(f"\nHow cost grows: one reply of each of {', '.join(f'{n:,}' for n in sizes)} tokens", flush=True)
+    print(f"  {'server':42} " + " ".join(f"{f'{n:,} tok':>22}" for n in sizes), flush=True)
+    result: dict[str, Any] = {}
+    for name, target in targets.items():
+        if name == "bare":
+            continue
+        cells, entry = [], {}
+        for n in sizes:
+            await target.measure_stream(n)
+            rate = target.rates.pop()  # not one of the table's rounds
+            if target.durable_rates:
+                target.durable_rates.pop()
+                target.log_lag.pop()
+            peak = target.memory()[1]
+            entry[n] = {"events_per_s": rate, "peak_rss_mib": peak}
+            cells.append(f"{rate:>9,.0f}/s {peak:6.1f} MiB")
+        result[name] = entry
+        print(f"  {LABELS[name]:42} " + " ".join(f"{c:>22}" for c in cells), flush=True)
+    for name in FULL_STACK:
+        entry = result.get(name)
+        if entry and len(sizes) > 1:
+            ratio = entry[sizes[-1]]["peak_rss_mib"] / entry[sizes[0]]["peak_rss_mib"]
+            verdict = "MET" if ratio <= 2 else "MISSED"
+            print(f"  {LABELS[name]}: peak RSS at {sizes[-1]:,} = {ratio:.2f}x at {sizes[0]:,} (<= 2x: {verdict})")
+            entry["rss_ratio"] = ratio
+    return result
+
+
+async def open_streams(args: argparse.Namespace, lab: Lab) -> dict[str, Any]:
+    """The open-streams mode (bench/openstreams.py) on a fresh scripted server of its own."""
+    print(
+        f"\nOpen streams: {args.streams:,} SSE streams on one scripted server ({args.slow_runs} slow runs)", flush=True
+    )
+    target = Target(lab.start("scripted", tag="open"))
+    await target.wait_ready()
+    await target.warm_up(args.ttfb_tokens, args.warmup)
+    target.client.close()
+    result = await measure_open_streams(target.server, args.streams, args.slow_runs, args.slow_ms)
+    text, data = open_streams_report(result)
+    print(text, flush=True)
+    return data
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -164,7 +278,8 @@ def _terminate(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
-    lab = Lab(args.server, args.loop, args.keep)
+    # DATABASE_URL (PostgreSQL): the full stack's servers run on fresh databases of that server.
+    lab = Lab(args.server, args.loop, args.keep, database_url=os.environ.get("DATABASE_URL", ""))
     try:
         try:
             import uvloop

@@ -20,8 +20,15 @@ django_app = get_asgi_application()
 from django.conf import settings
 
 from agui.asgi import AguiHandler
+from project.fdlimit import raise_open_file_limit
+from project.gctune import tune_gc
+
+raise_open_file_limit()
 
 agui_app = AguiHandler()
+
+
+tune_gc()
 
 
 async def _lifespan(receive: Any, send: Any) -> None:

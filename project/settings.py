@@ -6,6 +6,7 @@ import ipaddress
 import os
 import re
 import secrets
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -170,7 +171,6 @@ COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 160_000, minimum=
 REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -187,6 +187,12 @@ INSTALLED_APPS = [
     "threads",
     "agui",
 ]
+
+# daphne serves `manage.py runserver` (its app must come before staticfiles). As an
+# installed app it imports Twisted, OpenSSL and autobahn, about 40 MiB, into every
+# process, the uvicorn server's included: only that command gets it (issue #14).
+if sys.argv[1:2] == ["runserver"]:
+    INSTALLED_APPS.insert(0, "daphne")
 
 MIDDLEWARE = [
     "corsheaders.middleware.CorsMiddleware",

@@ -16,7 +16,6 @@ from typing import Any
 import anthropic
 import httpx2
 import orjson
-from anthropic import AsyncStream
 
 from agents.providers.base import (
     BlockDelta,
@@ -30,6 +29,7 @@ from agents.providers.base import (
     TokenCount,
     context_window_for,
 )
+from agents.providers.sse import sse_batches
 
 _RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
@@ -48,6 +48,10 @@ class AnthropicProvider:
             api_key=api_key, base_url=base_url or None, max_retries=max_retries, timeout=timeout
         )
         self.info = ModelInfo(id=model, name=model, provider="anthropic", context_window=context_window_for(model))
+
+    async def aclose(self) -> None:
+        """Closes the HTTP client and its connections."""
+        await self.client.close()
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -68,9 +72,101 @@ class AnthropicProvider:
         return params
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
+        # The SDK builds the request, authenticates and retries HTTP failures;
+        # the SSE framing is split by agents/providers/sse.py (the SDK's decoder
+        # was a third of the loop's time per token) and the events are read as
+        # plain JSON (the SDK's typed event per token costs about 17 µs). One
+        # generator, errors translated in it: each level of async generator
+        # costs every token a step.
         try:
-            async for item in self._stream(request):
-                yield item
+            blocks: dict[int, dict[str, Any]] = {}
+            # Deltas are gathered and joined once per block: += on a long string is quadratic.
+            chunks: dict[int, list[str]] = {}
+            usage = TokenCount()
+            stop_reason: str | None = None
+            model = request.model
+            stopped = False
+            params = self._params(request)
+            async with self.client.messages.with_streaming_response.create(**params, stream=True) as response:
+                async for batch in sse_batches(response.http_response.aiter_bytes()):
+                    for kind, data in batch:
+                        if kind == "content_block_delta":
+                            event = orjson.loads(data)
+                            index = event["index"]
+                            delta = event["delta"]
+                            delta_type = delta["type"]
+                            if delta_type == "text_delta":
+                                text = delta["text"]
+                            elif delta_type == "input_json_delta":
+                                text = delta["partial_json"]
+                            elif delta_type == "thinking_delta":
+                                text = delta["thinking"]
+                            elif delta_type == "signature_delta":
+                                block = blocks[index]
+                                block["signature"] = block.get("signature", "") + delta["signature"]
+                                continue
+                            else:
+                                continue  # citations and future delta kinds carry no streamed text
+                            chunks[index].append(text)
+                            if text:
+                                yield BlockDelta(index, text)
+                        elif kind == "content_block_start":
+                            event = orjson.loads(data)
+                            index = event["index"]
+                            block = event["content_block"]
+                            blocks[index] = block
+                            chunks[index] = []
+                            block_type = block["type"]
+                            if block_type == "text":
+                                yield BlockStart(index, "text")
+                                if block.get("text"):
+                                    yield BlockDelta(index, block["text"])
+                            elif block_type in ("thinking", "redacted_thinking"):
+                                yield BlockStart(index, block_type)
+                            elif block_type == "tool_use":
+                                yield BlockStart(index, "tool_use", tool_use_id=block["id"], tool_name=block["name"])
+                        elif kind == "content_block_stop":
+                            index = orjson.loads(data)["index"]
+                            block = blocks[index]
+                            joined = "".join(chunks[index])
+                            if block["type"] == "text":
+                                block["text"] = block.get("text", "") + joined
+                            elif block["type"] == "thinking":
+                                block["thinking"] = block.get("thinking", "") + joined
+                            elif block["type"] == "tool_use":
+                                if joined:
+                                    try:
+                                        block["input"] = orjson.loads(joined)
+                                    except orjson.JSONDecodeError as exc:
+                                        raise ModelError(
+                                            f"the model sent malformed tool arguments: {exc}", retryable=True
+                                        ) from None
+                                elif block.get("input"):
+                                    # Arguments given whole at the start and never streamed.
+                                    yield BlockDelta(index, orjson.dumps(block["input"]).decode())
+                            yield BlockStop(index)
+                        elif kind == "message_start":
+                            message = orjson.loads(data)["message"]
+                            model = message.get("model") or model
+                            _add_usage(usage, message.get("usage") or {})
+                        elif kind == "message_delta":
+                            event = orjson.loads(data)
+                            stop_reason = event["delta"].get("stop_reason")
+                            _add_usage(usage, event.get("usage") or {})
+                        elif kind == "message_stop":
+                            stopped = True
+                        elif kind == "error":
+                            error = orjson.loads(data).get("error") or {}
+                            error_type = str(error.get("type") or "error")
+                            raise ModelError(
+                                f"model API error in stream: {error_type}: {error.get('message', '')}".strip(),
+                                retryable=error_type in _RETRYABLE_TYPES,
+                                code=error_type,
+                            )
+            if not stopped:
+                raise ModelError("the model's stream ended before message_stop", retryable=True, code="early_end")
+            content = [blocks[i] for i in sorted(blocks)]
+            yield ModelReply(content=content, stop_reason=stop_reason, usage=usage, model=model)
         except anthropic.APIStatusError as exc:
             error_type = exc.type or ""
             retryable = exc.status_code == 200 and error_type in _RETRYABLE_TYPES
@@ -89,100 +185,6 @@ class AnthropicProvider:
                 retryable=True,
                 code="connection",
             ) from exc
-
-    async def _stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
-        # The SDK builds the request, authenticates, retries HTTP failures and
-        # decodes the SSE framing; the events themselves are read as plain JSON.
-        # Building the SDK's typed event per token costs about 17 µs, seven
-        # times the rest of an event's way to the client (bench/stream.py).
-        blocks: dict[int, dict[str, Any]] = {}
-        # Deltas are gathered and joined once per block: += on a long string is quadratic.
-        chunks: dict[int, list[str]] = {}
-        usage = TokenCount()
-        stop_reason: str | None = None
-        model = request.model
-        stopped = False
-        params = self._params(request)
-        async with self.client.messages.with_streaming_response.create(**params, stream=True) as response:
-            async for sse in AsyncStream.raw_events(response.http_response):
-                kind = sse.event
-                if kind == "content_block_delta":
-                    event = orjson.loads(sse.data)
-                    index = event["index"]
-                    delta = event["delta"]
-                    delta_type = delta["type"]
-                    if delta_type == "text_delta":
-                        text = delta["text"]
-                    elif delta_type == "input_json_delta":
-                        text = delta["partial_json"]
-                    elif delta_type == "thinking_delta":
-                        text = delta["thinking"]
-                    elif delta_type == "signature_delta":
-                        block = blocks[index]
-                        block["signature"] = block.get("signature", "") + delta["signature"]
-                        continue
-                    else:
-                        continue  # citations and future delta kinds carry no streamed text
-                    chunks[index].append(text)
-                    if text:
-                        yield BlockDelta(index, text)
-                elif kind == "content_block_start":
-                    event = orjson.loads(sse.data)
-                    index = event["index"]
-                    block = event["content_block"]
-                    blocks[index] = block
-                    chunks[index] = []
-                    block_type = block["type"]
-                    if block_type == "text":
-                        yield BlockStart(index, "text")
-                        if block.get("text"):
-                            yield BlockDelta(index, block["text"])
-                    elif block_type in ("thinking", "redacted_thinking"):
-                        yield BlockStart(index, block_type)
-                    elif block_type == "tool_use":
-                        yield BlockStart(index, "tool_use", tool_use_id=block["id"], tool_name=block["name"])
-                elif kind == "content_block_stop":
-                    index = orjson.loads(sse.data)["index"]
-                    block = blocks[index]
-                    joined = "".join(chunks[index])
-                    if block["type"] == "text":
-                        block["text"] = block.get("text", "") + joined
-                    elif block["type"] == "thinking":
-                        block["thinking"] = block.get("thinking", "") + joined
-                    elif block["type"] == "tool_use":
-                        if joined:
-                            try:
-                                block["input"] = orjson.loads(joined)
-                            except orjson.JSONDecodeError as exc:
-                                raise ModelError(
-                                    f"the model sent malformed tool arguments: {exc}", retryable=True
-                                ) from None
-                        elif block.get("input"):
-                            # Arguments given whole at the start and never streamed.
-                            yield BlockDelta(index, orjson.dumps(block["input"]).decode())
-                    yield BlockStop(index)
-                elif kind == "message_start":
-                    message = orjson.loads(sse.data)["message"]
-                    model = message.get("model") or model
-                    _add_usage(usage, message.get("usage") or {})
-                elif kind == "message_delta":
-                    event = orjson.loads(sse.data)
-                    stop_reason = event["delta"].get("stop_reason")
-                    _add_usage(usage, event.get("usage") or {})
-                elif kind == "message_stop":
-                    stopped = True
-                elif kind == "error":
-                    error = orjson.loads(sse.data).get("error") or {}
-                    error_type = str(error.get("type") or "error")
-                    raise ModelError(
-                        f"model API error in stream: {error_type}: {error.get('message', '')}".strip(),
-                        retryable=error_type in _RETRYABLE_TYPES,
-                        code=error_type,
-                    )
-        if not stopped:
-            raise ModelError("the model's stream ended before message_stop", retryable=True, code="early_end")
-        content = [blocks[i] for i in sorted(blocks)]
-        yield ModelReply(content=content, stop_reason=stop_reason, usage=usage, model=model)
 
 
 def _add_usage(usage: TokenCount, reported: dict[str, Any]) -> None:

@@ -1,0 +1,82 @@
+"""Server-sent events from a byte stream, decoded a network read at a time.
+
+The model API streams one SSE event per token. The SDK's own decoder
+(``AsyncStream.raw_events``) goes line by line through two async generators and
+builds a ``ServerSentEvent`` per event; on the per-token path that was a third of
+the event loop's time (bench/stream.py --profile py-spy). This one splits each read
+into whole events at once and hands them over as a list of ``(event, data)`` pairs,
+following the SSE rules the API relies on: ``event:`` and ``data:`` fields (several
+``data:`` lines are joined by newlines), an optional space after the colon, comment
+lines, LF, CRLF or CR line ends (even when a read ends between a CR and its LF),
+and an event cut off by the end of the stream is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+SSEEvent = tuple[str, bytes]  # (event name, "" when absent; data)
+
+_EVENT_PREFIX = b"event: "
+_DATA_SEP = b"\ndata: "
+# The names the Messages API sends, decoded once rather than per event.
+_NAMES: dict[bytes, str] = {
+    name.encode(): name
+    for name in (
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    )
+}
+
+
+def _parse(frame: bytes) -> SSEEvent | None:
+    """One event's lines (LF-separated) -> (event, data); None for a frame with neither."""
+    if frame.startswith(_EVENT_PREFIX):
+        # The usual shape, "event: NAME\ndata: JSON", without a line loop.
+        head, sep, data = frame.partition(_DATA_SEP)
+        if sep and b"\n" not in head and b"\n" not in data:
+            name = head[len(_EVENT_PREFIX) :]
+            return _NAMES.get(name) or name.decode(), data
+    event = ""
+    data_lines: list[bytes] = []
+    for line in frame.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if field == b"event":
+            event = _NAMES.get(value) or value.decode()
+        elif field == b"data":
+            data_lines.append(value)
+    if not event and not data_lines:
+        return None
+    return event, b"\n".join(data_lines)
+
+
+async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[SSEEvent]]:
+    """The whole events of each read of ``chunks``, as a list (empty when a read completes none)."""
+    rest = b""
+    held_cr = False  # a read that ended in CR: its LF may start the next read
+    async for chunk in chunks:
+        if held_cr or b"\r" in chunk:
+            if held_cr:
+                chunk = b"\r" + chunk
+            held_cr = chunk.endswith(b"\r")
+            if held_cr:
+                chunk = chunk[:-1]
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        frames = (rest + chunk if rest else chunk).split(b"\n\n")
+        rest = frames.pop()
+        events = []
+        for frame in frames:
+            if frame and (event := _parse(frame)) is not None:
+                events.append(event)
+        yield events
+    # What is left has no blank line after it: an incomplete event, which the SSE rules drop.

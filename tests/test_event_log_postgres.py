@@ -1,0 +1,62 @@
+"""On PostgreSQL the event log is written with COPY: every payload comes back byte for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.procs import ROOT
+from tests.test_services import postgres_url  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.services
+
+PAYLOADS = [
+    '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"tok "}',
+    '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\\\\b \\"q\\" \\n\\t"}',
+    "raw\ttab\nnewline\rreturn\\backslash \\N é 漢字 \u2028",
+    "",
+]
+
+SCRIPT = """
+import json, sys, uuid
+import django
+django.setup()
+from django.utils import timezone
+from agents.models import Agent
+from threads.eventlog import insert_events
+from threads.models import Run, RunEvent, Session, Thread
+
+payloads = json.loads(sys.stdin.read())
+thread = Thread.objects.create(agui_thread_id="t-copy", agent=Agent.objects.get(name="coder"))
+Session.objects.create(thread=thread)
+run = Run.objects.create(thread=thread, agui_run_id="r1", status=Run.Status.RUNNING)
+insert_events(run.pk, [(seq, "TEXT_MESSAGE_CONTENT", p) for seq, p in enumerate(payloads, 1)])
+rows = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "type", "payload", "created_at"))
+print(json.dumps([[seq, type_, payload, created.tzinfo is not None] for seq, type_, payload, created in rows]))
+"""
+
+
+def test_the_event_log_round_trips_every_payload_through_copy(postgres_url, tmp_path: Path):  # noqa: F811
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DJANGO_"))}
+    env |= {
+        "DATABASE_URL": postgres_url,
+        "THREADLINE_DATA_DIR": str(tmp_path),
+        "AGENT_WORKSPACE": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "LOG_LEVEL": "WARNING",
+    }
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, input=json.dumps(PAYLOADS), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert rows == [[seq, "TEXT_MESSAGE_CONTENT", p, True] for seq, p in enumerate(PAYLOADS, 1)]

@@ -1,0 +1,122 @@
+"""A server process loads only what its requests use: the AG-UI path on the demo model needs
+neither the anthropic SDK, nor the REST API and admin, nor daphne's Twisted (issue #14)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.procs import ROOT, free_port
+
+# Serves one AG-UI run and an unknown AG-UI path through project.asgi in this process, then
+# prints which heavy packages it has imported.
+SCRIPT = """
+import asyncio, json, sys
+
+from project.asgi import application
+
+async def call(method, path, body=b""):
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(b"authorization", b"Bearer lean"), (b"content-type", b"application/json")],
+             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1)}
+    sent, done = [], asyncio.Event()
+    async def receive():
+        if not sent and not done.is_set():
+            sent.append(0)
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+    out = []
+    async def send(message):
+        out.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            done.set()
+    await application(scope, receive, send)
+    return out[0]["status"], b"".join(m.get("body", b"") for m in out[1:])
+
+async def main():
+    body = json.dumps({"threadId": "t1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+                       "tools": [], "context": [], "state": {}, "forwardedProps": {}}).encode()
+    status, stream = await call("POST", "/agui/coder", body)
+    assert status == 200 and b"RUN_FINISHED" in stream, stream[-300:]
+    status, missing = await call("GET", "/agui/coder/nothing/here")
+    from agui.registry import REGISTRY
+    await REGISTRY.drain()
+    heavy = ("anthropic", "rest_framework.views", "drf_spectacular.views", "threads.api_urls", "twisted")
+    loaded = [name for name in heavy if name in sys.modules]
+    print(json.dumps({"loaded": loaded, "missing": [status, missing.decode()]}))
+
+asyncio.run(main())
+"""
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DATABASE_URL", "DJANGO_"))}
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    return env | {
+        "THREADLINE_DATA_DIR": str(tmp_path / "data"),
+        "AGENT_WORKSPACE": str(workspace),
+        "AGUI_TOKEN": "lean",
+        "DEMO_MODEL_DELAY_SECONDS": "0",
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+def test_the_agui_path_on_the_demo_model_loads_no_sdk_rest_api_or_twisted(tmp_path):
+    env = _env(tmp_path)
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["loaded"] == []
+    status, body = report["missing"]
+    assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
+
+
+def test_runserver_still_serves_with_daphne(tmp_path):
+    env = _env(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        for _ in range(300):
+            try:
+                response = httpx.get(
+                    f"http://127.0.0.1:{port}/agui/info", headers={"Authorization": "Bearer lean"}, timeout=1
+                )
+                break
+            except httpx.HTTPError:
+                assert server.poll() is None, server.stdout.read() if server.stdout else ""
+                subprocess.run(["sleep", "0.1"])
+        assert response.status_code == 200
+        assert response.json()["server"] == "threadline"
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=20)[0].decode()
+    assert "Daphne" in output
+
+
+def test_the_application_freezes_its_code_out_of_the_collectors_walks(tmp_path):
+    script = "import gc, json; import project.asgi; print(json.dumps([gc.get_freeze_count(), gc.get_threshold()]))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    frozen, thresholds = json.loads(done.stdout.strip().splitlines()[-1])
+    from project.gctune import THRESHOLDS
+
+    assert frozen > 10_000  # Django and the apps, at least
+    assert tuple(thresholds) == THRESHOLDS

@@ -1,0 +1,57 @@
+"""agents/providers/sse.py decodes the model API's event stream as the SDK's own decoder does,
+however the bytes are split into reads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from anthropic._streaming import SSEDecoder
+
+from agents.providers.sse import sse_batches
+
+STREAM = (
+    b'event: message_start\ndata: {"type":"message_start"}\n\n'
+    b": a comment\n\n"
+    b'event: content_block_delta\ndata: {"delta":"h\\u00e9"}\n\n'
+    b"event: ping\r\ndata: {}\r\n\r\n"
+    b"event:custom\rdata:first\rdata: second\r\r"
+    b'data: {"no":"event"}\n\n'
+    b'event: content_block_delta\ndata: {"delta":"\xc3\xa9t\xc3\xa9"}\n\n'
+    b"id: 7\nevent: message_stop\ndata: {}"
+)
+
+
+async def _reads(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
+    last = 0
+    for cut in [*cuts, len(data)]:
+        yield data[last:cut]
+        last = cut
+
+
+async def _ours(data: bytes, cuts: list[int]) -> list[tuple[str, bytes]]:
+    return [event async for batch in sse_batches(_reads(data, cuts)) for event in batch]
+
+
+async def _sdk(data: bytes) -> list[tuple[str, bytes]]:
+    return [(sse.event or "", sse.data.encode()) async for sse in SSEDecoder().aiter_bytes(_reads(data, []))]
+
+
+def test_it_reads_what_the_sdk_reads_from_one_read():
+    expected = asyncio.run(_sdk(STREAM))
+    assert [name for name, _ in expected] == [
+        "message_start",
+        "content_block_delta",
+        "ping",
+        "custom",
+        "",
+        "content_block_delta",
+    ]  # the last event has no blank line after it: cut off, so dropped
+    assert asyncio.run(_ours(STREAM, [])) == expected
+
+
+def test_it_reads_the_same_events_wherever_a_read_ends():
+    expected = asyncio.run(_sdk(STREAM))
+    for cut in range(1, len(STREAM)):
+        assert asyncio.run(_ours(STREAM, [cut])) == expected, f"split at byte {cut}"
+    assert asyncio.run(_ours(STREAM, list(range(1, len(STREAM))))) == expected
