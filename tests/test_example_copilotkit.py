@@ -251,7 +251,6 @@ def test_a_restart_of_the_example_server_loses_nothing_on_the_page(stack):
     _answer_after_restart(stack, page, "t-node-restart")
 
 
-@pytest.mark.xfail(strict=False, reason="needs #10: a waiting run does not survive a Threadline restart yet")
 def test_a_restart_of_threadline_loses_nothing_on_the_page(stack):
     def restart() -> None:
         stack.threadline.stop()
