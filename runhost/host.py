@@ -177,16 +177,15 @@ class RunHost:
     # -- what the views ask ---------------------------------------------
 
     async def thread_status(self, agui_thread_id: str) -> ThreadStatus:
-        """Idle, running or waiting. A waiting run whose deadline has passed is taken on here
-        (it times out), so a deadline is honoured by the first process that touches the thread."""
+        """Idle, running (in this process or another that still holds it) or waiting."""
         if self.registry.live_for_thread(agui_thread_id) is not None:
             return ThreadStatus.RUNNING
         open_run = await on_db_thread(selectors.thread_open_run, agui_thread_id=agui_thread_id)
         if open_run is None:
             return ThreadStatus.IDLE
         if open_run.status == Run.Status.WAITING:
-            if open_run.due and await self._take_due(open_run.pk):
-                return ThreadStatus.RUNNING
+            # Due or not: an answer past its deadline is recorded as the timeout (threads/waits.py),
+            # a new message supersedes, and the sweep takes the rest within WAIT_SWEEP_SECONDS.
             return ThreadStatus.WAITING
         return ThreadStatus.RUNNING if open_run.held else ThreadStatus.IDLE
 

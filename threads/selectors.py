@@ -16,7 +16,6 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, IntegerField, Model, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, PermissionRule
@@ -74,25 +73,20 @@ class OpenRun:
     pk: Any
     status: str
     held: bool  # running, and its process still holds it
-    due: bool  # waiting, and its deadline has come (or every answer is in)
 
 
 def thread_open_run(*, agui_thread_id: str) -> OpenRun | None:
     row = (
         Run.objects.filter(thread__agui_thread_id=agui_thread_id, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
         .order_by("-started_at")
-        .values_list("pk", "status", "owner", "lease_expires_at", "wait_deadline")
+        .values_list("pk", "status", "owner", "lease_expires_at")
         .first()
     )
     if row is None:
         return None
-    pk, status, owner, lease, deadline = row
-    now = timezone.now()
+    pk, status, owner, lease = row
     return OpenRun(
-        pk=pk,
-        status=status,
-        held=status == Run.Status.RUNNING and not leases.owner_is_gone(owner, lease, now),
-        due=status == Run.Status.WAITING and deadline is not None and deadline <= now,
+        pk=pk, status=status, held=status == Run.Status.RUNNING and not leases.owner_is_gone(owner, lease)
     )
 
 

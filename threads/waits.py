@@ -158,10 +158,10 @@ def _collect(run: Run, *, now: datetime, expire: bool, supersede: str | None = N
             given = run.client_answers.get(call.answer_id)
             if given is not None:
                 answers[call.answer_id] = Answer(approved=True, text=given["content"], message_id=given["messageId"])
-            elif supersede is not None:
-                answers[call.answer_id] = Answer(approved=False, superseded=True)
             elif late:
                 answers[call.answer_id] = Answer(approved=False, timed_out=True)
+            elif supersede is not None:
+                answers[call.answer_id] = Answer(approved=False, superseded=True)
             else:
                 return None
             continue
@@ -170,10 +170,10 @@ def _collect(run: Run, *, now: datetime, expire: bool, supersede: str | None = N
             answers[call.answer_id] = Answer(approved=False, timed_out=True)
             continue
         if approval.decision == Approval.Decision.PENDING:
-            if supersede is not None:
-                closing, reason = Approval.Decision.SUPERSEDED, supersede
-            elif late:
+            if late:  # its deadline came first, whatever closes it now
                 closing, reason = Approval.Decision.TIMEOUT, ""
+            elif supersede is not None:
+                closing, reason = Approval.Decision.SUPERSEDED, supersede
             else:
                 return None
             _close(approval, closing, reason, now)
