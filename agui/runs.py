@@ -112,6 +112,8 @@ class AguiRun:
         LIVE_STREAMS.pop(self._run_pk, None)
 
     def refused(self, code: str, message: str) -> None:
+        if self.stream.closed:
+            return
         self.stream.publish({"type": "RUN_ERROR", "message": message, "code": code})
         self.stream.close()
 

@@ -250,6 +250,11 @@ class RunHost:
         if opened.run is None:
             try:
                 await surface.hydrate(opened)
+            except Exception:
+                # Whatever breaks a replay (a stored message the encoder refuses, a database error)
+                # ends the stream with an error rather than leaving the client waiting.
+                log.exception("could not replay thread %s", start.agui_thread_id)
+                surface.refused("internal", "the server could not replay the thread")
             finally:
                 self.registry.forget(live)
             return
