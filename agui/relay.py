@@ -78,8 +78,8 @@ async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
                 continue
             row = await on_db_thread(_run_status, run_pk=run.pk)
             if row is None or row[0] != Run.Status.RUNNING:
-                if row is not None and cursor < row[1] and not ended:
-                    ended = True  # its end was written after the read above (a heal): read it once more
+                if row is not None and not ended:
+                    ended = True  # it may have ended after the read above: read its log once more
                     continue
                 return
             if leases.owner_is_gone(row[2], row[3]):

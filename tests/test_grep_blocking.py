@@ -45,7 +45,8 @@ def test_the_server_answers_while_grep_runs_a_pathological_pattern(server, fake_
     assert stream.types[-1] == "RUN_FINISHED"  # type: ignore[attr-defined]
     grep_result = next(e for e in stream.events if e["type"] == "TOOL_CALL_RESULT")  # type: ignore[attr-defined]
     assert "no matches" in grep_result["content"]
-    assert len(latencies) >= 3
+    # At least one request ran beside the search (RE2 may finish it in a moment; a stall is caught below).
+    assert latencies
     # Nine answers in ten within 100 ms and none stalled: on two cores shared with other work any
     # one request can be late, while a regex holding the GIL stalls every request for seconds.
     latencies.sort()

@@ -45,8 +45,8 @@ async def main():
     status, stream = await call("POST", "/agui/coder", body)
     assert status == 200 and b"RUN_FINISHED" in stream, stream[-300:]
     status, missing = await call("GET", "/agui/coder/nothing/here")
-    from agui.registry import REGISTRY
-    await REGISTRY.drain()
+    from runhost.host import HOST
+    await HOST.drain()
     heavy = ("anthropic", "rest_framework.views", "drf_spectacular.views", "threads.api_urls", "twisted")
     loaded = [name for name in heavy if name in sys.modules]
     print(json.dumps({"loaded": loaded, "missing": [status, missing.decode()]}))

@@ -73,7 +73,8 @@ def test_a_child_is_bounded_by_its_parents_remaining_token_budget(server, fake_a
     server.drain()
     assert len(_requests_for(fake_api, "SPENDER")) == 1
     (task,) = SubAgentTask.objects.filter(thread__agui_thread_id="t-sub-budget")
-    assert task.status == "stopped" and "token budget" in task.conclusion
+    # Stopped by a limit: its verdict is partial, and the error says which limit.
+    assert (task.status, task.conclusion) == ("stopped", "partial") and "token budget" in task.error
     result = next(e for e in stream.events if e["type"] == "TOOL_CALL_RESULT" and e["toolCallId"] == "toolu_b")
     assert "its parent's token budget ran out" in result["content"]
     # The child's tokens count on the parent's budget, which is spent too: the parent pauses.
