@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.models import Agent
 from agents.runtime import provider_for
-from agui.decode import DecodedInput, InputError, decode_run_input
+from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results
 from agui.http import error_response, sse_response, token_error
 from agui.registry import REGISTRY
@@ -129,6 +129,14 @@ def _after(request: HttpRequest) -> int | HttpResponse:
     return after
 
 
+def _path_ids_error(thread_id: str, run_id: str | None) -> HttpResponse | None:
+    try:
+        check_path_ids(thread_id, run_id)
+    except InputError as exc:
+        return error_response(400, "invalid_input", exc.message, exc.field)
+    return None
+
+
 async def reattach(
     request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None
 ) -> HttpResponseBase:
@@ -137,6 +145,8 @@ async def reattach(
         return error_response(405, "method_not_allowed", "GET this URL to follow a run")
     if denied := token_error(request):
         return denied
+    if refused := _path_ids_error(thread_id, run_id):
+        return refused
     after = _after(request)
     if isinstance(after, HttpResponseBase):
         return after
@@ -196,6 +206,8 @@ async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: 
         return error_response(405, "method_not_allowed", "POST to this URL to cancel the run")
     if denied := token_error(request):
         return denied
+    if refused := _path_ids_error(thread_id, run_id):
+        return refused
     run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
     if run is None or not await AGENT_NAMES.exists(agent_name) or run.thread.agent.name != agent_name:
         return error_response(404, "unknown_run", "no such run on this thread")

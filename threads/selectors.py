@@ -17,6 +17,7 @@ from django.db.models import Count, IntegerField, Model, OuterRef, Prefetch, Q, 
 from django.db.models.functions import Coalesce
 
 from agents.models import Agent, PermissionRule
+from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.models import Approval, Message, Run, RunEvent, SubAgentTask, Thread
 
 # The largest primary key a database integer holds; SQLite raises on a larger lookup rather than finding nothing.
@@ -37,7 +38,9 @@ def thread_get(*, agui_thread_id: str) -> Thread | None:
 
 def thread_transcript(*, thread: Thread) -> list[dict[str, Any]]:
     # By key, so a thread not yet stored (a hydrate of a new thread id) simply has no messages.
-    return list(Message.objects.filter(thread_id=thread.pk).order_by("position").values_list("body", flat=True))
+    bodies = Message.objects.filter(thread_id=thread.pk).order_by("position").values_list("body", flat=True)
+    # A message stored before input depth was limited is cut, so the snapshot carrying it still encodes.
+    return [clip_depth(body, MAX_JSON_DEPTH - 2) for body in bodies]
 
 
 def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | None:
