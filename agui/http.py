@@ -22,15 +22,23 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
     return response
 
 
+def token_matches(authorization: str) -> bool:
+    """Whether an Authorization header value carries the AG-UI bearer token."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return False
+    return hmac.compare_digest(token.strip().encode(), settings.AGUI_TOKEN.encode())
+
+
 def token_error(request: HttpRequest) -> JsonResponse | None:
     """None when the request carries the AG-UI bearer token, else the 401 to send."""
     header = request.headers.get("Authorization", "")
+    if token_matches(header):
+        return None
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return error_response(401, "unauthorized", "send the AG-UI token as 'Authorization: Bearer <token>'")
-    if not hmac.compare_digest(token.strip().encode(), settings.AGUI_TOKEN.encode()):
-        return error_response(401, "unauthorized", "the AG-UI token is wrong")
-    return None
+    return error_response(401, "unauthorized", "the AG-UI token is wrong")
 
 
 def sse_response(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:

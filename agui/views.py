@@ -6,12 +6,12 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.models import Agent
 from agents.runtime import provider_for
+from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results
 from agui.http import error_response, sse_response, token_error
@@ -58,30 +58,13 @@ class AgentNames:
 AGENT_NAMES = AgentNames()
 
 
-def _read_body(request: HttpRequest) -> bytes | HttpResponse:
-    limit = settings.AGUI_MAX_BODY_BYTES
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        return error_response(400, "invalid_request", "Content-Length is not a number")
-    if declared > limit:
-        return error_response(413, "body_too_large", f"the body is {declared} bytes; the limit is {limit}")
-    try:
-        body = request.body
-    except RequestDataTooBig:
-        return error_response(413, "body_too_large", f"the body is larger than the limit of {limit} bytes")
-    if len(body) > limit:
-        return error_response(413, "body_too_large", f"the body is larger than the limit of {limit} bytes")
-    return body
-
-
 async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
     """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
     if request.method != "POST":
         return error_response(405, "method_not_allowed", "POST a RunAgentInput to this URL")
     if denied := token_error(request):
         return denied
-    body = _read_body(request)
+    body = request_body(request)
     if isinstance(body, HttpResponseBase):
         return body
     try:
