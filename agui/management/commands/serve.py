@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from agents.models import Agent
+from project.server import raise_file_limit, uvicorn_options
 
 
 class Command(BaseCommand):
@@ -44,13 +45,14 @@ class Command(BaseCommand):
         ]
         self.stdout.write("\n".join(lines))
         self.stdout.flush()
+        raise_file_limit(settings.SERVER_MAX_CONNECTIONS)
         uvicorn.run(
             "project.asgi:application",
             host=host,
             port=port,
             log_level="info",
             loop="auto",
-            http="auto",
             lifespan="on",
+            **uvicorn_options(),
             timeout_graceful_shutdown=int(settings.SHUTDOWN_GRACE_SECONDS) + 5,
         )
