@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from tests.helpers import run_input, user, v1
-from tests.procs import ROOT, ServerProcess
+from tests.procs import ROOT, ServerProcess, free_port
 from tests.sse import post_run
 
 LIMIT = 12
@@ -124,45 +124,44 @@ def test_a_stream_open_longer_than_the_request_limit_is_not_cut(guarded):
         assert b"RUN_FINISHED" in follow.read()
 
 
-def _serve_with_file_limit(tmp_path: Path, soft: int, hard: int, connections: int) -> str:
-    (tmp_path / "data").mkdir(exist_ok=True)
-    (tmp_path / "ws").mkdir(exist_ok=True)
-    proc = ServerProcess(
-        data_dir=tmp_path / "data", workspace=tmp_path / "ws", env={"SERVER_MAX_CONNECTIONS": str(connections)}
-    )
-    assert proc.manage("migrate", "--noinput").returncode == 0
+def _serve_with_file_limit(guarded: ServerProcess, tmp_path: Path, soft: int, hard: int, connections: int) -> str:
+    """Starts a second server on the guarded one's (migrated) database under the given file limit,
+    and returns its log once it has started."""
+    port = free_port()
+    env = {**guarded.env, "PORT": str(port), "SERVER_MAX_CONNECTIONS": str(connections)}
+    log_path = tmp_path / "server.log"
 
     def lower_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
-    with open(proc.log, "ab") as log:
+    with open(log_path, "ab") as log:
         server = subprocess.Popen(
             [sys.executable, "manage.py", "serve"],
             cwd=ROOT,
-            env=proc.env,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=lower_limit,
         )
     try:
-        for _ in range(300):
-            if "Uvicorn running" in proc.log.read_text() or server.poll() is not None:
+        for _ in range(600):
+            if "Uvicorn running" in log_path.read_text() or server.poll() is not None:
                 break
             time.sleep(0.1)
-        return proc.log.read_text()
+        return log_path.read_text()
     finally:
         server.kill()
         server.wait(10)
 
 
-def test_start_up_raises_the_open_file_limit_to_the_hard_limit(tmp_path):
-    log = _serve_with_file_limit(tmp_path, 256, 4096, connections=100)
+def test_start_up_raises_the_open_file_limit_to_the_hard_limit(guarded, tmp_path):
+    log = _serve_with_file_limit(guarded, tmp_path, 256, 4096, connections=100)
     assert "raised the open-file limit (RLIMIT_NOFILE) from 256 to its hard limit 4096" in log
     assert "below the" not in log
 
 
-def test_start_up_warns_when_the_file_limit_is_too_low_for_the_connection_cap(tmp_path):
-    log = _serve_with_file_limit(tmp_path, 512, 512, connections=2000)
+def test_start_up_warns_when_the_file_limit_is_too_low_for_the_connection_cap(guarded, tmp_path):
+    log = _serve_with_file_limit(guarded, tmp_path, 512, 512, connections=2000)
     assert "the open-file limit is 512, below the 2256 that SERVER_MAX_CONNECTIONS=2000 needs" in log
 
 
@@ -184,30 +183,28 @@ def test_a_bad_slow_client_setting_stops_start_up_naming_it(tmp_path, name, valu
     assert name in result.stderr
 
 
-def test_runserver_with_daphne_still_serves_a_run(tmp_path):
-    (tmp_path / "data").mkdir()
-    (tmp_path / "ws").mkdir()
-    proc = ServerProcess(data_dir=tmp_path / "data", workspace=tmp_path / "ws")
-    assert proc.manage("migrate", "--noinput").returncode == 0
-    with open(proc.log, "ab") as log:
+def test_runserver_with_daphne_still_serves_a_run(guarded):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(guarded.log, "ab") as log:
         server = subprocess.Popen(
-            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{proc.port}", "--noreload"],
+            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
             cwd=ROOT,
-            env=proc.env,
+            env=guarded.env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
     try:
-        for _ in range(300):
+        for _ in range(600):
             try:
-                if httpx.get(f"{proc.url}/agui/info", headers=proc.headers, timeout=1).status_code == 200:
+                if httpx.get(f"{url}/agui/info", headers=guarded.headers, timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        stream = post_run(proc.url, "coder", v1(run_input("t-daphne", "r1", user("hi"))), token=proc.token)
+        stream = post_run(url, "coder", v1(run_input("t-daphne", "r1", user("hi"))), token=guarded.token)
         assert stream.types[0] == "RUN_STARTED"
         assert stream.types[-1] == "RUN_FINISHED"
-        unauthorised = httpx.post(f"{proc.url}/agui/coder", content=b"{}", timeout=10)
+        unauthorised = httpx.post(f"{url}/agui/coder", content=b"{}", timeout=10)
         assert unauthorised.status_code == 401
     finally:
         server.kill()
