@@ -45,7 +45,9 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=8,
 )
-deep_values = st.builds(lambda n, as_list: deep_list(n) if as_list else deep_dict(n), st.integers(100, 600), st.booleans())
+deep_values = st.builds(
+    lambda n, as_list: deep_list(n) if as_list else deep_dict(n), st.integers(100, 600), st.booleans()
+)
 nul_text = st.text(max_size=10).map(lambda s: s + "\x00" + s)
 odd_values = st.one_of(json_values, deep_values, nul_text, st.just({"k\x00": 1}))
 
