@@ -39,8 +39,15 @@ def declares_over(scope: dict[str, Any], limit: int) -> bool:
     return declared.isdigit() and int(declared) > limit
 
 
+def has_body(scope: dict[str, Any]) -> bool:
+    return _header(scope, b"content-length") not in ("", "0") or bool(_header(scope, b"transfer-encoding"))
+
+
 def body_admitted(scope: dict[str, Any]) -> bool:
-    """Whether the body is worth reading: the request has the token and declares no more than the cap."""
+    """Whether the body is worth reading: there is none (nothing to hold back, and the connection
+    stays open), or the request has the token and declares no more than the cap."""
+    if not has_body(scope):
+        return True
     return token_matches(_header(scope, b"authorization")) and not declares_over(scope, settings.AGUI_MAX_BODY_BYTES)
 
 

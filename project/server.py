@@ -69,6 +69,10 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._disarm()
 
+    def handle_websocket_upgrade(self) -> None:
+        self._disarm()  # the connection is no longer an HTTP request's
+        super().handle_websocket_upgrade()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)

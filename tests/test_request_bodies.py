@@ -7,6 +7,7 @@ import contextlib
 import socket
 from urllib.parse import urlsplit
 
+import httpx
 import orjson
 
 from tests.helpers import run_input, user
@@ -110,3 +111,12 @@ def test_the_rest_of_the_site_does_not_read_a_body_declared_over_the_cap_either(
         sock.sendall(_head(headers, "/api/approvals/x/answer"))
         answer = _answer_while_sending(sock, b" " * 131072)
         assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 401", b"HTTP/1.1 413")), answer[:200]
+
+
+def test_a_bodiless_request_without_the_token_keeps_its_connection(server):
+    with httpx.Client() as client:
+        refused = client.get(f"{server.url}/agui/info")
+        assert refused.status_code == 401
+        assert refused.headers.get("connection", "") != "close"
+        preflight = client.options(f"{server.url}/agui/coder", headers={"Origin": "https://x.example"})
+        assert preflight.headers.get("connection", "") != "close"
