@@ -55,14 +55,24 @@ class AgentAdmin(admin.ModelAdmin):
                 "description": "Which model answers and how much it may write and think per call.",
             },
         ),
-        ("System prompt", {"fields": ("system_prompt",)}),
+        (
+            "System prompt",
+            {
+                "fields": ("system_prompt", "environment_block"),
+                "description": (
+                    "The environment block (date and time, OS, workspace, git branch and status) is appended "
+                    "at the start of each run."
+                ),
+            },
+        ),
         (
             "Grounding",
             {
                 "fields": ("grounding_mode",),
                 "description": (
                     "Off: every tool from the start. Prompt: the model is asked to understand the task first. "
-                    "Enforced: only read-only tools until the model reports its understanding "
+                    "Enforced: only exploration tools (read-only ones, bash with its own approval, the web "
+                    "tools, ask_user, todo_write) until the model reports its understanding "
                     "(a session can override this)."
                 ),
             },
@@ -94,7 +104,7 @@ class AgentAdmin(admin.ModelAdmin):
 
 def _tool_choices() -> list[tuple[str, str]]:
     return [
-        (name, f"{name} ({'read-only' if tool.read_only else 'not read-only'})")
+        (name, f"{name} ({'network' if tool.network else 'read-only' if tool.read_only else 'not read-only'})")
         for name, tool in sorted(KNOWN_TOOLS.items())
     ]
 

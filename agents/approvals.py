@@ -1,32 +1,18 @@
 """Approvals: who decides whether a tool call runs.
 
 The loop asks its Approver before every tool call. An approver applies the
-permission policy and, where the policy says "ask", asks a person and waits;
-nobody answering before the deadline fails closed. How a person is asked
-(an AG-UI interrupt, the admin, the REST API) is the surface's business.
+permission policy; where the policy says "ask", the run ends as waiting and
+goes on once a person answered (agents/waits.py); nobody answering before the
+deadline fails closed. How a person is asked (an AG-UI interrupt, the admin,
+the REST API) is the surface's business.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 from agents.tools.base import Tool
-
-
-@dataclass(slots=True, frozen=True)
-class ApprovalRequest:
-    """A tool call waiting for a person: an approval, or (``question``) the agent asking something."""
-
-    id: str
-    tool_call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    message: str
-    expires_at: datetime
-    question: bool = False
-    client_tool: bool = False  # not a question for a person: a tool the client runs
 
 
 @dataclass(slots=True, frozen=True)
@@ -39,38 +25,47 @@ class Answer:
     text: str = ""  # the reply to a question, or what a client-side tool returned
     message_id: str = ""  # the client's id for that result, when it sent one
     cancelled: bool = False  # the run was cancelled while it waited
+    superseded: bool = False  # the user wrote a new message instead of answering
 
     def refusal(self, tool: str) -> str:
         """What the model reads when the call was not allowed."""
         if self.timed_out:
             return f"not run: nobody approved this {tool} call in time, so it was denied"
+        if self.superseded:
+            return f"not run: the user wrote a new message instead of approving this {tool} call"
         if self.reason:
             return f"not run: the user denied this {tool} call: {self.reason}"
         return f"not run: the {tool} call was denied"
 
 
+@dataclass(slots=True, frozen=True)
+class Ask:
+    """The policy wants a person to decide: ``message`` is what they read, ``reason`` why they are asked."""
+
+    message: str
+    reason: str
+
+
 class Approver(Protocol):
-    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
-        """Whether the call may run; may wait for a person, and never raises for a refusal."""
-        ...
+    """Decides whether a call runs. A call that needs a person is not waited for here: ``decide``
+    says ``Ask``, and the loop ends its run as waiting (agents/waits.py)."""
 
-    async def ask(self, tool_call_id: str, question: str) -> Answer:
-        """Puts the agent's question to the person; the reply is ``text`` of an approved Answer."""
-        ...
+    # Whether anyone can answer at all (a person, the client); without, questions are refused.
+    can_wait: bool
+    approval_seconds: float  # how long a person has to answer
+    client_tool_seconds: float  # how long a client has to run one of its tools
 
-    async def run_on_client(self, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> Answer:
-        """Has the client run one of its own tools; its result is ``text`` of an approved Answer."""
+    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer | Ask:
+        """Allowed, refused (never raises for a refusal), or to be asked."""
         ...
 
 
 class AllowAll:
     """For runs nobody supervises by design (tests of the loop, trusted deployments)."""
 
-    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer:
+    can_wait = False
+    approval_seconds = 0.0
+    client_tool_seconds = 0.0
+
+    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer | Ask:
         return Answer(approved=True, reason="allowed")
-
-    async def ask(self, tool_call_id: str, question: str) -> Answer:
-        return Answer(approved=False, reason="nobody is there to answer questions in this run")
-
-    async def run_on_client(self, tool_call_id: str, tool: str, arguments: dict[str, Any]) -> Answer:
-        return Answer(approved=False, reason="no client is there to run it")

@@ -30,6 +30,8 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     PAUSED = "paused"
     INTERRUPTED = "interrupted"
+    # A call needs an answer (a person's, or the client's): the run goes on once it has it.
+    WAITING = "waiting"
 
 
 @dataclass(slots=True, frozen=True)
@@ -115,6 +117,14 @@ class GroundingReported:
     gate_open: bool
 
 
+@dataclass(slots=True, frozen=True)
+class Compacted:
+    """Older turns were summarised: how many turns the summary replaced, and how long it took."""
+
+    dropped_turns: int
+    duration_seconds: float
+
+
 class PauseReason(StrEnum):
     MAX_ITERATIONS = "max_iterations"
     WALL_CLOCK = "wall_clock"
@@ -191,9 +201,20 @@ class SubAgentFinished:
     summary: str  # what the parent's model is given back
     conclusion: str  # how it ended, in one line
     error: str = ""
+    # The calls it made, as SubAgentResult.tool_calls keeps them, so a parent sub-agent can keep them
+    # under its own sub_agent call (the record is recursive).
+    tool_calls: tuple[dict[str, Any], ...] = ()
 
 
-SubAgentEvent = SubAgentStarted | SubAgentActivity | SubAgentFinished
+@dataclass(slots=True, frozen=True)
+class SubAgentResumed:
+    """A child that waited for an answer goes on (in whichever process took the answer)."""
+
+    started: SubAgentStarted
+    call_ids: tuple[str, ...] = ()  # its calls that were announced before it waited
+
+
+SubAgentEvent = SubAgentStarted | SubAgentActivity | SubAgentFinished | SubAgentResumed
 
 
 @dataclass(slots=True)
@@ -219,6 +240,7 @@ RunEvent = (
     | RunPaused
     | TodosChanged
     | GroundingReported
+    | Compacted
 )
 
 

@@ -14,13 +14,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from agents.approvals import AllowAll, Approver
+from agents.approvals import AllowAll, Answer, Approver, Ask
 from agents.callstream import CallStream
 from agents.compaction import SUMMARY_PROMPT, compacted, estimate_tokens, render_for_summary, split_point
+from agents.environment import environment_block
 from agents.events import (
     AssistantMessage,
+    Compacted,
     GroundingReported,
     Listeners,
     Outcome,
@@ -49,12 +52,14 @@ from agents.subagents import (
     MemorySubAgentStore,
     SubAgentLimits,
     SubAgentStores,
+    resume_sub_agent,
     run_sub_agent,
 )
 from agents.tools.ask import ASK_USER
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
-from agents.tools.grounding import GROUNDING_PROMPT, GROUNDING_REPORT
+from agents.tools.grounding import GROUNDING_REPORT, gate_allows, gate_refusal, grounding_prompt
 from agents.tools.subagent import SUB_AGENT
+from agents.waits import Checkpoint, ChildCheckpoint, Counters, DoneCall, OpenCall, Resumption, WaitKind
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +72,9 @@ def new_id(prefix: str) -> str:
 class LoopConfig:
     model: str
     system_prompt: str = ""
-    max_tokens: int = 8192
+    max_tokens: int = 4096
     thinking_budget: int = 0
-    max_iterations: int = 50
+    max_iterations: int = 20
     wall_clock_seconds: float = 0.0  # 0: no cap
     token_budget: int = 0  # input + output tokens per run; 0: no budget
     stream_retries: int = 2
@@ -78,13 +83,15 @@ class LoopConfig:
     repeat_limit: int = 3
     # Compaction: before a call whose prompt would pass this share of the window,
     # older turns are summarised, keeping the last few turns as they are.
-    context_window: int = 200_000
+    context_window: int = 160_000  # the context budget: the model's window, or less
     compact_at: float = 0.75
     keep_turns: int = 4
     # Grounding: "off", "prompt" (asked for in the system prompt) or "enforced" (only
     # read-only tools until a grounding_report says understood, or this many iterations).
     grounding: str = "off"
     grounding_max_iterations: int = 6
+    # Append the environment block (date, OS, workspace, git) to the system prompt of each run.
+    environment: bool = False
 
 
 class SessionStore(Protocol):
@@ -108,6 +115,16 @@ class SessionStore(Protocol):
 
 class _Stopped(Exception):
     """A cancel arrived while the model was streaming."""
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What running one turn's calls gave: their results, or (``waiting``) the checkpoint to wait
+    on; ``messages`` are the calls that ended in this pass, to be stored either way."""
+
+    messages: list[ToolMessage]
+    results: list[dict[str, Any]]
+    waiting: Checkpoint | None = None
 
 
 class AgentLoop:
@@ -146,23 +163,31 @@ class AgentLoop:
         self._last_call = ""
         self._repeats = 0
         self._grounded = True
+        self.tokens_spent = 0  # this run's tokens so far (its children's included), for their budget
         self._system = config.system_prompt
+        # Set when the run ended as waiting: what it goes on from once answered.
+        self.waiting: Checkpoint | None = None
         tool_context.on_todos = self._todos_changed
 
     def delegable(self, tool: Tool, request: RunRequest) -> bool:
         """Whether a child of this run may be given ``tool``: what this run's scenario offers,
         and until this run is grounded (enforced mode), only what cannot change anything."""
-        return request.scenario.offers(tool) and (self._grounded or tool.read_only)
+        return request.scenario.offers(tool) and gate_allows(tool, grounded=self._grounded)
 
     def add_child_tokens(self, usage: TokenCount) -> None:
         """A child's tokens count on this run's token budget."""
         self._child_tokens += usage.input_tokens + usage.output_tokens
+        self.tokens_spent += usage.input_tokens + usage.output_tokens
 
     def _todos_changed(self, todos: list[dict[str, str]]) -> None:
         self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
 
-    async def run(self, request: RunRequest, *, run_id: str, thread_id: str) -> Outcome:
-        """Runs to the end; ``on_finished`` is called exactly once, whatever happens.
+    async def run(
+        self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
+    ) -> Outcome:
+        """Runs to the end, or until a call needs an answer (``Outcome.WAITING``, with ``waiting``
+        set); ``on_finished`` is called exactly once, whatever happens. With ``resume`` the run goes
+        on from a checkpoint and its answers, then takes the request's message, if it has one.
         The request's own listeners hear the run beside the loop's."""
         if request.listeners:
             self.listener = Listeners(self.listener, *request.listeners)
@@ -172,7 +197,7 @@ class AgentLoop:
         try:
             listener.on_start(RunInfo(run_id=run_id, thread_id=thread_id, model=self.config.model))
             listener.on_model(self.config.model)
-            outcome = await self._run(request)
+            outcome = await self._run(request, resume)
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED
             raise
@@ -187,26 +212,59 @@ class AgentLoop:
             listener.on_finished(outcome)
         return outcome
 
-    async def _run(self, request: RunRequest) -> Outcome:
+    async def _run(self, request: RunRequest, resume: Resumption | None) -> Outcome:
         config = self.config
         turns: list[dict[str, Any]] = []
-        if request.scenario.conversation_memory:
-            turns, _closed = heal_turns(await self.store.load_turns())
-        turns.append({"role": "user", "content": request.user_content()})
-        turns, _ = heal_turns(turns)
-        await self.store.commit(turns, [], TokenCount())
+        if resume is not None or request.scenario.conversation_memory:
+            turns = await self.store.load_turns()
+        if resume is None:
+            turns, _closed = heal_turns(turns)
+            counters = Counters(grounded=config.grounding != "enforced")
+        else:
+            counters = resume.checkpoint.counters
+        self.tokens_spent = counters.tokens
+        self._last_call, self._repeats = counters.last_call, counters.repeats
         self._system = render_prompt(config.system_prompt, request.prompt_variables)
         grounding = config.grounding in ("prompt", "enforced")
-        if grounding:
-            self._system += GROUNDING_PROMPT
-        self._grounded = config.grounding != "enforced"
-        started = time.monotonic()
-        tokens = 0
+        self._system += grounding_prompt(
+            config.grounding, max_iterations=config.grounding_max_iterations, tools=self.tools
+        )
+        self._system += await environment_block(self.tool_context.workspace.root) if config.environment else ""
+        self._set_grounded(counters.grounded)
+        started = time.monotonic() - counters.elapsed
+        tokens = counters.tokens
+        first = counters.iteration
+
+        def checkpoint_of(batch: Checkpoint, iteration: int) -> Checkpoint:
+            batch.counters = Counters(
+                iteration=iteration,
+                tokens=tokens,
+                elapsed=time.monotonic() - started,
+                grounded=self._grounded,
+                last_call=self._last_call,
+                repeats=self._repeats,
+            )
+            return batch
+
+        if resume is not None:
+            # The model's last turn asked for the calls the checkpoint holds: finish them first.
+            calls = [b for b in turns[-1]["content"] if b.get("type") == "tool_use"]
+            batch = await self._run_tools(calls, request, resume)
+            tokens, self._child_tokens = tokens + self._child_tokens, 0
+            if batch.waiting is not None:
+                return await self._wait(turns, batch.messages, checkpoint_of(batch.waiting, first))
+            turns.append({"role": "user", "content": batch.results})
+            await self.store.commit(turns, list(batch.messages), TokenCount())
+            first += 1
+        if resume is None or request.has_message():
+            turns.append({"role": "user", "content": request.user_content()})
+            turns, _ = heal_turns(turns)
+            await self.store.commit(turns, [], TokenCount())
         counted = 0  # prompt tokens the model reported for the turns before ``counted_upto``
         counted_upto = 0
-        for iteration in range(config.max_iterations):
+        for iteration in range(first, config.max_iterations):
             if not self._grounded and iteration >= config.grounding_max_iterations:
-                self._grounded = True  # the gate opens anyway: grounding must not stall the run
+                self._set_grounded(True)  # the gate opens anyway: grounding must not stall the run
             # Read each time: a client may change its tools between two AG-UI runs of this run.
             # Until the agent is grounded (enforced mode) it is offered only what cannot change anything.
             specs = [
@@ -214,7 +272,7 @@ class AgentLoop:
                 for tool in self.tools.tools.values()
                 if request.scenario.offers(tool)
                 and (grounding or tool is not GROUNDING_REPORT)
-                and (self._grounded or tool.read_only)
+                and gate_allows(tool, grounded=self._grounded)
                 and (tool is not SUB_AGENT or self.depth < self.subagent_limits.max_depth)
             ]
             # The iteration boundary is the safe point: everything so far is committed.
@@ -248,11 +306,19 @@ class AgentLoop:
             # The calls are committed before they run: a process that dies mid-tool
             # leaves them open, and the next use of the session closes them.
             await self.store.commit(turns, list(messages), usage)
-            results, tool_messages = await self._run_tools(calls, request)
+            batch = await self._run_tools(calls, request, None)
             tokens, self._child_tokens = tokens + self._child_tokens, 0
-            turns.append({"role": "user", "content": results})
-            await self.store.commit(turns, list(tool_messages), TokenCount())
+            if batch.waiting is not None:
+                return await self._wait(turns, batch.messages, checkpoint_of(batch.waiting, iteration))
+            turns.append({"role": "user", "content": batch.results})
+            await self.store.commit(turns, list(batch.messages), TokenCount())
         return await self._pause(PauseReason.MAX_ITERATIONS)
+
+    async def _wait(self, turns: list[dict[str, Any]], finished: list[ToolMessage], checkpoint: Checkpoint) -> Outcome:
+        """Ends the run until its open calls are answered; the calls that finished are stored now."""
+        await self.store.commit(turns, list(finished), TokenCount())
+        self.waiting = checkpoint
+        return Outcome.WAITING
 
     async def _compact(self, turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], TokenCount] | None:
         """Summarises the turns before the kept tail; None when there is nothing to compact or it failed."""
@@ -261,6 +327,7 @@ class AgentLoop:
             return None
         emit = self.listener.on_event
         emit(PhaseChanged(Phase.COMPACTING, True))
+        began = time.monotonic()
         request = ModelRequest(
             model=self.config.model,
             system=SUMMARY_PROMPT,
@@ -281,10 +348,15 @@ class AgentLoop:
         summary = "".join(b["text"] for b in reply.content if b.get("type") == "text") if reply else ""
         if not summary.strip() or reply is None:
             return None
+        self.tokens_spent += reply.usage.input_tokens + reply.usage.output_tokens
+        emit(Compacted(dropped_turns=split, duration_seconds=time.monotonic() - began))
         return compacted(summary, turns[split:]), reply.usage
 
     async def _pause(self, reason: PauseReason) -> Outcome:
+        # A step of its own, so a client that shows steps shows the pause as well.
+        self.listener.on_event(PhaseChanged(Phase.PAUSED, True))
         self.listener.on_event(RunPaused(reason))
+        self.listener.on_event(PhaseChanged(Phase.PAUSED, False))
         await self.store.pause(reason)
         return Outcome.PAUSED
 
@@ -331,6 +403,9 @@ class AgentLoop:
             messages = call.finish(reply)
             emit(PhaseChanged(Phase.PLANNING, False))
             usage = reply.usage
+            self.tokens_spent += (
+                usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
+            )
             self.listener.on_usage(
                 Usage(
                     model=reply.model or config.model,
@@ -345,18 +420,16 @@ class AgentLoop:
                 self.listener.on_message(message)
             return reply, messages
 
-    async def _ask_user(self, tool_call_id: str, arguments: dict[str, Any]) -> ToolOutput:
+    def _question(self, arguments: dict[str, Any]) -> str | ToolOutput:
         question = arguments.get("question")
         if not isinstance(question, str) or not question.strip():
             return ToolOutput("argument 'question' must be a non-empty string", True)
-        answer = await self.approver.ask(tool_call_id, question.strip())
-        if answer.approved:
-            return ToolOutput(answer.text or "(the user replied with nothing)")
-        if answer.timed_out:
-            return ToolOutput("the user did not answer in time; go on without it or stop and say why", True)
-        return ToolOutput(f"the user did not answer: {answer.reason or 'declined'}", True)
+        if not self.approver.can_wait:
+            return ToolOutput("nobody is there to answer questions in this run", True)
+        return question.strip()
 
-    async def _grounding_report(self, tool_call_id: str, arguments: dict[str, Any]) -> ToolOutput:
+    def _grounding_report(self, arguments: dict[str, Any]) -> str | ToolOutput:
+        """Records the report; a question in it (not understood) is put to the user."""
         understood = arguments.get("understood")
         if not isinstance(understood, bool):
             return ToolOutput("argument 'understood' must be true or false", True)
@@ -365,41 +438,134 @@ class AgentLoop:
             "relevantFiles": [f for f in arguments.get("relevant_files") or [] if isinstance(f, str)],
             "evidence": str(arguments.get("evidence") or ""),
         }
+        if not understood and str(arguments.get("missing_info") or "").strip():
+            report["missingInfo"] = str(arguments["missing_info"]).strip()
         question = arguments.get("question")
         if understood:
-            self._grounded = True
+            self._set_grounded(True)
         elif isinstance(question, str) and question.strip():
             report["question"] = question.strip()
         self.listener.on_event(GroundingReported(report, self._grounded))
         if understood:
             return ToolOutput("grounding recorded; you may now change the workspace")
         if "question" in report:
-            return await self._ask_user(tool_call_id, {"question": report["question"]})
+            return self._question({"question": report["question"]})
         return ToolOutput("noted: keep investigating until you understand the task, then report again")
 
+    @staticmethod
+    def _answered(call: OpenCall, answer: Answer) -> ToolOutput:
+        """A question's or a client tool's answer, as the model reads it."""
+        if call.kind is WaitKind.CLIENT:
+            if answer.approved:
+                return ToolOutput(answer.text)
+            if answer.timed_out:
+                return ToolOutput("the client did not run this tool in time", True)
+            if answer.superseded:
+                return ToolOutput("not run: the user wrote a new message instead", True)
+            return ToolOutput(answer.reason or "the client did not run this tool", True)
+        if answer.approved:
+            return ToolOutput(answer.text or "(the user replied with nothing)")
+        if answer.timed_out:
+            return ToolOutput("the user did not answer in time; go on without it or stop and say why", True)
+        if answer.superseded:
+            return ToolOutput("the user did not answer: they wrote a new message instead", True)
+        return ToolOutput(f"the user did not answer: {answer.reason or 'declined'}", True)
+
+    def _deadline(self, seconds: float) -> str:
+        at = datetime.now(UTC) + timedelta(seconds=seconds)
+        return at.isoformat().replace("+00:00", "Z")
+
+    def _set_grounded(self, grounded: bool) -> None:
+        """Closes or opens the grounding gate; the time it is closed is the ``grounding`` phase."""
+        if grounded != self._grounded:
+            self.listener.on_event(PhaseChanged(Phase.GROUNDING, not grounded))
+        self._grounded = grounded
+
     def _is_repeat(self, call: dict[str, Any]) -> bool:
-        key = call["name"] + "\x00" + json.dumps(call.get("input"), sort_keys=True)
+        key = call["name"] + "\n" + json.dumps(call.get("input"), sort_keys=True)
         if key == self._last_call:
             self._repeats += 1
         else:
             self._last_call, self._repeats = key, 1
         return self._repeats >= self.config.repeat_limit
 
-    async def _run_tools(
-        self, calls: list[dict[str, Any]], request: RunRequest
-    ) -> tuple[list[dict[str, Any]], list[ToolMessage]]:
+    async def _run_tools(self, calls: list[dict[str, Any]], request: RunRequest, resume: Resumption | None) -> _Batch:
+        """Runs the model's calls, in parallel. A call that needs an answer is left open; when any
+        is, the result is the checkpoint to wait on (the others have run and are in it). With
+        ``resume`` the batch was started before: calls with results keep them, open calls take
+        their answers."""
         emit = self.listener.on_event
         emit(PhaseChanged(Phase.EXECUTING, True))
         results: dict[str, ToolOutput] = {}
         messages: dict[str, ToolMessage] = {}
+        waiting = Checkpoint()
+        earlier = resume.checkpoint if resume is not None else None
+        open_before = {call.call_id: call for call in earlier.open} if earlier is not None else {}
 
-        looping = {call["id"] for call in calls if self._is_repeat(call)}
+        looping = set() if earlier is not None else {call["id"] for call in calls if self._is_repeat(call)}
+
+        def open_call(call: dict[str, Any], kind: WaitKind, answer_id: str, **details: Any) -> None:
+            waiting.open.append(
+                OpenCall(call["id"], call["name"], kind, answer_id, arguments=call.get("input") or {}, **details)
+            )
+
+        async def run_approved(call: dict[str, Any], tool: Tool, arguments: dict[str, Any]) -> ToolOutput | None:
+            if tool is SUB_AGENT:
+                delegated = await run_sub_agent(self, tool_call_id=call["id"], arguments=arguments, request=request)
+                if isinstance(delegated, ChildCheckpoint):
+                    open_call(call, WaitKind.CHILD, delegated.task_id, child=delegated)
+                    return None
+                return delegated
+            return await self.tools.call(call["name"], arguments, self.tool_context)
+
+        async def decide_and_run(call: dict[str, Any], tool: Tool, arguments: dict[str, Any]) -> ToolOutput | None:
+            decision = await self.approver.decide(tool, call["id"], arguments)
+            if isinstance(decision, Ask):
+                if not self.approver.can_wait:
+                    return ToolOutput(f"not run: nobody is there to approve this {tool.name} call", True)
+                open_call(
+                    call,
+                    WaitKind.APPROVAL,
+                    self.make_id("approval"),
+                    message=decision.message,
+                    reason=decision.reason,
+                    expires_at=self._deadline(self.approver.approval_seconds),
+                )
+                return None
+            if not decision.approved:
+                return ToolOutput(decision.refusal(tool.name), True)
+            return await run_approved(call, tool, arguments)
+
+        async def answer(call: dict[str, Any], before: OpenCall) -> tuple[ToolOutput | None, str]:
+            """An open call of the checkpoint, with its answer: the output, or None (waits again)."""
+            assert resume is not None
+            arguments = call.get("input") or {}
+            if before.kind is WaitKind.CHILD:
+                assert before.child is not None
+                resumed = await resume_sub_agent(self, before.child, resume.answers, request=request)
+                if isinstance(resumed, ChildCheckpoint):
+                    open_call(call, WaitKind.CHILD, resumed.task_id, child=resumed)
+                    return None, ""
+                return resumed, ""
+            given = resume.answers.get(before.answer_id) or Answer(approved=False, timed_out=True)
+            if before.kind is not WaitKind.APPROVAL:
+                return self._answered(before, given), given.message_id if before.kind is WaitKind.CLIENT else ""
+            tool = self.tools.get(call["name"])
+            if not given.approved or tool is None:
+                return ToolOutput(given.refusal(call["name"]), True), ""
+            return await run_approved(call, tool, arguments), ""
 
         async def run_one(call: dict[str, Any]) -> None:
             began = time.monotonic()
             arguments = call.get("input")
             client_message_id = ""
-            if call["id"] in looping:
+            output: ToolOutput | None
+            if earlier is not None and call["id"] in earlier.done:
+                waiting.done[call["id"]] = earlier.done[call["id"]]
+                return  # reported and stored before the run waited
+            if call["id"] in open_before:
+                output, client_message_id = await answer(call, open_before[call["id"]])
+            elif call["id"] in looping:
                 output = ToolOutput(
                     f"stopped: this is the same {call['name']} call with the same arguments "
                     f"{self.config.repeat_limit} times in a row, which looks like a loop. "
@@ -411,32 +577,31 @@ class AgentLoop:
             elif (tool := self.tools.get(call["name"])) is None or not request.scenario.offers(tool):
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)
             elif tool.frontend:
-                answer = await self.approver.run_on_client(call["id"], tool.name, arguments)
-                output = (
-                    ToolOutput(answer.text)
-                    if answer.approved
-                    else ToolOutput(
-                        "the client did not run this tool in time" if answer.timed_out else answer.reason, True
-                    )
-                )
-                client_message_id = answer.message_id
-            elif tool is ASK_USER:
-                output = await self._ask_user(call["id"], arguments)
-            elif tool is GROUNDING_REPORT:
-                output = await self._grounding_report(call["id"], arguments)
-            elif not self._grounded and not tool.read_only:
-                output = ToolOutput(
-                    f"not yet: report your understanding with grounding_report before using {tool.name}", True
-                )
-            elif not (answer := await self.approver.decide(tool, call["id"], arguments)).approved:
-                output = ToolOutput(answer.refusal(tool.name), True)
-            elif tool is SUB_AGENT:
-                output = await run_sub_agent(self, tool_call_id=call["id"], arguments=arguments, request=request)
+                if not self.approver.can_wait:
+                    output = ToolOutput("no client is there to run it", True)
+                else:
+                    seconds = self.approver.client_tool_seconds
+                    open_call(call, WaitKind.CLIENT, call["id"], expires_at=self._deadline(seconds))
+                    output = None
+            elif tool is ASK_USER or tool is GROUNDING_REPORT:
+                asked = self._question(arguments) if tool is ASK_USER else self._grounding_report(arguments)
+                if isinstance(asked, str):
+                    seconds = self.approver.approval_seconds
+                    message = {"message": asked, "expires_at": self._deadline(seconds)}
+                    open_call(call, WaitKind.QUESTION, self.make_id("question"), **message)
+                    output = None
+                else:
+                    output = asked
+            elif not gate_allows(tool, grounded=self._grounded):
+                output = gate_refusal(tool)
             else:
-                output = await self.tools.call(call["name"], arguments, self.tool_context)
+                output = await decide_and_run(call, tool, arguments)
+            if output is None:
+                return  # waits for an answer
             message_id = client_message_id or self.make_id("tool")
             results[call["id"]] = output
             messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
+            waiting.done[call["id"]] = DoneCall(output.content, output.is_error, message_id)
             emit(
                 ToolResult(
                     call["id"],
@@ -454,13 +619,18 @@ class AgentLoop:
         emit(PhaseChanged(Phase.EXECUTING, False))
         for message in messages.values():
             self.listener.on_message(message)
+        if waiting.open:
+            # Keep the calls in the order the model made them.
+            order = {call["id"]: i for i, call in enumerate(calls)}
+            waiting.open.sort(key=lambda call: order[call.call_id])
+            return _Batch(list(messages.values()), [], waiting)
         blocks = [
             {
                 "type": "tool_result",
                 "tool_use_id": call["id"],
-                "content": results[call["id"]].content,
-                **({"is_error": True} if results[call["id"]].is_error else {}),
+                "content": waiting.done[call["id"]].content,
+                **({"is_error": True} if waiting.done[call["id"]].is_error else {}),
             }
             for call in calls
         ]
-        return blocks, list(messages.values())
+        return _Batch(list(messages.values()), blocks)

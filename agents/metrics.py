@@ -6,13 +6,13 @@ counters live in prometheus_client's default registry, served at /metrics.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
+from agents.approvals import Answer
 from agents.events import (
     BaseListener,
+    Compacted,
     Outcome,
-    Phase,
-    PhaseChanged,
     RunEvent,
     SubAgentActivity,
     SubAgentEvent,
@@ -40,8 +40,17 @@ MODEL_TOKENS = Counter(
     ["model", "kind"],
 )
 COMPACTIONS = Counter("threadline_compactions_total", "Times a session's older turns were summarised.")
+COMPACTED_TURNS = Counter("threadline_compacted_turns_total", "Turns that compactions replaced by a summary.")
+COMPACTION_SECONDS = Histogram(
+    "threadline_compaction_duration_seconds",
+    "Time a compaction took (the summarising model call included).",
+    buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
 APPROVALS = Counter(
-    "threadline_approvals_total", "Tool calls a person was asked about, by decision.", ["tool", "decision"]
+    "threadline_approvals_total",
+    "Tool calls a person was asked about, by decision: yes, yes_always, no, no_with_reason, timeout "
+    "(and cancelled, when the run was cancelled while it waited).",
+    ["tool", "decision"],
 )
 APPROVAL_SECONDS = Histogram(
     "threadline_approval_wait_seconds",
@@ -49,11 +58,32 @@ APPROVAL_SECONDS = Histogram(
     buckets=(1, 5, 15, 60, 300, 900, 3600),
 )
 RUNS = Counter("threadline_runs_total", "Runs that ended, by outcome.", ["outcome"])
+# Set by the run host: the runs this process executes now (a waiting run is not one of them).
+LIVE_RUNS = Gauge("threadline_live_runs", "Runs this server process is executing now.")
 SUBAGENTS = Counter("threadline_subagents_total", "Sub-agent runs that ended, by status.", ["status"])
 
 # The cache-hit ratio is cache_read / (input + cache_read + cache_write) over these counters, e.g.
 #   sum(rate(threadline_model_tokens_total{kind="cache_read"}[5m]))
 #     / sum(rate(threadline_model_tokens_total{kind!="output"}[5m]))
+
+
+def approval_decision(answer: Answer) -> str:
+    """The seed's five decisions (and ``cancelled``): yes, yes_always, no, no_with_reason, timeout."""
+    if answer.timed_out:
+        return "timeout"
+    if answer.cancelled:
+        return "cancelled"
+    if answer.superseded:
+        return "superseded"
+    if answer.approved:
+        return "yes_always" if answer.always else "yes"
+    return "no_with_reason" if answer.reason.strip() else "no"
+
+
+def record_approval(tool: str, answer: Answer, waited_seconds: float) -> None:
+    """Counts a person's answer (or its absence) to an approval or a question, and the wait."""
+    APPROVALS.labels(tool, approval_decision(answer)).inc()
+    APPROVAL_SECONDS.observe(waited_seconds)
 
 
 class MetricsListener(BaseListener):
@@ -63,10 +93,11 @@ class MetricsListener(BaseListener):
             assert isinstance(event, ToolResult)
             outcome = "error" if event.is_error else "ok"
             TOOL_SECONDS.labels(event.name, outcome).observe(event.duration_seconds)
-        elif kind is PhaseChanged:
-            assert isinstance(event, PhaseChanged)
-            if event.started and event.phase is Phase.COMPACTING:
-                COMPACTIONS.inc()
+        elif kind is Compacted:
+            assert isinstance(event, Compacted)
+            COMPACTIONS.inc()
+            COMPACTED_TURNS.inc(event.dropped_turns)
+            COMPACTION_SECONDS.observe(event.duration_seconds)
 
     def on_usage(self, usage: Usage) -> None:
         MODEL_CALLS.labels(usage.model).inc()

@@ -24,7 +24,16 @@ class Agent(models.Model):
     )
     system_prompt = models.TextField(blank=True)
     grounding_mode = models.CharField(max_length=16, choices=Grounding.choices, default=Grounding.OFF)
-    max_iterations = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
+    environment_block = models.BooleanField(
+        default=True,
+        help_text=(
+            "Append the date and time, the OS, the workspace and its git branch and status to the system "
+            "prompt of each run."
+        ),
+    )
+    max_iterations = models.PositiveIntegerField(
+        default=20, validators=[MinValueValidator(1)], help_text="Model calls per run; past it the run pauses."
+    )
     max_run_seconds = models.PositiveIntegerField(
         default=1800, help_text="Wall-clock cap of a run, in seconds; past it the run pauses. 0: no cap."
     )
@@ -32,7 +41,7 @@ class Agent(models.Model):
         default=0, help_text="Input plus output tokens a run may use before it pauses. 0: no budget."
     )
     max_tokens = models.PositiveIntegerField(
-        default=8192, validators=[MinValueValidator(1)], help_text="Output tokens per model call."
+        default=4096, validators=[MinValueValidator(1)], help_text="Output tokens per model call."
     )
     thinking_budget = models.PositiveIntegerField(
         default=0, help_text="Extended thinking budget in tokens per model call; 0 turns thinking off."

@@ -7,8 +7,10 @@ tried in order and the first enabled one that matches decides:
 - ``ask`` waits for a person *even when* the call was approved "always" earlier in the session or
   auto-approve is on: an ask rule is a gate, the way an operator keeps a person in the loop for,
   say, ``git push*`` whatever else is allowed;
-- with no rule matching, the tool's own class decides: read-only tools run; the others run when a
-  yes-always covers the call or auto-approve is on, and ask otherwise.
+- with no rule matching, the tool's own class decides: the network tools (web_search, web_fetch)
+  ask unless a yes-always covers the call (auto-approve, which is about the workspace, does not
+  cover them); read-only tools run; the others run when a yes-always covers the call or
+  auto-approve is on, and ask otherwise.
 
 What the globs see (``primary_argument``):
 
@@ -22,6 +24,11 @@ What the globs see (``primary_argument``):
 - bash: the command, matched as a whole string (``*`` crosses ``/`` and spaces: ``rm *``,
   ``git status*``). A command that chains, pipes, redirects or substitutes is also cut into its
   pieces at every ``; & | < > ( )``, backtick and newline, quoted or not.
+- web_fetch: the URL. A glob without ``://`` is matched against the URL's host only
+  (``example.com``, ``*.example.com``, ``{example.com,*.example.com}``; case does not matter;
+  ``*.example.com`` does not match ``example.com`` itself); a glob with a scheme against the whole
+  URL (``https://example.com/docs/*``).
+- web_search: the query.
 - other tools: the empty string, which only blank, ``*`` or ``**`` match.
 
 Several targets (a patch's files, a command and its pieces): a ``deny`` or ``ask`` rule matches when
@@ -50,6 +57,7 @@ from unidiff.patch import PatchSet
 from wcmatch import fnmatch as wcfnmatch
 from wcmatch import glob as wcglob
 
+from agents.confinement import server_workspace
 from agents.models import PermissionRule
 from agents.tools.ask import ASK_USER
 from agents.tools.base import Tool
@@ -57,13 +65,15 @@ from agents.tools.grounding import GROUNDING_REPORT
 from agents.tools.mutating import MUTATING_TOOLS
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.subagent import SUB_AGENT
+from agents.tools.web import WEB_TOOLS, fetch_target, url_host
+from agents.tools.workspace import PathGuard, ProtectedPath, Workspace
 
 Decision = PermissionRule.Decision
 Scope = PermissionRule.Scope
 
 # The tools a rule may name. A tool added to the loop is added here, or rules cannot name it.
 KNOWN_TOOLS: dict[str, Tool] = {
-    tool.name: tool for tool in (*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS)
+    tool.name: tool for tool in (*READ_ONLY_TOOLS, *WEB_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS)
 }
 
 _FILE_TOOLS = frozenset({"file_read", "file_write", "file_edit", "glob", "grep"})
@@ -73,6 +83,7 @@ _ANYTHING = frozenset({"", "*", "**"})
 # FORCEUNIX: a rule means the same on every platform the server runs on.
 _PATH_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 _COMMAND_FLAGS = wcfnmatch.BRACE | wcfnmatch.DOTMATCH | wcfnmatch.FORCEUNIX
+_HOST_FLAGS = _COMMAND_FLAGS | wcfnmatch.IGNORECASE
 _COMMAND_BREAKS = re.compile(r"[;&|<>()`\n]")
 _DEV_NULL = "/dev/null"
 
@@ -94,17 +105,37 @@ def evaluate(
     arguments: Mapping[str, Any],
     remembered: bool,
     auto_approve: bool,
+    workspace: Workspace | None = None,
 ) -> Verdict:
     """The verdict on calling ``tool`` with ``arguments``.
 
     ``rules`` are the rules in scope, in evaluation order (``rules_for``); disabled ones are skipped.
     ``remembered``: a yes-always of this session covers the call (see ``memory_key``).
     ``auto_approve``: the run approves what would otherwise ask. Neither overrides a matching rule.
+    ``workspace`` (default: the server's) resolves the call's paths: a rule sees each path both as
+    given and with its links resolved, and a path that reaches the server's own files is denied
+    above every rule.
     """
     targets = primary_argument(tool.name, arguments)
+    if tool.name in _PATH_TOOLS:
+        try:
+            targets = _with_links_resolved(targets, workspace or server_workspace())
+        except ProtectedPath:
+            return Verdict(
+                Decision.DENY,
+                None,
+                "built-in: the path reaches the server's own files (data dir, database, secrets or virtual "
+                "environment), which no tool may read or change whatever the rules say",
+            )
     for rule in rules:
         if rule.enabled and _rule_matches(rule, tool.name, targets):
             return Verdict(Decision(rule.decision), rule.pk, _rule_reason(rule, remembered, auto_approve))
+    if tool.network:
+        if remembered:
+            return Verdict(
+                Decision.ALLOW, None, f"no rule matched; a yes-always of this session covers this {tool.name} call"
+            )
+        return Verdict(Decision.ASK, None, f"no rule matched; {tool.name} reaches the network, so it asks")
     if tool.read_only:
         return Verdict(Decision.ALLOW, None, f"no rule matched; {tool.name} only reads, so it runs")
     if remembered:
@@ -114,6 +145,45 @@ def evaluate(
     if auto_approve:
         return Verdict(Decision.ALLOW, None, f"no rule matched; {tool.name} is not read-only, but auto-approve is on")
     return Verdict(Decision.ASK, None, f"no rule matched; {tool.name} is not read-only, so it asks")
+
+
+def _with_links_resolved(targets: list[str], workspace: Workspace) -> list[str]:
+    resolved = list(targets)
+    for target in targets:
+        if target in ("", "."):
+            continue
+        canonical = workspace.canonical(target)
+        if canonical is not None and canonical not in resolved:
+            resolved.append(canonical)
+    return resolved
+
+
+class ScopedRules:
+    """The path side of the rules of one agent in one thread (``PathRules``): each call of a file
+    tool reads them when it starts and drops every path a deny rule covers, after links are
+    resolved: grep's and glob's results, and a file reached through a link (issue #11, item 3)."""
+
+    def __init__(self, agent_name: str, thread_agui_id: str) -> None:
+        self.agent_name = agent_name
+        self.thread_agui_id = thread_agui_id
+
+    async def guard(self, tool_name: str) -> PathGuard:
+        return RuleGuard(await arules_for(self.agent_name, self.thread_agui_id), tool_name)
+
+
+class RuleGuard:
+    """Whether the first rule that matches one path of ``tool_name`` denies it."""
+
+    def __init__(self, rules: Iterable[PermissionRule], tool_name: str) -> None:
+        self.rules = [rule for rule in rules if rule.enabled and (not rule.tool or rule.tool == tool_name)]
+        self.tool_name = tool_name
+
+    def denies(self, relative: str) -> bool:
+        target = [normalise_path(relative)]
+        for rule in self.rules:
+            if _rule_matches(rule, self.tool_name, target):
+                return rule.decision == Decision.DENY
+        return False
 
 
 def primary_argument(tool_name: str, arguments: Mapping[str, Any]) -> list[str]:
@@ -126,6 +196,10 @@ def primary_argument(tool_name: str, arguments: Mapping[str, Any]) -> list[str]:
         return _patch_targets(_text(arguments, "patch")) or [""]
     if tool_name == "bash":
         return _command_targets(_text(arguments, "command"))
+    if tool_name == "web_fetch":
+        return [fetch_target(dict(arguments))]
+    if tool_name == "web_search":
+        return [_text(arguments, "query").strip()]
     return [""]
 
 
@@ -194,7 +268,8 @@ def memory_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
     - bash: ``git status -s`` and ``git status`` share ``bash:git status*`` (programs with subcommands
       only); any other command, and every command that chains, pipes, redirects or substitutes, is
       remembered exactly;
-    - todo_write: the tool alone; a tool of unknown arguments: the exact arguments.
+    - web_fetch: the URL's host (``web_fetch:docs.python.org``); web_search and todo_write: the
+      tool alone; a tool of unknown arguments: the exact arguments.
     """
     if tool_name in _FILE_TOOLS:
         return f"{tool_name}:{primary_argument(tool_name, arguments)[0]}"
@@ -202,7 +277,9 @@ def memory_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
         return f"apply_patch:{','.join(sorted(set(primary_argument(tool_name, arguments))))}"
     if tool_name == "bash":
         return f"bash:{_command_pattern(_text(arguments, 'command').strip())}"
-    if tool_name == "todo_write":
+    if tool_name == "web_fetch":
+        return f"web_fetch:{url_host(fetch_target(dict(arguments)))}"
+    if tool_name in ("todo_write", "web_search"):
         return tool_name
     return f"{tool_name}:{json.dumps(arguments, sort_keys=True, default=str)}"
 
@@ -237,6 +314,13 @@ def _rule_matches(rule: PermissionRule, tool_name: str, targets: list[str]) -> b
 
 
 def _glob_matches(pattern: str, tool_name: str, target: str) -> bool:
+    if tool_name == "web_fetch":
+        # A glob with a scheme is over the whole URL; any other only over the host, so that
+        # ``*.example.com`` cannot match ``https://evil.net/?next=docs.example.com``.
+        if "://" in pattern:
+            return bool(wcfnmatch.fnmatch(target, pattern, flags=_COMMAND_FLAGS))
+        host = url_host(target)
+        return bool(host) and bool(wcfnmatch.fnmatch(host, pattern, flags=_HOST_FLAGS))
     if tool_name not in _PATH_TOOLS:
         return bool(wcfnmatch.fnmatch(target, pattern, flags=_COMMAND_FLAGS))
     while pattern.startswith("./"):

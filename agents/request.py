@@ -61,6 +61,10 @@ class RunRequest:
     extra_content: list[dict[str, Any]] = field(default_factory=list)
     listeners: list[RunListener] = field(default_factory=list)
 
+    def has_message(self) -> bool:
+        """False for a request that only carries answers (a resume) and nothing new to say."""
+        return bool(self.text or self.images or self.extra_content)
+
     def user_content(self) -> str | list[dict[str, Any]]:
         if not self.images and not self.extra_content:
             return self.text

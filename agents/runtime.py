@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from django.conf import settings
 
+from agents.confinement import bash_choice, server_workspace
 from agents.loop import LoopConfig
 from agents.models import Agent
+from agents.permissions import ScopedRules
 from agents.providers.anthropic import AnthropicProvider
 from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
 from agents.subagents import SubAgentLimits
 from agents.tools.ask import ASK_USER
-from agents.tools.base import ToolContext, ToolRegistry, Workspace
+from agents.tools.base import Tool, ToolContext, ToolRegistry
 from agents.tools.grounding import GROUNDING_REPORT
-from agents.tools.mutating import MUTATING_TOOLS
+from agents.tools.mutating import BASH, MUTATING_TOOLS
+from agents.tools.netguard import WebConfig
 from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.shaping import OutputLimits
 from agents.tools.subagent import SUB_AGENT
+from agents.tools.web import WEB_FETCH, WEB_SEARCH
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +62,13 @@ async def close_providers() -> None:
 
 
 def tools_for(agent: Agent) -> ToolRegistry:
+    """The agent's tools: web_search only with a Brave key, the mutating tools unless switched off,
+    and bash only where it can run sandboxed, or where AGENT_BASH_SANDBOX=off says it may run without."""
+    web: tuple[Tool, ...] = (WEB_SEARCH, WEB_FETCH) if settings.BRAVE_API_KEY else (WEB_FETCH,)
+    mutating: tuple[Tool, ...] = ()
     if settings.AGENT_MUTATING_TOOLS != "off":
-        return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *MUTATING_TOOLS))
-    return ToolRegistry.of((*READ_ONLY_TOOLS, ASK_USER, GROUNDING_REPORT, SUB_AGENT))
+        mutating = tuple(tool for tool in MUTATING_TOOLS if tool is not BASH or bash_choice().offered)
+    return ToolRegistry.of((*READ_ONLY_TOOLS, *web, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *mutating))
 
 
 def subagent_limits() -> SubAgentLimits:
@@ -70,12 +77,22 @@ def subagent_limits() -> SubAgentLimits:
     )
 
 
-def tool_context() -> ToolContext:
-    """A fresh context per run: its read ledger and todo list are the run's own."""
+def tool_context(*, agent_name: str = "", thread_id: str = "") -> ToolContext:
+    """A fresh context per run: its read ledger and todo list are the run's own. The file tools
+    drop what the permission rules of this agent and thread deny (``ScopedRules``)."""
     max_lines: int = settings.TOOL_OUTPUT_MAX_LINES
     keep = min(200, max_lines // 3)  # 200 head and 200 tail lines at the default 600
     limits = OutputLimits(max_bytes=settings.TOOL_OUTPUT_MAX_BYTES, max_lines=max_lines, keep_head=keep, keep_tail=keep)
-    return ToolContext(workspace=Workspace(Path(settings.AGENT_WORKSPACE)), output_limits=limits)
+    web = WebConfig(
+        brave_api_key=settings.BRAVE_API_KEY,
+        brave_search_url=settings.BRAVE_SEARCH_URL,
+        max_bytes=settings.WEB_FETCH_MAX_BYTES,
+        timeout_seconds=settings.WEB_FETCH_TIMEOUT_SECONDS,
+        max_redirects=settings.WEB_FETCH_MAX_REDIRECTS,
+        allowed_private_hosts=settings.WEB_ALLOWED_PRIVATE_HOSTS,
+    )
+    workspace = server_workspace(ScopedRules(agent_name, thread_id))
+    return ToolContext(workspace=workspace, output_limits=limits, web=web)
 
 
 def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -> LoopConfig:
@@ -87,11 +104,19 @@ def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -
         thinking_budget=agent.thinking_budget,
         max_iterations=min(agent.max_iterations, settings.AGENT_MAX_ITERATIONS),
         wall_clock_seconds=float(agent.max_run_seconds),
-        context_window=settings.COMPACTION_WINDOW_TOKENS or provider.info.context_window,
+        context_window=context_budget(provider),
         compact_at=settings.COMPACTION_AT_SHARE,
         grounding=grounding or agent.grounding_mode,
         grounding_max_iterations=settings.GROUNDING_MAX_ITERATIONS,
         token_budget=agent.token_budget,
         stream_retries=settings.MODEL_STREAM_RETRIES,
         retry_backoff=settings.MODEL_RETRY_BACKOFF_SECONDS,
+        environment=agent.environment_block,
     )
+
+
+def context_budget(provider: ModelProvider) -> int:
+    """The tokens a prompt may grow to before compaction (at COMPACTION_AT_SHARE of it)."""
+    budget: int = settings.COMPACTION_WINDOW_TOKENS
+    window = provider.info.context_window
+    return min(budget, window) if budget and window else budget or window

@@ -28,9 +28,11 @@ from agents.events import (
     PhaseChanged,
     RunEvent,
     RunListener,
+    RunPaused,
     SubAgentActivity,
     SubAgentEvent,
     SubAgentFinished,
+    SubAgentResumed,
     SubAgentStarted,
     SubAgentStatus,
     ToolMessage,
@@ -40,6 +42,7 @@ from agents.events import (
 from agents.providers.base import TokenCount
 from agents.request import SUB_AGENT, RunRequest
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+from agents.waits import ChildCheckpoint, Resumption
 
 if TYPE_CHECKING:
     from agents.loop import AgentLoop
@@ -83,13 +86,18 @@ class SubAgentResult:
     summary: str
     conclusion: str
     error: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {id, name, arguments, isError}
+    # {id, name, arguments, isError, ended}, and for a nested sub_agent call its child's as ``calls``
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     iterations: int = 0
     usage: TokenCount = field(default_factory=TokenCount)
+    changed_files: tuple[str, ...] = ()  # what it (or a child of its) wrote, edited or patched
+    skipped_tools: tuple[str, ...] = ()  # names in allowed_tools it could not be given
 
 
 class SubAgentStore(Protocol):
     """Where a child's run is kept: its conversation (a SessionStore) and its record."""
+
+    turns: list[dict[str, Any]]  # its conversation so far (kept in a checkpoint when it waits)
 
     async def load_turns(self) -> list[dict[str, Any]]: ...
     async def commit(
@@ -159,45 +167,55 @@ def parse_params(arguments: dict[str, Any]) -> SubAgentParams | ToolOutput:
 
 def child_registry(
     parent: ToolRegistry, allowed: tuple[str, ...], *, delegable: Callable[[Tool], bool]
-) -> ToolRegistry | ToolOutput:
-    """The child's tools: those of the parent it asked for (all it may have when none are named),
-    only those ``delegable`` (the parent's scenario and grounding gate), never the client's own
-    tools. (A child at the depth cap keeps ``sub_agent`` but is not offered it: a call anyway
-    gets the structured refusal.)"""
+) -> tuple[ToolRegistry, tuple[str, ...]]:
+    """The child's tools and the names of ``allowed`` it cannot have: those of the parent it asked
+    for (all it may have when none are named), only those ``delegable`` (the parent's scenario and
+    grounding gate), never the client's own tools. A name it cannot have is skipped, not refused
+    (seeds/003, BuildSubAgentRegistry: the model does not know the registry's exact contents); the
+    summary line names it. (A child at the depth cap keeps ``sub_agent`` but is not offered it: a
+    call anyway gets the structured refusal.)"""
     available = {
         name: tool
         for name, tool in parent.tools.items()
         if not tool.frontend and name not in _NEVER_DELEGATED and delegable(tool)
     }
     if not allowed:
-        return ToolRegistry(available)
-    unknown = [name for name in allowed if name not in available]
-    if unknown:
-        return refusal(
-            "unknown_tools",
-            f"a sub-agent cannot be given {', '.join(unknown)}",
-            unknown=unknown,
-            available=sorted(available),
-        )
-    return ToolRegistry({name: available[name] for name in allowed})
+        return ToolRegistry(available), ()
+    skipped = tuple(name for name in allowed if name not in available)
+    return ToolRegistry({name: available[name] for name in allowed if name in available}), skipped
 
 
 class _ChildListener(BaseListener):
     """What the child reports, passed to the parent as its sub-agent's, and what the result is made of."""
 
-    def __init__(self, parent: RunListener, task_id: str) -> None:
+    def __init__(self, parent: RunListener, task_id: str, waited: ChildCheckpoint | None = None) -> None:
+        """``waited``: the child goes on from a checkpoint, with what it had done before."""
         self.parent = parent
         self.task_id = task_id
         self.outcome = Outcome.ERROR
         self.error = ""
-        self.last_text = ""
-        self.tool_calls: dict[str, dict[str, Any]] = {}
-        self.iterations = 0
-        self.usage = TokenCount()
+        self.last_text = waited.last_text if waited else ""
+        self.tool_calls: dict[str, dict[str, Any]] = {c["id"]: c for c in waited.tool_calls} if waited else {}
+        self.iterations = waited.iterations if waited else 0
+        self.usage = TokenCount(**waited.usage) if waited else TokenCount()
+        self.usage_before = self.usage  # what the parent already counted
+        self.changed: dict[str, None] = {}  # paths, in the order first changed
+        self.pause_reason: PauseReason | None = None
+        self._children_calls: dict[str, str] = {}  # a child's task id -> this run's sub_agent call
+
+    def _note_changes(self, event: ToolResult) -> None:
+        for path, action in event.touched:
+            if action != "read":
+                self.changed[path] = None
 
     def on_event(self, event: RunEvent) -> None:
-        if type(event) is ToolResult and event.tool_call_id in self.tool_calls:
-            self.tool_calls[event.tool_call_id]["isError"] = event.is_error
+        if type(event) is ToolResult:
+            self._note_changes(event)
+            if event.tool_call_id in self.tool_calls:
+                self.tool_calls[event.tool_call_id]["isError"] = event.is_error
+                self.tool_calls[event.tool_call_id]["ended"] = True
+        elif type(event) is RunPaused:
+            self.pause_reason = event.reason
         elif type(event) is PhaseChanged and event.phase is Phase.PLANNING and event.started:
             self.iterations += 1  # its own model calls (a grandchild's usage also passes through here)
         self.parent.on_subagent(SubAgentActivity(self.task_id, event))
@@ -207,7 +225,13 @@ class _ChildListener(BaseListener):
             if message.content.strip():
                 self.last_text = message.content.strip()
             for call_id, name, arguments in message.tool_calls:
-                self.tool_calls[call_id] = {"id": call_id, "name": name, "arguments": arguments, "isError": False}
+                self.tool_calls[call_id] = {
+                    "id": call_id,
+                    "name": name,
+                    "arguments": arguments,
+                    "isError": False,
+                    "ended": False,  # True once its result came; False: the child stopped mid-call
+                }
 
     def on_usage(self, usage: Usage) -> None:
         self.usage = TokenCount(
@@ -219,7 +243,23 @@ class _ChildListener(BaseListener):
         self.parent.on_usage(usage)  # the child's tokens count on the parent's
 
     def on_subagent(self, event: SubAgentEvent) -> None:
-        self.parent.on_subagent(event)  # a grandchild: it names its own parent
+        # A grandchild: what it changed is this child's work too, and its calls are kept under the
+        # sub_agent call that started it.
+        kind = type(event)
+        if kind is SubAgentActivity:
+            assert isinstance(event, SubAgentActivity)
+            if type(event.event) is ToolResult:
+                self._note_changes(event.event)
+        elif kind is SubAgentStarted:
+            assert isinstance(event, SubAgentStarted)
+            if event.parent_task_id == self.task_id:
+                self._children_calls[event.task_id] = event.tool_call_id
+        elif kind is SubAgentFinished:
+            assert isinstance(event, SubAgentFinished)
+            call = self.tool_calls.get(self._children_calls.get(event.task_id, ""))
+            if call is not None:
+                call["calls"] = list(event.tool_calls)
+        self.parent.on_subagent(event)  # it names its own parent
 
     def on_error(self, error: BaseException, message: str) -> None:
         self.error = message
@@ -231,10 +271,22 @@ class _ChildListener(BaseListener):
         return self.parent.should_continue()  # cancelling the parent cancels the child
 
 
-def _result(child: _ChildListener, limits: SubAgentLimits, *, timed_out: bool, cancelled: bool) -> SubAgentResult:
+def _result(
+    child: _ChildListener,
+    limits: SubAgentLimits,
+    *,
+    timed_out: bool,
+    cancelled: bool,
+    skipped: tuple[str, ...] = (),
+) -> SubAgentResult:
     calls = list(child.tool_calls.values())
     failed = sum(1 for call in calls if call["isError"])
-    counts = f"{child.iterations} model call(s), {len(calls)} tool call(s), {failed} failed"
+    counts = (
+        f"{child.iterations} model call(s), {len(calls)} tool call(s), {failed} failed, "
+        f"{len(child.changed)} file(s) changed"
+    )
+    if skipped:
+        counts += f"; not given (unknown or not allowed): {', '.join(skipped)}"
     if timed_out:
         status, conclusion = SubAgentStatus.STOPPED, f"timed out after {limits.timeout_seconds:g} s ({counts})"
         error = conclusion
@@ -242,7 +294,10 @@ def _result(child: _ChildListener, limits: SubAgentLimits, *, timed_out: bool, c
         status, conclusion, error = SubAgentStatus.CANCELLED, f"cancelled with its parent ({counts})", "cancelled"
     elif child.outcome is Outcome.PAUSED:
         status = SubAgentStatus.STOPPED
-        conclusion = f"stopped at its iteration cap of {limits.max_iterations} ({counts})"
+        if child.pause_reason is PauseReason.TOKEN_BUDGET:
+            conclusion = f"stopped: its parent's token budget ran out ({counts})"
+        else:
+            conclusion = f"stopped at its iteration cap of {limits.max_iterations} ({counts})"
         error = conclusion
     elif child.outcome is Outcome.SUCCESS:
         status, conclusion, error = SubAgentStatus.SUCCEEDED, f"completed ({counts})", ""
@@ -257,6 +312,8 @@ def _result(child: _ChildListener, limits: SubAgentLimits, *, timed_out: bool, c
         tool_calls=calls,
         iterations=child.iterations,
         usage=child.usage,
+        changed_files=tuple(child.changed),
+        skipped_tools=skipped,
     )
 
 
@@ -271,8 +328,9 @@ def _output(task_id: str, role: str, result: SubAgentResult) -> ToolOutput:
 
 async def run_sub_agent(
     parent: AgentLoop, *, tool_call_id: str, arguments: dict[str, Any], request: RunRequest
-) -> ToolOutput:
-    """Runs one child to its end and returns what its parent's model is told."""
+) -> ToolOutput | ChildCheckpoint:
+    """Runs one child to its end and returns what its parent's model is told, or the child's
+    checkpoint when it waits for an answer."""
     limits = parent.subagent_limits
     depth = parent.depth + 1
     if depth > limits.max_depth:
@@ -285,13 +343,14 @@ async def run_sub_agent(
     params = parse_params(arguments)
     if isinstance(params, ToolOutput):
         return params
-    tools = child_registry(
+    tools, skipped = child_registry(
         parent.tools,
         params.allowed_tools,
         delegable=lambda tool: parent.delegable(tool, request),
     )
-    if isinstance(tools, ToolOutput):
-        return tools
+    budget = parent.config.token_budget
+    if budget and parent.tokens_spent >= budget:
+        return refusal("token_budget", "this run's token budget is spent; finish the task or stop here")
     task_id = parent.make_id("sub")
     started = SubAgentStarted(
         task_id=task_id,
@@ -305,28 +364,74 @@ async def run_sub_agent(
     store = parent.subagent_stores(started, params)
     await store.begin()
     parent.listener.on_subagent(started)
-    child_listener = _ChildListener(parent.listener, task_id)
+    listener = _ChildListener(parent.listener, task_id)
+    return await _drive(parent, started, params, tools, store, listener, request, resume=None, skipped=skipped)
+
+
+async def resume_sub_agent(
+    parent: AgentLoop, waited: ChildCheckpoint, answers: dict[str, Any], *, request: RunRequest
+) -> ToolOutput | ChildCheckpoint:
+    """A child that waited goes on from its checkpoint with the answers (by answer id)."""
+    params = SubAgentParams(**{**waited.params, "allowed_tools": tuple(waited.params.get("allowed_tools", ()))})
+    started = SubAgentStarted(
+        task_id=waited.task_id,
+        parent_task_id=waited.parent_task_id,
+        tool_call_id=waited.tool_call_id,
+        role=waited.role,
+        prompt=waited.prompt,
+        model=waited.model,
+        depth=waited.depth,
+    )
+    tools = ToolRegistry({name: tool for name in waited.allowed_tools if (tool := parent.tools.get(name))})
+    store = parent.subagent_stores(started, params)
+    store.turns = list(waited.turns)
+    earlier = waited.checkpoint
+    parent.listener.on_subagent(SubAgentResumed(started, (*earlier.done, *(c.call_id for c in earlier.open))))
+    listener = _ChildListener(parent.listener, started.task_id, waited)
+    resume = Resumption(waited.checkpoint, answers)
+    return await _drive(parent, started, params, tools, store, listener, request, resume=resume)
+
+
+async def _drive(
+    parent: AgentLoop,
+    started: SubAgentStarted,
+    params: SubAgentParams,
+    tools: ToolRegistry,
+    store: SubAgentStore,
+    child_listener: _ChildListener,
+    request: RunRequest,
+    *,
+    resume: Resumption | None,
+    skipped: tuple[str, ...] = (),
+) -> ToolOutput | ChildCheckpoint:
+    limits = parent.subagent_limits
+    task_id = started.task_id
+    budget = parent.config.token_budget
     config = dataclasses.replace(
         parent.config,
         system_prompt=params.system_prompt or DEFAULT_SYSTEM_PROMPT,
         max_iterations=limits.max_iterations,
         wall_clock_seconds=0.0,  # the timeout below bounds it
-        token_budget=0,
-        grounding="off",
+        # Bounded by what its parent has left (seeds/003, SetMaxContextTokens); 0: the parent has no budget.
+        token_budget=budget - parent.tokens_spent if budget else 0,
+        grounding="prompt",  # advisory: the parent has scoped the task, the child still reads first
     )
     context = parent.tool_context
     child = type(parent)(
         provider=parent.provider,
         tools=tools,
         tool_context=ToolContext(
-            workspace=context.workspace, output_limits=context.output_limits, write_lock=context.write_lock
+            workspace=context.workspace,
+            output_limits=context.output_limits,
+            write_lock=context.write_lock,
+            web=context.web,
         ),
         config=config,
         store=store,
         listener=child_listener,
         approver=parent.approver,
         make_id=parent.make_id,
-        depth=depth,
+        depth=started.depth,
         task_id=task_id,
         subagent_stores=parent.subagent_stores,
         subagent_limits=limits,
@@ -334,32 +439,67 @@ async def run_sub_agent(
     text = params.task if not params.context else f"{params.task}\n\n<context>\n{params.context}\n</context>"
     child_request = RunRequest(
         request_id=task_id,
-        text=text,
+        text=text if resume is None else "",
         scenario=SUB_AGENT,
         parent_request_id=request.request_id,
         description=params.role,
         user_id=request.user_id,
         conversation_id=request.conversation_id,
     )
-    timed_out = cancelled = False
+    timed_out = False
     try:
         await asyncio.wait_for(
-            child.run(child_request, run_id=task_id, thread_id=parent.thread_id),
+            child.run(child_request, run_id=task_id, thread_id=parent.thread_id, resume=resume),
             timeout=limits.timeout_seconds,
         )
     except TimeoutError:
         timed_out = True
     except asyncio.CancelledError:
-        cancelled = True
+        cancelled = _result(child_listener, limits, timed_out=False, cancelled=True, skipped=skipped)
+        await _end(parent, store, child_listener, cancelled)
         raise
-    finally:
-        result = _result(child_listener, limits, timed_out=timed_out, cancelled=cancelled)
-        parent.listener.on_subagent(
-            SubAgentFinished(task_id, result.status, result.summary, result.conclusion, result.error)
+    spent = _since(child_listener.usage, child_listener.usage_before)
+    parent.add_child_tokens(spent)
+    if child_listener.outcome is Outcome.WAITING and child.waiting is not None and not timed_out:
+        usage = child_listener.usage
+        return ChildCheckpoint(
+            task_id=task_id,
+            parent_task_id=started.parent_task_id,
+            tool_call_id=started.tool_call_id,
+            role=started.role,
+            prompt=started.prompt,
+            model=started.model,
+            depth=started.depth,
+            params={**dataclasses.asdict(params), "allowed_tools": list(params.allowed_tools)},
+            allowed_tools=list(tools.tools),
+            turns=await store.load_turns(),
+            checkpoint=child.waiting,
+            iterations=child_listener.iterations,
+            last_text=child_listener.last_text,
+            tool_calls=list(child_listener.tool_calls.values()),
+            usage=dataclasses.asdict(usage),
         )
-        try:
-            await store.end(result)
-        except Exception:
-            log.exception("could not record the end of sub-agent %s", task_id)
-    parent.add_child_tokens(result.usage)
+    result = _result(child_listener, limits, timed_out=timed_out, cancelled=False, skipped=skipped)
+    await _end(parent, store, child_listener, result)
     return _output(task_id, params.role, result)
+
+
+async def _end(parent: AgentLoop, store: SubAgentStore, child: _ChildListener, result: SubAgentResult) -> None:
+    parent.listener.on_subagent(
+        SubAgentFinished(
+            child.task_id, result.status, result.summary, result.conclusion, result.error, tuple(result.tool_calls)
+        )
+    )
+    try:
+        await store.end(result)
+    except Exception:
+        log.exception("could not record the end of sub-agent %s", child.task_id)
+
+
+def _since(now: TokenCount, before: TokenCount) -> TokenCount:
+    return TokenCount(
+        input_tokens=now.input_tokens - before.input_tokens,
+        output_tokens=now.output_tokens - before.output_tokens,
+        cache_read_tokens=now.cache_read_tokens - before.cache_read_tokens,
+        cache_write_tokens=now.cache_write_tokens - before.cache_write_tokens,
+    )

@@ -1,41 +1,26 @@
 """Frontend tools: the tools a client declares in RunAgentInput.tools and runs itself.
 
-Each becomes a proxy the model can call. A call streams TOOL_CALL_START/ARGS/END
-and no result; the HTTP run ends (RUN_FINISHED success, naming the pending calls
-for 1.0 clients) while the agent run waits; the client runs the tool and posts
-the next request on the thread, whose messages end with a ``tool`` message per
-call, and the agent run goes on with those results.
+Each becomes a proxy the model can call (agents/tools/client.py). A call streams
+TOOL_CALL_START/ARGS/END and no result; the HTTP run ends (RUN_FINISHED success,
+naming the pending calls for 1.0 clients) while the agent run waits as a
+checkpoint; the client runs the tool and posts the next request on the thread,
+whose messages end with a ``tool`` message per call, and the agent run goes on
+with those results, in whichever process takes that request.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 from agui.decode import DecodedInput
 
 
-async def _run_by_the_client(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-    raise ToolError("a frontend tool is run by the client, not here")
-
-
-def set_frontend_tools(registry: ToolRegistry, decoded: DecodedInput) -> None:
-    """Replaces the registry's frontend tools with those of this request. A client tool may not
-    take the name of one of the server's own tools: the server's stays, the client's is ignored."""
-    for name in [name for name, tool in registry.tools.items() if tool.frontend]:
-        del registry.tools[name]
-    for declared in decoded.model.tools or []:
-        if declared.name in registry.tools:
-            continue
-        schema = declared.parameters if isinstance(declared.parameters, dict) else {"type": "object"}
-        registry.tools[declared.name] = Tool(
-            name=declared.name,
-            description=declared.description,
-            input_schema=schema or {"type": "object"},
-            func=_run_by_the_client,
-            read_only=True,  # it changes nothing on the server; the client decides what it does
-            frontend=True,
-        )
+def declared_tools(decoded: DecodedInput) -> list[dict[str, Any]]:
+    """The client's own tools as this request declares them (the set may change between requests)."""
+    return [
+        {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+        for tool in decoded.model.tools or []
+    ]
 
 
 def client_tool_results(decoded: DecodedInput) -> dict[str, tuple[str, str]]:

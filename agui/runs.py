@@ -1,230 +1,145 @@
-"""Runs detached from the request that started them.
+"""The AG-UI surface of a run: its stream, its translator and its state document.
 
-A run is an asyncio task owned by this process and registered by thread
-(agui/registry.py); the SSE response that started it is only a subscriber of
-its RunStream, so a client that goes away does not stop it, and a reattach can
-follow it. How a run that waits goes on across several AG-UI runs is in
-agui/segments.py.
+The run host (runhost/) runs the agent; this module is where its events become
+AG-UI events and SSE frames. RUN_STARTED is published when the surface is
+made, before any database work, so the first byte does not wait on it. The
+SSE response that started a run is only a subscriber of its RunStream, so a
+client that goes away does not stop it, and a reattach can follow it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import logging
-import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
 
-from agents.events import Listeners, Outcome
-from agents.loop import AgentLoop
-from agents.metrics import MetricsListener
-from agents.permissions import Verdict, arules_for, evaluate, memory_key
-from agents.providers.base import ModelProvider
-from agents.request import RunRequest
-from agents.runtime import loop_config, provider_for, subagent_limits, tool_context, tools_for
-from agents.tools.base import Tool
-from agui.approvals import InterruptApprover
-from agui.decode import DecodedInput
-from agui.frontend import set_frontend_tools
-from agui.prompt import build_request
-from agui.registry import REGISTRY, LiveRun
-from agui.segments import go_on, new_log, record_segment, suspend, transcript_for
+from agents.events import RunListener
+from agents.runtime import provider_for
+from agents.waits import Checkpoint
+from agui.interrupts import suspension_outcome
+from agui.relay import RunRelay, shared_layer
 from agui.state import STATE_CACHE, ThreadState
 from agui.stream import RunStream
 from agui.translate import AguiTranslator, run_finished, run_started
+from runhost.host import Flushed, RunContext
+from threads import selectors
 from threads.dbthread import on_db_thread
-from threads.models import Run
-from threads.services import (
-    AgentUnavailable,
-    OpenedThread,
-    ThreadConflict,
-    run_open,
-    session_approved_always,
-    session_remember_approval,
-)
-from threads.store import DbSessionStore, DbSubAgentStore
+from threads.eventlog import EventLogWriter
+from threads.services import OpenedThread
+from threads.waits import Claimed, waiting_checkpoint
 
-log = logging.getLogger(__name__)
+# The streams of the runs this process executes, by Run pk, for a reattach in this process.
+LIVE_STREAMS: dict[Any, RunStream] = {}
+
+# The roles a 0.0.59 client's MESSAGES_SNAPSHOT schema knows.
+_V0_ROLES = ("user", "assistant", "tool", "system", "developer")
 
 
-_STATUS = {
-    Outcome.SUCCESS: Run.Status.SUCCEEDED,
-    Outcome.ERROR: Run.Status.FAILED,
-    Outcome.CANCELLED: Run.Status.CANCELLED,
-    Outcome.PAUSED: Run.Status.PAUSED,
-    Outcome.INTERRUPTED: Run.Status.INTERRUPTED,
-}
-
-
-def launch(*, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None) -> LiveRun:
-    """Answers a request: RUN_STARTED is on the stream when this returns.
-
-    The thread is opened (and the run recorded) by the task that follows, so the
-    first byte does not wait on the database; what the database refuses from
-    then on (a runId already used, a thread of another agent) ends the stream
-    with RUN_ERROR, which is also how CopilotKit shows a server's error. A
-    request with a new user message makes the thread busy at once, so a second
-    one is refused (409) before anything is sent.
-    """
-    inp = decoded.model
-    stream = RunStream(log=None)
-    live = LiveRun(run_pk=uuid.uuid4(), agui_run_id=inp.run_id, agui_thread_id=inp.thread_id, stream=stream)
-    stream.publish(run_started(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
-    if message is not None:
-        live.message_ids.add(message["id"])
-        REGISTRY.register(live)
-    # A fresh context: the run outlives the request, so it must not inherit the
-    # request's thread-sensitive executor (asgiref would keep a thread and a
-    # database connection alive for it after the request ends).
-    live.task = asyncio.get_running_loop().create_task(
-        _open_and_run(live, agent_name, decoded, message), name=f"run-{inp.run_id}", context=contextvars.Context()
+def new_log(run_pk: Any) -> EventLogWriter:
+    layer = shared_layer()
+    return EventLogWriter(
+        run_pk,
+        flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS,
+        batch=settings.EVENT_LOG_BATCH,
+        after_write=RunRelay(layer, run_pk).send if layer is not None else None,
     )
-    return live
 
 
-async def _open_and_run(live: LiveRun, agent_name: str, decoded: DecodedInput, message: dict[str, Any] | None) -> None:
-    inp = decoded.model
-    try:
-        opened = await on_db_thread(
-            run_open,
-            agent_name=agent_name,
-            agui_thread_id=inp.thread_id,
-            agui_run_id=inp.run_id,
-            run_pk=live.run_pk,
-            new_user_message=message,
-            protocol_version=inp.protocol_version or "",
-            live_run_ids=REGISTRY.live_run_pks() - {live.run_pk},
-        )
-    except AgentUnavailable as exc:
-        _end_unopened(live, {"type": "RUN_ERROR", "message": str(exc), "code": "unknown_agent"})
-        return
-    except ThreadConflict as exc:
-        _end_unopened(live, {"type": "RUN_ERROR", "message": str(exc), "code": "conflict"})
-        return
-    except Exception:
-        log.exception("could not open run %s of thread %s", inp.run_id, inp.thread_id)
-        _end_unopened(
-            live, {"type": "RUN_ERROR", "message": "the server could not open the thread", "code": "internal"}
-        )
-        return
-    live.message_ids |= opened.stored_message_ids
-    if opened.run is None:
-        await _hydrate(live, decoded, opened)
-        return
-    agent = opened.agent  # as the database has it now, not as a cache saw it
-    provider = provider_for(agent)
-    live.stream.attach_log(new_log(live.run_pk))
-    state = _thread_state(decoded, opened, provider)
-    STATE_CACHE.put(inp.thread_id, state.document)
-    translator = AguiTranslator(
-        live.stream.publish,
-        thread_id=inp.thread_id,
-        run_id=inp.run_id,
-        v1=decoded.speaks_v1,
-        state=state,
-        should_continue=lambda: not live.cancel_requested,
-    )
-    translator.start(announced=True)
-    live.translator = translator
-    registry = tools_for(agent)
-    set_frontend_tools(registry, decoded)
-    live.registry_tools = registry
-    approver = InterruptApprover(
-        run_pk=lambda: live.run_pk,
-        waiting=live.waiting,
-        policy=_policy(agent.name, inp.thread_id, opened.session.pk),
-        remember=lambda tool, arguments: on_db_thread(
-            session_remember_approval, session_id=opened.session.pk, key=memory_key(tool, arguments)
-        ),
-        suspend=lambda requests: suspend(live, decoded, opened, requests),
-        go_on=lambda: go_on(live, decoded),
-        timeout=settings.APPROVAL_TIMEOUT_SECONDS,
-        client_tool_timeout=settings.FRONTEND_TOOL_TIMEOUT_SECONDS,
-    )
-    loop = AgentLoop(
-        provider=provider,
-        tools=registry,
-        tool_context=tool_context(),
-        config=loop_config(agent, provider, grounding=opened.session.grounding_override),
-        store=DbSessionStore(session_id=opened.session.pk, run_pk=live.run_pk, turns=opened.session.turns),
-        listener=Listeners(translator, MetricsListener()),
-        approver=approver,
-        subagent_stores=lambda started, params: DbSubAgentStore(
-            thread_pk=opened.thread.pk,
-            session_id=opened.session.pk,
-            run_pk=lambda: live.run_pk,
-            started=started,
-            params=params,
-        ),
-        subagent_limits=subagent_limits(),
-    )
-    assert message is not None
-    await _execute(live, loop, build_request(decoded, message, request_id=inp.run_id), translator)
+async def transcript_for(thread: Any, *, v1: bool) -> list[dict[str, Any]]:
+    """The thread's messages for MESSAGES_SNAPSHOT, as the client's protocol version takes them."""
+    transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
+    if v1:
+        return transcript
+    # A 0.x client knows neither sub-agents nor their messages.
+    return [m for m in transcript if m.get("role") in _V0_ROLES and "subagentRunId" not in m]
 
 
-def _policy(agent_name: str, thread_id: str, session_id: Any) -> Callable[[Tool, dict[str, Any]], Awaitable[Verdict]]:
-    """The permission rules in scope, read at each call (an operator's edit applies at once),
-    with the session's "yes, always" answers and AGENT_MUTATING_TOOLS=on as auto-approve."""
+class AguiRun:
+    """One AG-UI run: the run host's RunSurface, streamed as SSE frames."""
 
-    async def policy(tool: Tool, arguments: dict[str, Any]) -> Verdict:
-        rules = await arules_for(agent_name, thread_id)
-        remembered = memory_key(tool.name, arguments) in await on_db_thread(
-            session_approved_always, session_id=session_id
-        )
-        return evaluate(
-            rules,
-            tool=tool,
-            arguments=arguments,
-            remembered=remembered,
-            auto_approve=settings.AGENT_MUTATING_TOOLS == "on",
+    def __init__(self, *, thread_id: str, run_id: str, v1: bool, client_state: Any) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.v1 = v1
+        self.client_state = client_state
+        self.stream = RunStream(log=None)
+        self.stream.publish(run_started(thread_id, run_id, v1=v1))
+        self.translator: AguiTranslator | None = None
+        self._thread: Any = None
+        self._run_pk: Any = None
+
+    def _state(self, thread: Any, session_id: Any, agent: str, model: Any) -> ThreadState:
+        return ThreadState.for_run(
+            STATE_CACHE.get(self.thread_id, thread.state),
+            thread_id=self.thread_id,
+            title=thread.title,
+            session_id=str(session_id),
+            agent=agent,
+            model=model,
+            client_state=self.client_state,
         )
 
-    return policy
+    def attach(self, context: RunContext) -> RunListener:
+        self._thread, self._run_pk = context.thread, context.run_pk
+        self.stream.attach_log(new_log(context.run_pk))
+        LIVE_STREAMS[context.run_pk] = self.stream
+        state = self._state(context.thread, context.session.pk, context.agent.name, context.model)
+        STATE_CACHE.put(self.thread_id, state.document)
+        translator = AguiTranslator(
+            self.stream.publish, thread_id=self.thread_id, run_id=self.run_id, v1=self.v1, state=state
+        )
+        # A run that goes on after a wait gives the result of calls announced before it, not the calls again.
+        translator.closed_tools |= context.announced_calls
+        translator.start(announced=True)
+        self.translator = translator
+        return translator
+
+    async def waiting(self, checkpoint: Checkpoint) -> None:
+        assert self.translator is not None
+        transcript = await transcript_for(self._thread, v1=self.v1)
+        self.translator.suspend(suspension_outcome(checkpoint, v1=self.v1), transcript)
+
+    async def flush(self) -> Flushed:
+        assert self.translator is not None
+        if self.stream.log is not None:
+            await self.stream.log.close()
+        return Flushed(event_count=self.stream.last_seq, state=self.translator.state.document)
+
+    def close(self, *, failed: str = "") -> None:
+        if failed:
+            self.stream.replace_terminal({"type": "RUN_ERROR", "message": failed, "code": "not_recorded"})
+        self.stream.close()
+        LIVE_STREAMS.pop(self._run_pk, None)
+
+    def refused(self, code: str, message: str) -> None:
+        self.stream.publish({"type": "RUN_ERROR", "message": message, "code": code})
+        self.stream.close()
+
+    async def hydrate(self, opened: OpenedThread) -> None:
+        """Replays the thread's messages and state without running the agent; a thread whose run
+        waits for answers gets its questions again, so a reloaded page can ask the person."""
+        transcript = await transcript_for(opened.thread, v1=self.v1)
+        state = self._state(opened.thread, opened.session.pk, opened.agent.name, provider_for(opened.agent).info)
+        self.stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
+        self.stream.publish({"type": "STATE_SNAPSHOT", "snapshot": state.document})
+        finished = run_finished(self.thread_id, self.run_id, v1=self.v1)
+        if opened.waiting is not None:
+            outcome = suspension_outcome(waiting_checkpoint(opened.waiting), v1=self.v1)
+            finished.pop("outcome", None)
+            if outcome:
+                finished["outcome"] = outcome
+        self.stream.publish(finished)
+        self.stream.close()
 
 
-def _thread_state(decoded: DecodedInput, opened: OpenedThread, provider: ModelProvider) -> ThreadState:
-    inp = decoded.model
-    return ThreadState.for_run(
-        STATE_CACHE.get(inp.thread_id, opened.thread.state),
-        thread_id=inp.thread_id,
-        title=opened.thread.title,
-        session_id=str(opened.session.pk),
-        agent=opened.agent.name,
-        model=provider.info,
-        client_state=inp.state,
+def background_surface(claimed: Claimed) -> AguiRun:
+    """A waiting run that goes on with nobody's request to stream into (an answer from the admin
+    or the API, a deadline): its events go to its log, where the thread's events stream follows."""
+    previous = claimed.previous
+    state = claimed.thread.state if isinstance(claimed.thread.state, dict) else {}
+    return AguiRun(
+        thread_id=claimed.thread.agui_thread_id,
+        run_id=claimed.run.agui_run_id,
+        v1=bool(previous.protocol_version),
+        client_state=state.get("client"),
     )
-
-
-def _end_unopened(live: LiveRun, terminal: dict[str, Any]) -> None:
-    """Ends a stream whose run was never recorded (refused, or a hydrate)."""
-    live.stream.publish(terminal)
-    live.stream.close()
-    REGISTRY.forget(live)
-
-
-async def _hydrate(live: LiveRun, decoded: DecodedInput, opened: OpenedThread) -> None:
-    """Replays the thread's messages and state without running the agent."""
-    inp = decoded.model
-    transcript = await transcript_for(opened.thread, v1=decoded.speaks_v1)
-    state = _thread_state(decoded, opened, provider_for(opened.agent))
-    live.stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
-    live.stream.publish({"type": "STATE_SNAPSHOT", "snapshot": state.document})
-    _end_unopened(live, run_finished(inp.thread_id, inp.run_id, v1=decoded.speaks_v1))
-
-
-async def _execute(live: LiveRun, loop: AgentLoop, request: RunRequest, translator: AguiTranslator) -> None:
-    outcome = Outcome.ERROR
-    try:
-        outcome = await loop.run(request, run_id=live.agui_run_id, thread_id=live.agui_thread_id)
-    except asyncio.CancelledError:
-        outcome = Outcome.CANCELLED
-    finally:
-        REGISTRY.release(live)
-        try:
-            # The terminal event reaches subscribers only once this is recorded (RunStream).
-            await record_segment(live, _STATUS[outcome], outcome.value, translator.error_message)
-        finally:
-            REGISTRY.forget(live)

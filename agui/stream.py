@@ -63,6 +63,14 @@ class RunStream:
             log.append(seq, orjson.loads(payload)["type"], payload.decode())
         self.log = log
 
+    def replace_terminal(self, event: dict[str, Any]) -> None:
+        """The run could not be recorded: its held-back terminal event is not let out, ``event``
+        (a RUN_ERROR) ends the stream in its place. A client is never told "finished" of a run
+        that is not durable."""
+        if self.frames and self.visible < len(self.frames):
+            payload = orjson.dumps(event)
+            self.frames[-1] = b"id: %d\ndata: %s\n\n" % (len(self.frames), payload)
+
     def close(self) -> None:
         """No more events; subscribers finish once they have read everything."""
         self.closed = True

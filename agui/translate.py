@@ -14,8 +14,10 @@ from typing import Any
 
 from agents.events import (
     BaseListener,
+    Compacted,
     GroundingReported,
     Outcome,
+    Phase,
     PhaseChanged,
     ReasoningDelta,
     ReasoningEnded,
@@ -26,6 +28,7 @@ from agents.events import (
     SubAgentActivity,
     SubAgentEvent,
     SubAgentFinished,
+    SubAgentResumed,
     SubAgentStarted,
     SubAgentStatus,
     TextDelta,
@@ -66,17 +69,14 @@ class AguiTranslator(BaseListener):
         run_id: str,
         v1: bool,
         state: ThreadState,
-        should_continue: Callable[[], bool] = lambda: True,
     ) -> None:
         self.publish = publish
         self.thread_id = thread_id
         self.run_id = run_id
         self.v1 = v1
         self.state = state
-        self._should_continue = should_continue
         self.started = False
         self.finished = False
-        self._held: list[dict[str, Any]] = []
         self.open_texts: dict[str, None] = {}
         self.open_tools: dict[str, None] = {}
         self.closed_tools: set[str] = set()
@@ -99,12 +99,12 @@ class AguiTranslator(BaseListener):
             RunPaused: self._paused,
             TodosChanged: self._todos,
             GroundingReported: self._grounding,
+            Compacted: self._ignored,  # the compacting step already shows it; its figures go to /metrics
         }
         self.pause_reason = ""
         # The sub-agents at work, by id: each child's stream is translated by a translator of
         # its own, which tags its events with the child's subagentRunId (1.0 clients only).
         self.children: dict[str, _ChildScope] = {}
-        self._suspended_children: list[_ChildScope] = []
 
     # -- run boundaries -------------------------------------------------
 
@@ -119,65 +119,26 @@ class AguiTranslator(BaseListener):
 
     def suspend(self, outcome: dict[str, Any], messages: list[dict[str, Any]]) -> None:
         """Ends this AG-UI run while the agent run waits (for a person, or a client's tool): what
-        is open is closed, the snapshots go first, then RUN_FINISHED with ``outcome``."""
+        is open is closed (a sub-agent at work as suspended), the snapshots go first, then
+        RUN_FINISHED with ``outcome``."""
         interrupt_ids = [i["id"] for i in outcome.get("interrupts", ())] if outcome else []
-        self._suspended_children = list(self.children.values())
-        for scope in self._suspended_children:
+        for scope in self.children.values():
             scope.suspend(interrupt_ids)
+        self.children.clear()
+        if interrupt_ids:
+            # The run now waits for a person: the waiting_approval step, closed with the rest
+            # right below, since no step may stay open past RUN_FINISHED.
+            self._phase(PhaseChanged(Phase.WAITING_APPROVAL, True))
         self._close_open()
         self.publish({"type": "MESSAGES_SNAPSHOT", "messages": messages})
         self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
         finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
         if outcome:
-            finished["outcome"] = self._attributed(outcome)
+            finished["outcome"] = outcome
         self.publish(finished)
-
-    def _attributed(self, outcome: dict[str, Any]) -> dict[str, Any]:
-        """For a 1.0 client, an interrupt about a sub-agent's call names that sub-agent
-        (``subagentRunId``, first, where the protocol's Interrupt has it)."""
-        if not self.v1 or not self._suspended_children or "interrupts" not in outcome:
-            return outcome
-        owners = {
-            call_id: scope.started.task_id
-            for scope in self._suspended_children
-            for call_id in scope.translator.closed_tools
-        }
-        interrupts = [
-            {"subagentRunId": owners[i["toolCallId"]], **i} if i.get("toolCallId") in owners else i
-            for i in outcome["interrupts"]
-        ]
-        return {**outcome, "interrupts": interrupts}
-
-    def hold(self) -> None:
-        """Between two AG-UI runs of one agent run (after an interrupt): events the agent run
-        still makes (a parallel call finishing) are kept for the next AG-UI run, not lost."""
-        self._held = []
-        self.publish = self._held.append
-
-    def continue_in(self, publish: Publish, *, run_id: str, v1: bool) -> None:
-        """The agent run goes on in a new AG-UI run (a resume): RUN_STARTED and STATE_SNAPSHOT
-        there, then what was held. Calls opened before keep their ids and are not opened again."""
-        held, self._held = self._held, []
-        self.publish = publish
-        self.run_id = run_id
-        self.v1 = v1
-        self.started = False
-        self.start()
-        # Children the last AG-UI run closed as suspended are announced again first, even one
-        # that has finished since (its SUBAGENT_FINISHED is among the held events).
-        for scope in self._suspended_children:
-            scope.announce()
-        self._suspended_children = []
-        for event in held:
-            # The snapshot just sent already holds what the held deltas changed.
-            if event["type"] != "STATE_DELTA":
-                publish(event)
 
     def on_start(self, run: RunInfo) -> None:
         self.start()
-
-    def should_continue(self) -> bool:
-        return self._should_continue()
 
     def on_error(self, error: BaseException, message: str) -> None:
         self.error_message = message
@@ -187,6 +148,8 @@ class AguiTranslator(BaseListener):
         if self.finished:
             return
         self.finished = True
+        if outcome is Outcome.WAITING:
+            return  # ``suspend`` ends the AG-UI run, once the transcript is read
         self.start()
         for scope in self.children.values():
             scope.close()
@@ -312,6 +275,9 @@ class AguiTranslator(BaseListener):
         elif self.open_steps.pop(name, 0) is None:
             self.publish({"type": "STEP_FINISHED", "stepName": name})
 
+    def _ignored(self, event: RunEvent) -> None:
+        pass
+
     def _grounding(self, event: GroundingReported) -> None:
         self._state_delta(self.state.grounding_ops(event.report, event.gate_open))
 
@@ -332,6 +298,12 @@ class AguiTranslator(BaseListener):
             scope = _ChildScope(self, event)
             self.children[event.task_id] = scope
             self._state_delta(self.state.subagent_added_ops(board_entry(event)))
+            scope.announce()
+        elif type(event) is SubAgentResumed:
+            # A child that waited goes on: announced again, already on the board.
+            scope = _ChildScope(self, event.started)
+            scope.translator.closed_tools.update(event.call_ids)
+            self.children[event.started.task_id] = scope
             scope.announce()
         elif type(event) is SubAgentFinished:
             scope = self.children.pop(event.task_id, None)

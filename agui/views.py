@@ -10,19 +10,21 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.models import Agent
+from agents.request import RunRequest
 from agents.runtime import provider_for
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
-from agui.frontend import client_tool_results
+from agui.frontend import client_tool_results, declared_tools
 from agui.http import error_response, sse_response, token_error
-from agui.registry import REGISTRY
+from agui.interrupts import decided_of
+from agui.prompt import build_request
 from agui.relay import follow_stored_run
-from agui.runs import launch
-from agui.segments import hydrate_waiting, resume
+from agui.runs import LIVE_STREAMS, AguiRun
 from agui.state import model_entry
+from runhost.host import HOST, Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
-from threads.services import RunNotCancellable, run_cancel_request
+from threads.services import RunNotCancellable
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -73,32 +75,48 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
         return error_response(400, "invalid_input", exc.message, exc.field)
     if not await AGENT_NAMES.exists(agent_name):
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
+    inp = decoded.model
     message = _new_user_message(decoded)
-    busy = REGISTRY.live_for_thread(decoded.model.thread_id)
-    if (
-        busy is not None
-        and busy.suspended
-        and not decoded.model.resume
-        and not client_tool_results(decoded)
-        and (message is None or message["id"] in busy.message_ids)
-    ):
-        # A reloaded page: show it the thread and the questions still open.
-        stream = await hydrate_waiting(busy, decoded)
-        return sse_response(stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
-    if busy is not None and (busy.suspended or decoded.model.resume):
-        # The agent run waits for answers: this request answers them (or is told to).
-        stream = await resume(busy, decoded, answered_by="agui-client")
-        return sse_response(stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
-    if busy is not None and message is not None:
-        if message["id"] not in busy.message_ids:
-            # One active run per thread (DESIGN.md §2): a second message is refused
-            # rather than interleaved into the history of the run in flight.
-            return error_response(
-                409, "thread_busy", "a run is in progress on this thread; wait for it to finish or reattach to it"
-            )
-        message = None  # the run in flight already has it: this is a hydrate
-    live = launch(agent_name=agent_name, decoded=decoded, message=message)
-    return sse_response(live.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
+    if message is not None and HOST.is_busy_here(inp.thread_id, message["id"]):
+        # One active run per thread (DESIGN.md §2): a second message is refused
+        # rather than interleaved into the history of the run in flight.
+        return error_response(
+            409, "thread_busy", "a run is in progress on this thread; wait for it to finish or reattach to it"
+        )
+    surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
+    results = client_tool_results(decoded)
+    if (inp.resume or results) and await HOST.thread_status(inp.thread_id) is ThreadStatus.WAITING:
+        # The request answers what the thread's run waits for; the run goes on in its stream.
+        answers = Answers(
+            agent_name=agent_name,
+            agui_thread_id=inp.thread_id,
+            agui_run_id=inp.run_id,
+            protocol_version=inp.protocol_version or "",
+            decisions={entry.interrupt_id: decided_of(entry) for entry in inp.resume or []},
+            client_results=results,
+            answered_by="agui-client",
+            request=RunRequest(request_id=inp.run_id, text="", conversation_id=inp.thread_id),
+            client_tools=declared_tools(decoded),
+        )
+        HOST.answer(answers, surface)
+    else:
+        # A new message (which supersedes any open question), or a hydrate when there is none.
+        asked = (
+            build_request(decoded, message, request_id=inp.run_id)
+            if message is not None
+            else RunRequest(request_id=inp.run_id, text="", conversation_id=inp.thread_id)
+        )
+        start = Start(
+            agent_name=agent_name,
+            agui_thread_id=inp.thread_id,
+            agui_run_id=inp.run_id,
+            protocol_version=inp.protocol_version or "",
+            message=message,
+            request=asked,
+            client_tools=declared_tools(decoded),
+        )
+        HOST.start(start, surface)
+    return sse_response(surface.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
 
 
 def _after(request: HttpRequest) -> int | HttpResponse:
@@ -143,9 +161,9 @@ async def reattach(
         run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
     if run is None or run.thread.agent_id != agent.pk:
         return error_response(404, "unknown_run", "no such run on this thread")
-    live = REGISTRY.live_by_pk(run.pk)
-    if live is not None:
-        return sse_response(live.stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
+    stream = LIVE_STREAMS.get(run.pk)
+    if stream is not None:
+        return sse_response(stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
     return sse_response(follow_stored_run(run, after))
 
 
@@ -194,16 +212,10 @@ async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: 
     run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
     if run is None or not await AGENT_NAMES.exists(agent_name) or run.thread.agent.name != agent_name:
         return error_response(404, "unknown_run", "no such run on this thread")
-    live = REGISTRY.live_by_pk(run.pk)
-    if live is not None:
-        live.cancel_requested = True
-        live.waiting.cancel_all()  # a run waiting for answers stops waiting
-    else:
-        try:
-            # Owned by another process: it reads the request when it renews its lease.
-            await on_db_thread(run_cancel_request, run_id=run.pk)
-        except RunNotCancellable as exc:
-            return error_response(409, "run_ended", str(exc))
+    try:
+        await HOST.cancel(run)
+    except RunNotCancellable as exc:
+        return error_response(409, "run_ended", str(exc))
     return JsonResponse({"status": "cancelling", "runId": run_id}, status=202)
 
 

@@ -39,16 +39,18 @@ agui_app = AguiHandler()
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
-    from agui.registry import REGISTRY
+    from agui.runs import background_surface
+    from runhost.host import HOST
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            HOST.start_sweeper(background_surface)
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             # Runs in flight get a grace period to finish and record themselves;
             # what is still running after it is cancelled and marked so.
-            await REGISTRY.shutdown(grace=settings.SHUTDOWN_GRACE_SECONDS)
+            await HOST.shutdown(grace=settings.SHUTDOWN_GRACE_SECONDS)
             await send({"type": "lifespan.shutdown.complete"})
             return
 

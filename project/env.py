@@ -119,3 +119,11 @@ def env_origins(name: str, env: Mapping[str, str] | None = None) -> list[str]:
             raise ImproperlyConfigured(f"{name}: {item!r} is not an exact origin like https://app.example.com")
         origins.append(f"{parts.scheme}://{parts.netloc}")
     return origins
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...], env: Mapping[str, str] | None = None) -> str:
+    """One of ``choices`` (case-insensitive)."""
+    value = env_str(name, default, env).lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value

@@ -10,7 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from project.env import env_bool, env_float, env_host, env_int, env_origins, env_str, env_url
+from project.env import env_bool, env_choice, env_float, env_host, env_int, env_origins, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("THREADLINE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
@@ -103,6 +103,11 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "ask").lower()
 if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
     raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off', 'ask' or 'on'")
+# bash runs in a bubblewrap sandbox ("on"); without bwrap it is not offered. "off" runs it
+# without one, which lets the model read anything the server's user can.
+AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
+# Whether sandboxed commands reach the network.
+AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 # In enforced grounding mode, the gate opens after this many iterations even without a report.
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 # How long a call of one of the client's own tools waits for its result before the model is told.
@@ -112,13 +117,32 @@ SUBAGENT_MAX_ITERATIONS = env_int("SUBAGENT_MAX_ITERATIONS", 25, minimum=1)
 SUBAGENT_TIMEOUT_SECONDS = env_float("SUBAGENT_TIMEOUT_SECONDS", 900.0, minimum=1.0)
 # How long an approval waits for its answer before it fails closed (denied).
 APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
+# How often each server process looks for waiting runs that are due (a deadline passed, or every
+# answer given in the admin or the API) and goes on with those it claims.
+WAIT_SWEEP_SECONDS = env_float("WAIT_SWEEP_SECONDS", 1.0, minimum=0.05)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
 TOOL_OUTPUT_MAX_LINES = env_int("TOOL_OUTPUT_MAX_LINES", 600, minimum=20)
 
-# Compaction: older turns are summarised before a prompt passes this share of the
-# model's window. COMPACTION_WINDOW_TOKENS overrides the window (0: the model's own).
+# The web tools. web_search (Brave Search) is offered only with a key; web_fetch always, and both
+# ask before each call unless a permission rule allows the domain.
+BRAVE_API_KEY = env_str("BRAVE_API_KEY")
+BRAVE_SEARCH_URL = env_url(
+    "BRAVE_SEARCH_URL", "https://api.search.brave.com/res/v1/web/search", schemes=("http", "https")
+)
+WEB_FETCH_MAX_BYTES = env_int("WEB_FETCH_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
+WEB_FETCH_TIMEOUT_SECONDS = env_float("WEB_FETCH_TIMEOUT_SECONDS", 20.0, minimum=0.1)
+WEB_FETCH_MAX_REDIRECTS = env_int("WEB_FETCH_MAX_REDIRECTS", 5, minimum=0, maximum=20)
+# Hosts web_fetch may reach although they resolve to a loopback, private or link-local address
+# (by default none: the agent must not be a way into this server or the network behind it).
+WEB_ALLOWED_PRIVATE_HOSTS = frozenset(
+    host.strip().lower() for host in env_str("WEB_ALLOWED_PRIVATE_HOSTS").split(",") if host.strip()
+)
+
+# Compaction: older turns are summarised before a prompt passes COMPACTION_AT_SHARE of the context
+# budget: COMPACTION_WINDOW_TOKENS (160,000 by default, as seeds/003 has it: a 200k window less room
+# for the reply and tool output), or the model's window if that is smaller (0: the model's window).
 COMPACTION_AT_SHARE = env_float("COMPACTION_AT_SHARE", 0.75, minimum=0.1)
-COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 0, minimum=0)
+COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 160_000, minimum=0)
 
 REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
 

@@ -113,6 +113,10 @@ def events(of: Run, count: int) -> list[RunEvent]:
 
 
 def approval(of: Run, approval_id: str, *, decision: str = Approval.Decision.PENDING) -> Approval:
+    """A question a run asked. Only a waiting run asks, so a run still in its default state becomes one."""
+    if decision == Approval.Decision.PENDING and of.status == Run.Status.RUNNING:
+        Run.objects.filter(pk=of.pk).update(status=Run.Status.WAITING, checkpoint={"loop": {}})
+        of.status = Run.Status.WAITING
     return Approval.objects.create(
         id=approval_id,
         run=of,

@@ -23,12 +23,17 @@ class LiveServer:
 
     def drain(self, timeout: float = 30) -> None:
         """Waits until every run the server owns has finished and been recorded."""
-        from agui.registry import REGISTRY
+        from runhost.host import HOST
 
-        asyncio.run_coroutine_threadsafe(REGISTRY.drain(), self.loop).result(timeout)
+        asyncio.run_coroutine_threadsafe(HOST.drain(), self.loop).result(timeout)
 
     def call(self, coro: Any, timeout: float = 30) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+async def _call(func: Any, *args: Any) -> Any:
+    """Runs ``func`` on the server's event loop (it may need the running loop)."""
+    return func(*args)
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +59,10 @@ def live_server_thread() -> Iterator[LiveServer]:
             break
         threading.Event().wait(0.01)
     assert server.started, "the test server did not start"
+    from runhost.host import HOST
+
+    # The sweep of waiting runs reads the database: it runs only while a test has one (``server``).
+    asyncio.run_coroutine_threadsafe(_call(HOST.stop_sweeper), loops[0]).result(10)
     yield LiveServer(url=f"http://127.0.0.1:{port}", loop=loops[0])
     server.should_exit = True
     thread.join(10)
@@ -82,10 +91,13 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
 def server(live_server_thread: LiveServer, coder: Any, workspace: Path) -> Iterator[LiveServer]:
     """The server with the demo model, a workspace and the coder agent. After the test, runs get
     a moment to finish (one still waiting for an approval is cancelled), as at a server's shutdown."""
-    from agui.registry import REGISTRY
+    from agui.runs import background_surface
+    from runhost.host import HOST
 
+    live_server_thread.call(_call(HOST.start_sweeper, background_surface))
     yield live_server_thread
-    live_server_thread.call(REGISTRY.shutdown(grace=2), timeout=60)
+    live_server_thread.call(_call(HOST.stop_sweeper))
+    live_server_thread.call(HOST.drain(), timeout=60)
 
 
 @pytest.fixture

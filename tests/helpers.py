@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import time
+from collections.abc import Callable
 from typing import Any
 
 _REPEATING = {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS", "REASONING_MESSAGE_CONTENT"}
@@ -30,3 +32,15 @@ def run_input(thread_id: str, run_id: str, *messages: dict[str, Any], **extra: A
 
 def v1(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "protocolVersion": "1.0"}
+
+
+def eventually(check: Callable[[], Any], *, seconds: float = 20, what: str = "the condition") -> Any:
+    """Polls ``check`` until it returns something truthy (work another process or the sweep does
+    in the background); fails after ``seconds``. A bound on waiting, not a timing assertion."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"{what} did not happen within {seconds} s"
+        time.sleep(0.05)

@@ -1,6 +1,7 @@
 """Settings for the test suite: the project's settings with a throwaway data dir and no real key."""
 
 import os
+import shutil
 import tempfile
 
 _DATA = tempfile.mkdtemp(prefix="threadline-test-")
@@ -11,6 +12,10 @@ os.environ["ANTHROPIC_API_KEY"] = ""
 os.environ.pop("ANTHROPIC_BASE_URL", None)
 os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
+# bash runs in bubblewrap; where it is missing (a laptop; .ci/run installs it) the suite's runs use bash
+# without it, and tests/test_tools_sandbox.py skips, saying so.
+if shutil.which("bwrap") is None:
+    os.environ["AGENT_BASH_SANDBOX"] = "off"
 
 from project.settings import *
 from project.settings import DATABASES
@@ -20,3 +25,4 @@ EVENT_LOG_FLUSH_SECONDS = 0.005
 DEMO_MODEL_DELAY_SECONDS = 0.0
 MODEL_RETRY_BACKOFF_SECONDS = 0.01
 ANTHROPIC_MAX_RETRIES = 0
+WAIT_SWEEP_SECONDS = 0.1

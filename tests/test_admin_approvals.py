@@ -82,16 +82,28 @@ def test_approvals_are_not_added_by_hand(client, run):
     assert staff(client, "view_approval", "add_approval").get(f"{QUEUE}add/").status_code == 403
 
 
-def test_an_approval_whose_run_is_gone_is_closed_not_answered(client, run):
-    """The process that asked stopped while it waited: an answer would reach nobody."""
-    Run.objects.filter(pk=run.pk).update(owner="another-host:4242", lease_expires_at=timezone.now())
+def test_an_approval_whose_run_has_ended_is_closed_not_answered(client, run):
+    """The run that asked was cancelled (or superseded) meanwhile: an answer would reach nobody."""
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
     asked(run, "orphan")
     operator = staff(client, "view_approval", "change_approval")
     page = operator.post(QUEUE, {"action": "approve", "_selected_action": ["orphan"]}, follow=True).content.decode()
     assert "Answered 0 pending approval(s)" in page
-    assert "1 approval(s) were closed instead: the run that asked is gone" in page
+    assert "1 approval(s) were closed instead: the run that asked has ended" in page
     closed = Approval.objects.get(pk="orphan")
     assert (closed.decision, closed.reason) == (
         "cancelled",
-        "the run that asked is gone: the server stopped while it waited",
+        "the run that asked has ended: it no longer waits for this answer",
     )
+
+
+def test_an_answer_counts_though_the_process_that_asked_is_gone(client, run):
+    """A waiting run is held by no process: the answer is recorded and the run is due for the sweep."""
+    Run.objects.filter(pk=run.pk).update(owner="another-host:4242", lease_expires_at=timezone.now())
+    asked(run, "kept")
+    operator = staff(client, "view_approval", "change_approval")
+    page = operator.post(QUEUE, {"action": "approve", "_selected_action": ["kept"]}, follow=True).content.decode()
+    assert "Answered 1 pending approval(s)" in page
+    assert Approval.objects.get(pk="kept").decision == "approved"
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING and run.wait_deadline is not None and run.wait_deadline <= timezone.now()

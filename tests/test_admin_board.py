@@ -5,11 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
+import uuid
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils.timezone import now
 
 from agents.models import Agent
 from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
@@ -17,7 +19,7 @@ from tests.helpers import run_input, user, v1
 from tests.sse import post_run
 from threads.admin_board import thread_board
 from threads.models import Run, SubAgentTask, Thread
-from threads.services import run_segment_open
+from threads.waits import wait_claim_due
 
 
 @pytest.fixture
@@ -118,10 +120,14 @@ def test_the_board_refreshes_while_a_task_runs(operator, run):
 
 def test_the_board_refreshes_while_a_run_of_the_thread_is_live(operator, run):
     assert not thread_board(thread=run.thread).live
-    waiting = Run.objects.create(thread=run.thread, agui_run_id="r2", status=Run.Status.WAITING)
+    waiting = Run.objects.create(
+        thread=run.thread, agui_run_id="r2", status=Run.Status.WAITING, checkpoint={"loop": {}}, wait_deadline=now()
+    )
     assert thread_board(thread=run.thread).live
     # Answered, the waiting run is finished and the run that continued it is the live one, until it ends.
-    continued = run_segment_open(previous_run_id=waiting.pk, agui_run_id="r2-continued", protocol_version="1.0")
+    claimed = wait_claim_due(run_id=waiting.pk, run_pk=uuid.uuid4())
+    assert claimed is not None
+    continued = claimed.run
     assert thread_board(thread=run.thread).live
     Run.objects.filter(pk=continued.pk).update(status=Run.Status.SUCCEEDED)
     assert not thread_board(thread=run.thread).live

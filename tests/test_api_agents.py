@@ -23,10 +23,10 @@ def test_agents_are_listed_by_name_with_their_limits(people):
     zeta = body["results"][2]
     assert (zeta["enabled"], zeta["model"], zeta["groundingMode"]) == (False, "claude-zeta", "enforced")
     assert zeta["limits"] == {
-        "maxIterations": 50,
+        "maxIterations": 20,
         "maxRunSeconds": 1800,
         "tokenBudget": 0,
-        "maxTokens": 8192,
+        "maxTokens": 4096,
         "thinkingBudget": 0,
     }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests import api_world as world
-from threads.models import Approval
+from threads.models import Approval, Run
 
 
 @pytest.fixture
@@ -85,19 +85,16 @@ def test_an_unknown_approval_is_a_404(people, asked):
     assert response.status_code == 404 and response.json()["error"]["message"] == "no such approval"
 
 
-def test_answering_an_approval_whose_run_is_gone_is_a_409_that_closes_it(people):
-    """The process that asked stopped while it waited: the answer would reach nobody, so it is
-    refused, and the approval leaves the pending queue as cancelled."""
-    from django.utils import timezone
-
-    gone = world.run(
-        world.thread("t-gone", owner=people.owner), owner="another-host:4242", lease_expires_at=timezone.now()
-    )
+def test_answering_an_approval_whose_run_has_ended_is_a_409_that_closes_it(people):
+    """The run that asked was cancelled meanwhile: the answer would reach nobody, so it is
+    refused, and the approval leaves the pending queue as cancelled. (A run that waits is held
+    by no process, so its process stopping is no reason: tests/test_waiting_runs.py.)"""
+    gone = world.run(world.thread("t-gone", owner=people.owner), status=Run.Status.CANCELLED)
     world.approval(gone, "ap-gone")
     response = people.owner.api.post("/api/approvals/ap-gone/answer", {"approved": True}, format="json")
     assert response.status_code == 409
     assert response.json() == {
-        "error": {"code": "run_gone", "message": "the run that asked is gone: the server stopped while it waited"}
+        "error": {"code": "run_gone", "message": "the run that asked has ended: it no longer waits for this answer"}
     }
     assert Approval.objects.get(pk="ap-gone").decision == Approval.Decision.CANCELLED
     assert _ids(people.owner.get("approvals/", pending="1")) == []

@@ -10,9 +10,9 @@ from django.test import override_settings
 
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
-from tests.helpers import run_input, user, v1
+from tests.helpers import eventually, run_input, user, v1
 from tests.sse import EVENT, post_run
-from threads.models import Approval, Run
+from threads.models import Approval, Message, Run
 
 pytestmark = pytest.mark.clients
 VERSIONS = ["1", "0"]
@@ -60,7 +60,7 @@ def test_an_approved_call_runs_after_the_resume(server, fake_api, workspace, ver
     assert types[-1] == "RUN_FINISHED"
     assert (workspace / "notes.txt").read_text() == "remember the milk\n"
     metrics = httpx.get(f"{server.url}/metrics", headers={"Authorization": "Bearer test-token"}).text
-    assert 'threadline_approvals_total{decision="approved",tool="file_write"}' in metrics
+    assert 'threadline_approvals_total{decision="yes",tool="file_write"}' in metrics
     approval = Approval.objects.get(id=interrupt["id"])
     assert approval.decision == Approval.Decision.APPROVED and approval.answered_at is not None
     assert approval.tool == "file_write" and approval.arguments == WRITE
@@ -96,12 +96,20 @@ def test_a_cancelled_interrupt_is_a_denial(server, fake_api, workspace, version)
     assert Approval.objects.get().decision == Approval.Decision.CANCELLED
 
 
+def _continued_and_finished(thread_id):
+    """The background run that went on from a waiting run (the sweep took it) has ended."""
+    return Run.objects.filter(
+        thread__agui_thread_id=thread_id, agui_run_id__endswith="-continued", finished_at__isnull=False
+    ).exists()
+
+
 def test_nobody_answering_in_time_fails_closed(server, fake_api, workspace):
     fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["Understood."])])
     with override_settings(APPROVAL_TIMEOUT_SECONDS=0.3):
         asked = post_run(server.url, "coder", v1(run_input("t-expiry", "r1", user("note it"))))
         assert asked.events[-1]["outcome"]["type"] == "interrupt"
-        server.drain()
+    # No process waits on it: the sweep finds the deadline passed and goes on with the run.
+    eventually(lambda: _continued_and_finished("t-expiry"), what="the expired run going on")
     assert not (workspace / "notes.txt").exists()
     assert Approval.objects.get().decision == Approval.Decision.TIMEOUT
     told = fake_api.requests[-1].body["messages"][-1]["content"][0]
@@ -115,14 +123,63 @@ def test_nobody_answering_in_time_fails_closed(server, fake_api, workspace):
     assert runs[1].parent_id == runs[0].pk and runs[1].events.count() == runs[1].event_count
 
 
-def test_a_new_message_while_an_interrupt_is_open_gets_a_clear_error(server, fake_api, workspace):
-    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write")])
-    post_run(server.url, "coder", v1(run_input("t-open", "r1", user("note it", "u1"))))
-    again = post_run(server.url, "coder", v1(run_input("t-open", "r2", user("note it", "u1"), user("hello?"))))
-    assert again.types == ["RUN_STARTED", "RUN_ERROR"]
-    assert "answer every open interrupt" in again.events[1]["message"]
+def _superseded(fake_api, workspace, interrupt_id, new_text):
+    """What a superseded approval leaves: nothing ran, the model read why and then the new message."""
     assert not (workspace / "notes.txt").exists()
-    assert Approval.objects.get().decision == Approval.Decision.PENDING
+    approval = Approval.objects.get(id=interrupt_id)
+    assert approval.decision == Approval.Decision.SUPERSEDED and new_text in approval.reason
+    told = fake_api.requests[-1].body["messages"][-1]["content"]
+    assert told[0]["tool_use_id"] == "toolu_write" and told[0]["is_error"] is True
+    assert "the user wrote a new message instead of approving this file_write call" in told[0]["content"]
+    assert told[-1] == {"type": "text", "text": new_text}
+
+
+def test_a_new_message_while_an_interrupt_is_open_supersedes_it_in_the_same_run(server, fake_api, workspace):
+    """A CopilotKit-shaped request (no resume, the whole history) after a page lost its prompt."""
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["Fine, I will not write it."])])
+    asked = post_run(server.url, "coder", v1(run_input("t-open", "r1", user("note it", "u1"))))
+    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    history = [m for m in asked.events if m["type"] == "MESSAGES_SNAPSHOT"][-1]["messages"]
+    again = post_run(server.url, "coder", v1(run_input("t-open", "r2", *history, user("never mind that", "u2"))))
+    assert again.types[0] == "RUN_STARTED" and again.types[-1] == "RUN_FINISHED"
+    result = next(e for e in again.events if e["type"] == "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == "toolu_write" and "TOOL_CALL_START" not in again.types[:3]
+    server.drain()
+    _superseded(fake_api, workspace, interrupt["id"], "never mind that")
+    transcript = [
+        m["role"] for m in Message.objects.filter(thread__agui_thread_id="t-open").values_list("body", flat=True)
+    ]
+    assert transcript == ["user", "assistant", "user", "tool", "assistant"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_reloaded_client_supersedes_an_open_approval_with_a_new_message(server, fake_api, workspace, version):
+    fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["Understood, nothing written."])])
+    thread_id = f"t-supersede-{version}"
+    (asked,) = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [{"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "note it"}]}],
+    )
+    interrupt_id = asked["pendingInterrupts"][0]["id"]
+    # A new page (its runtime restarted): it knows the messages but not the open interrupt.
+    (wrote,) = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": thread_id,
+                "runId": "r2",
+                "messages": [*asked["messages"], {"id": "u2", "role": "user", "content": "do something else"}],
+            }
+        ],
+    )
+    server.drain()
+    assert wrote["error"] is None, wrote["error"]
+    assert wrote["messages"][-1]["content"] == "Understood, nothing written."
+    _superseded(fake_api, workspace, interrupt_id, "do something else")
 
 
 def test_an_answer_from_the_admin_continues_the_run_and_a_reattaching_client_sees_it(
@@ -271,8 +328,8 @@ def test_an_answer_after_the_deadline_changes_nothing_and_shows_what_happened(se
                 {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "note"}]},
             ],
         )
-        server.drain()
     assert asked["received"][-1]["outcome"]["type"] == "interrupt"
+    eventually(lambda: _continued_and_finished(thread_id), what="the expired run going on")
     # The page answers long after: the run is over, so the answer only brings the thread up to date.
     (late,) = run_client(
         version,
@@ -323,7 +380,9 @@ def test_the_clients_refuse_a_new_message_while_an_interrupt_is_open(server, fak
     assert not (workspace / "notes.txt").exists()
 
 
-def test_a_call_finishing_after_the_interrupt_reaches_the_resumed_run(server, fake_api, workspace):
+def test_a_call_running_beside_an_approval_finishes_before_the_run_waits(server, fake_api, workspace):
+    """Nothing of a run is left working while it waits: the allowed call beside the one that asks
+    runs to its end in the first AG-UI run, and the resume gives only the approved call's result."""
     from tests.sse import post_run as post
 
     _rule(10, "bash", "sleep*", "allow")
@@ -338,9 +397,8 @@ def test_a_call_finishing_after_the_interrupt_reaches_the_resumed_run(server, fa
     )
     asked = post(server.url, "coder", v1(run_input("t-mixed", "r1", user("both"))))
     assert asked.events[-1]["outcome"]["type"] == "interrupt"
-    assert "toolu_slow" not in [e.get("toolCallId") for e in asked.events if e["type"] == "TOOL_CALL_RESULT"]
+    assert [e["toolCallId"] for e in asked.events if e["type"] == "TOOL_CALL_RESULT"] == ["toolu_slow"]
     interrupt = asked.events[-1]["outcome"]["interrupts"][0]["id"]
-    time.sleep(1)  # the slow call finishes between the two AG-UI runs
     resumed = post(
         server.url,
         "coder",
@@ -349,10 +407,11 @@ def test_a_call_finishing_after_the_interrupt_reaches_the_resumed_run(server, fa
             "resume": [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": True}}],
         },
     )
-    results = [e["toolCallId"] for e in resumed.events if e["type"] == "TOOL_CALL_RESULT"]
-    assert sorted(results) == ["toolu_slow", "toolu_write"]
+    assert [e["toolCallId"] for e in resumed.events if e["type"] == "TOOL_CALL_RESULT"] == ["toolu_write"]
     assert resumed.types[-1] == "RUN_FINISHED"
     server.drain()
+    results = fake_api.requests[-1].body["messages"][-1]["content"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_slow", "toolu_write"]
     second = Run.objects.filter(thread__agui_thread_id="t-mixed").order_by("started_at")[1]
     assert second.events.count() == second.event_count == len(resumed.frames)
 

@@ -120,20 +120,22 @@ def test_a_cancel_during_a_tool_stops_at_the_next_safe_point(server, fake_api, w
     assert Run.objects.get(agui_run_id="r1").status == Run.Status.CANCELLED
 
 
-def test_cancelling_a_run_that_waits_for_an_approval_stops_it(server, fake_api, workspace):
+def test_cancelling_a_waiting_run_ends_it_where_it_waits_and_the_thread_goes_on(server, fake_api, workspace):
+    """A waiting run is a row, not a task: a cancel ends it there (no run goes on to be cancelled),
+    closes its question, and the next message finds the call closed."""
     from threads.models import Approval
 
-    fake_api.script([tool_turn("file_write", {"path": "x.txt", "content": "x"}), text_turn(["never"])])
-    asked = post_run(server.url, "coder", v1(run_input("t-cancel-wait", "r1", user("write"))))
+    fake_api.script([tool_turn("file_write", {"path": "x.txt", "content": "x"}), text_turn(["Next."])])
+    asked = post_run(server.url, "coder", v1(run_input("t-cancel-wait", "r1", user("write", "u1"))))
     assert asked.events[-1]["outcome"]["type"] == "interrupt"
     assert _cancel(server, "t-cancel-wait", "r1").status_code == 202
-    server.drain()
+    assert _cancel(server, "t-cancel-wait", "r1").status_code == 409  # ended already
     runs = list(Run.objects.filter(thread__agui_thread_id="t-cancel-wait").order_by("started_at"))
-    assert [(r.status, r.outcome) for r in runs] == [
-        (Run.Status.SUCCEEDED, "interrupt"),
-        (Run.Status.CANCELLED, "cancelled"),
-    ]
-    assert runs[1].events.count() == runs[1].event_count
+    assert [(r.status, r.outcome) for r in runs] == [(Run.Status.CANCELLED, "cancelled")]
     assert Approval.objects.get().decision == Approval.Decision.CANCELLED
+    after = post_run(server.url, "coder", v1(run_input("t-cancel-wait", "r2", user("write", "u1"), user("and?"))))
+    assert after.types[-1] == "RUN_FINISHED"
+    server.drain()
     assert not (workspace / "x.txt").exists()
-    assert len(fake_api.requests) == 1
+    closed = fake_api.requests[-1].body["messages"][-1]["content"][0]
+    assert closed["type"] == "tool_result" and closed["is_error"] is True

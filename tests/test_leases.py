@@ -40,24 +40,36 @@ def test_a_live_process_holds_its_runs_while_the_lease_lasts():
     assert not owner_is_gone("another-host:1", future)
 
 
-def test_a_thread_that_heals_closes_the_approvals_its_dead_run_waited_for(db):
-    """A server that stopped while its run waited for an answer leaves a pending approval; the
-    thread's next message marks the run interrupted and takes the question off the queue."""
+def test_a_waiting_run_outlives_its_process_and_a_new_message_supersedes_its_question(db):
+    """A run that waits is held by no process: its owner dying changes nothing. The thread's next
+    message closes the question as superseded and the agent run goes on from the checkpoint."""
     from agents.models import Agent
+    from agents.waits import Checkpoint, OpenCall, WaitKind
     from threads.models import Approval, Run, Session, Thread
     from threads.services import run_open
 
     thread = Thread.objects.create(agui_thread_id="t-heal-approval", agent=Agent.objects.get(name="coder"))
-    Session.objects.create(thread=thread)
+    call = {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}
+    Session.objects.create(
+        thread=thread, turns=[{"role": "user", "content": "go"}, {"role": "assistant", "content": [call]}]
+    )
+    checkpoint = Checkpoint(
+        open=[OpenCall("toolu_1", "bash", WaitKind.APPROVAL, "ap-dead", expires_at="2999-01-01T00:00:00Z")]
+    )
     waiting = Run.objects.create(
         thread=thread,
         agui_run_id="r1",
         status=Run.Status.WAITING,
         owner=f"{HOST}:{_dead_pid()}",
-        lease_expires_at=timezone.now() + timedelta(seconds=30),
+        checkpoint={"loop": checkpoint.to_json(), "clientTools": []},
     )
     Approval.objects.create(
-        id="ap-dead", run=waiting, tool_call_id="toolu_1", tool="bash", message="?", expires_at=timezone.now()
+        id="ap-dead",
+        run=waiting,
+        tool_call_id="toolu_1",
+        tool="bash",
+        message="?",
+        expires_at=timezone.now() + timedelta(hours=1),
     )
     opened = run_open(
         agent_name="coder",
@@ -68,8 +80,13 @@ def test_a_thread_that_heals_closes_the_approvals_its_dead_run_waited_for(db):
         protocol_version="1.0",
         live_run_ids=set(),
     )
-    assert opened.run is not None
+    assert opened.run is not None and opened.run.parent_id == waiting.pk
+    assert opened.superseded is not None
+    _checkpoint, answers = opened.superseded
+    assert answers["ap-dead"].superseded
     waiting.refresh_from_db()
-    assert waiting.status == Run.Status.INTERRUPTED
+    assert waiting.status == Run.Status.SUCCEEDED
     closed = Approval.objects.get(pk="ap-dead")
-    assert closed.decision == Approval.Decision.CANCELLED and "server stopped" in closed.reason
+    assert closed.decision == Approval.Decision.SUPERSEDED and closed.reason == "still there?"
+    # The open call is the loop's to answer: the session was not healed behind its back.
+    assert Session.objects.get(thread=thread).turns[-1]["role"] == "assistant"

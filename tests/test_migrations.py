@@ -21,3 +21,17 @@ def test_answered_runs_left_waiting_by_earlier_versions_are_finished(db):
     still_waiting.refresh_from_db()
     assert (answered.status, answered.outcome) == (Run.Status.SUCCEEDED, "interrupt")
     assert still_waiting.status == Run.Status.WAITING
+
+
+def test_the_seeded_agent_takes_the_seeds_defaults_unless_someone_changed_them(db):
+    migration = importlib.import_module("agents.migrations.0005_agent_environment_block_and_seed_defaults")
+    coder = Agent.objects.get(name="coder")
+    assert (coder.max_iterations, coder.max_tokens) == (20, 4096)  # as a fresh install has it
+    Agent.objects.filter(name="coder").update(max_iterations=50, max_tokens=8192)
+    Agent.objects.create(name="tuned", max_iterations=50, max_tokens=8192)
+    migration.seeded_agent_to_seed_defaults(apps, None)
+    assert Agent.objects.get(name="coder").max_iterations == 20
+    assert Agent.objects.get(name="tuned").max_iterations == 50  # not the seeded agent: left alone
+    Agent.objects.filter(name="coder").update(max_iterations=35, max_tokens=8192)
+    migration.seeded_agent_to_seed_defaults(apps, None)
+    assert Agent.objects.get(name="coder").max_iterations == 35  # an operator's choice is kept

@@ -27,6 +27,8 @@ from tests.procs import ROOT
         ("REDIS_URL", "http://localhost"),
         ("AGENT_WORKSPACE", "/definitely/not/here"),
         ("EVENT_LOG_FLUSH_SECONDS", "soon"),
+        ("AGENT_BASH_SANDBOX", "maybe"),
+        ("AGENT_BASH_NETWORK", "yes please"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):

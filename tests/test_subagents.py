@@ -87,7 +87,7 @@ def test_a_parent_delegates_two_children_and_one_fails(server, fake_api, workspa
     tasks = {t.role: t for t in SubAgentTask.objects.filter(thread=thread)}
     assert tasks["reader"].status == "succeeded" and tasks["breaker"].status == "failed"
     assert tasks["reader"].tool_calls == [
-        {"id": "toolu_a1", "name": "file_read", "arguments": '{"path": "src/app.py"}', "isError": False}
+        {"id": "toolu_a1", "name": "file_read", "arguments": '{"path": "src/app.py"}', "isError": False, "ended": True}
     ]
     assert tasks["reader"].summary == "main returns 'hello'." and tasks["reader"].depth == 1
     assert tasks["reader"].input_tokens == 25 + 40
@@ -137,26 +137,45 @@ def test_the_depth_cap_is_a_structured_error(server, fake_api):
     assert Run.objects.get(thread__agui_thread_id="t-sub-deep").input_tokens == 6 * 25
     nested_start = [e for e in stream.events if e["type"] == "SUBAGENT_STARTED"][1]
     assert nested_start["parentSubagentRunId"] == tasks[0].id
+    # The child's record keeps its grandchild's calls under the sub_agent call that started it.
+    (delegation,) = tasks[0].tool_calls
+    assert (delegation["id"], delegation["name"], delegation["ended"]) == ("toolu_gc", "sub_agent", True)
+    assert delegation["calls"] == [
+        {
+            "id": "toolu_ggc",
+            "name": "sub_agent",
+            "arguments": json.dumps({"task": "too deep"}),
+            "isError": True,
+            "ended": True,
+        }
+    ]
+    assert tasks[1].tool_calls == delegation["calls"]
 
 
-def test_bad_arguments_and_unknown_tools_are_refused_before_a_child_starts(server, fake_api):
+def test_bad_arguments_are_refused_and_unknown_tools_skipped(server, fake_api):
+    allowed = ["glob", "nope", "ask_user"]
     fake_api.script(
         [
             turn(
                 tool_use("sub_agent", {"task": ""}, id="toolu_empty"),
-                tool_use("sub_agent", {"task": "x", "allowed_tools": ["bash", "nope", "ask_user"]}, id="toolu_bad"),
+                tool_use("sub_agent", {"task": "SKIPPER: look", "allowed_tools": allowed}, id="toolu_skip"),
             ),
             text_turn(["ok"]),
         ]
     )
+    fake_api.script_for("SKIPPER", [text_turn(["looked"])])
     post_run(server.url, "coder", v1(run_input("t-sub-bad", "r1", user("delegate badly"))))
     server.drain()
     results = _tool_results(fake_api.requests[-1])
     assert json.loads(results["toolu_empty"]["content"])["error"] == "invalid_arguments"
-    unknown = json.loads(results["toolu_bad"]["content"])
-    assert unknown["error"] == "unknown_tools" and unknown["unknown"] == ["nope", "ask_user"]
-    assert not SubAgentTask.objects.exists()
-    assert len(fake_api.requests) == 2
+    # A name the child cannot have is skipped, not refused (seeds/003), and the summary line names it.
+    (child_request,) = _requests_for(fake_api, "SKIPPER")
+    assert [t["name"] for t in child_request.body["tools"]] == ["glob"]
+    skipped = results["toolu_skip"]
+    assert "is_error" not in skipped and skipped["content"].startswith("looked")
+    assert "not given (unknown or not allowed): nope, ask_user" in skipped["content"]
+    (task,) = SubAgentTask.objects.all()
+    assert task.status == "succeeded"
 
 
 @pytest.mark.parametrize("version", ["1", "0"])

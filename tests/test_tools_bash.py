@@ -10,7 +10,7 @@ import pytest
 
 from agents.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
 from agents.tools.mutating import BASH
-from agents.tools.shell import OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES
+from agents.tools.shaping import DEFAULT_MAX_BYTES
 
 
 @pytest.fixture
@@ -131,16 +131,16 @@ async def test_long_output_keeps_its_head_and_tail(ws):
     assert not out.is_error
     assert out.content.startswith("BEGIN\n")
     assert out.content.endswith("END\n[exit code 0]")
-    assert "bytes of output omitted" in out.content
-    assert len(out.content) < OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES + 200
+    assert "omitted; the full output had 3 lines, 200,011 bytes" in out.content
+    assert len(out.content) < DEFAULT_MAX_BYTES + 200
 
 
 async def test_many_short_lines_are_shaped_like_any_tool_output(ws):
     out = await bash(ws, "seq 1 5000")
-    assert out.truncated and out.line_count == 5001  # 5000 numbers and the exit code line
+    assert out.truncated and out.line_count == 5000
     lines = out.content.splitlines()
-    assert lines[0] == "1" and lines[-1] == "[exit code 0]"
-    assert len(lines) == 200 + 1 + 200
+    assert lines[0] == "1" and lines[199] == "200" and lines[-2] == "5000" and lines[-1] == "[exit code 0]"
+    assert len(lines) == 200 + 1 + 200 + 1  # head, marker, tail, exit code
 
 
 @pytest.mark.parametrize("seconds", [0, -1, 601, "10", True])

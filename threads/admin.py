@@ -17,15 +17,9 @@ from django.utils.safestring import SafeString
 from threads.admin_board import board_liveness, thread_board
 from threads.admin_display import message_html, pretty_json
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
-from threads.services import (
-    ABANDONED,
-    LIVE_STATUSES,
-    ApprovalAbandoned,
-    RunNotCancellable,
-    approval_answer_for_operator,
-    run_cancel_request,
-)
+from threads.services import LIVE_STATUSES, RunNotCancellable, run_cancel_request
 from threads.timeline import Liveness, run_liveness, run_timeline
+from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator, wait_cancel
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
 LIVE_POLL_MILLISECONDS = 2000
@@ -234,9 +228,10 @@ class RunAdmin(admin.ModelAdmin):
     @admin.action(description="Cancel the selected running runs", permissions=["change"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         asked = 0
-        for run in queryset.filter(status__in=LIVE_STATUSES):
+        for run in queryset.filter(status__in=(*LIVE_STATUSES, Run.Status.WAITING)):
             try:
-                run_cancel_request(run_id=run.pk)
+                if not wait_cancel(run_id=run.pk):
+                    run_cancel_request(run_id=run.pk)
                 asked += 1
             except RunNotCancellable:
                 continue
@@ -323,7 +318,7 @@ class ApprovalAdmin(admin.ModelAdmin):
         answered = gone = 0
         for pending in queryset.filter(decision=Approval.Decision.PENDING):
             try:
-                answered += approval_answer_for_operator(
+                answered += wait_answer_for_operator(
                     interrupt_id=pending.pk, decision=decision, reason=reason, answered_by=who
                 )
             except ApprovalAbandoned:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads.models import Run, SubAgentTask, Thread
-from threads.services import LIVE_STATUSES
+from threads.services import OPEN_STATUSES
 from threads.timeline import Liveness
 
 
@@ -70,7 +70,7 @@ def _as_tree(tasks: list[SubAgentTask]) -> list[BoardRow]:
 
 
 def _thread_has_live_run(thread: Thread) -> bool:
-    return Run.objects.filter(thread=thread, status__in=LIVE_STATUSES).exists()
+    return Run.objects.filter(thread=thread, status__in=OPEN_STATUSES).exists()
 
 
 def _liveness(thread: Thread, fingerprints: list[tuple[Any, ...]]) -> Liveness:

@@ -15,7 +15,7 @@ from threads.api_errors import error_responses
 from threads.api_query import ApiView, ListView, text_filter
 from threads.models import Approval
 from threads.selectors import approval_get_visible, approval_list
-from threads.services import ApprovalAbandoned, approval_answer_for_operator
+from threads.waits import ApprovalAbandoned, wait_answer_for_operator
 
 APPROVAL_ID = OpenApiParameter(
     "approval_id", str, OpenApiParameter.PATH, description="The approval's id (its AG-UI interrupt id)."
@@ -109,7 +109,7 @@ class ApprovalAnswer(ApiView):
         answer.is_valid(raise_exception=True)
         approved = answer.validated_data["approved"]
         try:
-            answered = approval_answer_for_operator(
+            answered = wait_answer_for_operator(
                 interrupt_id=approval.pk,
                 decision=Approval.Decision.APPROVED if approved else Approval.Decision.DENIED,
                 reason=answer.validated_data["reason"],

@@ -90,8 +90,8 @@ class Run(models.Model):
         CANCELLED = "cancelled", "Cancelled"
         PAUSED = "paused", "Paused"
         INTERRUPTED = "interrupted", "Interrupted"
-        # Its AG-UI run ended on an interrupt; the agent waits for the answer,
-        # which continues it in a new run (the resume).
+        # Its AG-UI run ended on calls that need answers; ``checkpoint`` is what the
+        # agent run goes on from. No process holds it: whichever takes the answer does.
         WAITING = "waiting", "Waiting for an answer"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -115,10 +115,20 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A waiting run (agents/waits.py): the checkpoint, the client tools it was offered, and the
+    # results of the client's own tools as they arrive (the first answer wins).
+    checkpoint = models.JSONField(null=True, blank=True)
+    client_answers = models.JSONField(default=dict, blank=True)
+    # When the sweep looks at it: its earliest deadline, or now once every call has its answer.
+    wait_deadline = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at"]
-        indexes = [models.Index(fields=["thread", "-started_at"])]
+        indexes = [
+            models.Index(fields=["thread", "-started_at"]),
+            # The sweep: waiting runs whose deadline has come.
+            models.Index(fields=["status", "wait_deadline"], name="run_waiting_deadline"),
+        ]
 
     def __str__(self) -> str:
         return self.agui_run_id
@@ -158,6 +168,8 @@ class Approval(models.Model):
         DENIED = "denied", "Denied"
         TIMEOUT = "timeout", "No answer in time"
         CANCELLED = "cancelled", "Cancelled"
+        # The user wrote a new message instead of answering.
+        SUPERSEDED = "superseded", "Superseded by a new message"
 
     id = models.CharField(primary_key=True, max_length=100)  # the AG-UI interrupt id
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")

@@ -9,14 +9,17 @@ needs so a list costs the same few queries whatever its length.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, IntegerField, Model, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from agents.models import Agent, PermissionRule
+from threads import leases
 from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.models import Approval, Message, Run, RunEvent, SubAgentTask, Thread
 
@@ -52,6 +55,35 @@ def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | Non
 
 def thread_latest_run(*, thread: Thread) -> Run | None:
     return Run.objects.select_related("thread").filter(thread=thread).order_by("-started_at").first()
+
+
+@dataclass(slots=True, frozen=True)
+class OpenRun:
+    """The thread's run that is not over: running somewhere, or waiting for answers."""
+
+    pk: Any
+    status: str
+    held: bool  # running, and its process still holds it
+    due: bool  # waiting, and its deadline has come (or every answer is in)
+
+
+def thread_open_run(*, agui_thread_id: str) -> OpenRun | None:
+    row = (
+        Run.objects.filter(thread__agui_thread_id=agui_thread_id, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
+        .order_by("-started_at")
+        .values_list("pk", "status", "owner", "lease_expires_at", "wait_deadline")
+        .first()
+    )
+    if row is None:
+        return None
+    pk, status, owner, lease, deadline = row
+    now = timezone.now()
+    return OpenRun(
+        pk=pk,
+        status=status,
+        held=status == Run.Status.RUNNING and not leases.owner_is_gone(owner, lease, now),
+        due=status == Run.Status.WAITING and deadline is not None and deadline <= now,
+    )
 
 
 def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[RunEvent]:

@@ -10,16 +10,21 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from agents.approvals import Answer
 from agents.events import AssistantMessage, ToolMessage
 from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
 from agents.providers.base import TokenCount
+from agents.waits import Checkpoint
 from threads import fastsql, leases
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
 from threads.selectors import agent_get
+from threads.waits import ABANDONED, wait_supersede
 
-# A run in either state is held by a live process (RUNNING, or WAITING for an answer).
-LIVE_STATUSES = (Run.Status.RUNNING, Run.Status.WAITING)
+# A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
+LIVE_STATUSES = (Run.Status.RUNNING,)
+# A run in these states is not over: it works, or it will go on once answered (pages refresh for it).
+OPEN_STATUSES = (Run.Status.RUNNING, Run.Status.WAITING)
 
 
 class ThreadConflict(Exception):
@@ -33,6 +38,10 @@ class OpenedThread:
     stored_message_ids: set[str]
     run: Run | None  # None when the request brought no new message (a hydrate)
     agent: Agent
+    # A hydrate of a thread whose run waits for answers: that run, to ask its questions again.
+    waiting: Run | None = None
+    # The new message superseded a waiting run: what the agent run goes on from.
+    superseded: tuple[Checkpoint, dict[str, Answer]] | None = None
 
 
 def _title_from(message: dict[str, Any]) -> str:
@@ -143,9 +152,18 @@ def _run_open(
     except Session.DoesNotExist:
         session = Session.objects.create(thread=thread)
     stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
+    waiting = (
+        Run.objects.select_for_update(of=("self",))
+        .filter(thread=thread, status=Run.Status.WAITING)
+        .order_by("-started_at")
+        .first()
+    )
     if new_user_message is None or new_user_message["id"] in stored:
-        return OpenedThread(thread, session, stored, None, agent)
-    if Run.objects.filter(thread=thread, agui_run_id=agui_run_id).exists():
+        return OpenedThread(thread, session, stored, None, agent, waiting=waiting)
+    reused = Run.objects.filter(thread=thread, agui_run_id=agui_run_id)
+    if waiting is not None:
+        reused = reused.exclude(pk=waiting.pk)  # CopilotKit sends a new message with the waiting run's id
+    if reused.exists():
         raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
     now = timezone.now()
     elsewhere = list(
@@ -165,7 +183,14 @@ def _run_open(
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
-    healed, closed = heal_turns(session.turns)
+    superseded = None
+    if waiting is not None:
+        # The user wrote instead of answering: the open calls are closed as superseded and the
+        # agent run goes on from its checkpoint with this message (DESIGN.md §3, interrupts).
+        superseded = wait_supersede(waiting, message=_title_from(new_user_message), now=now)
+        if superseded is None:
+            raise ThreadConflict(f"the run waiting on thread {agui_thread_id} was just taken by another request")
+    healed, closed = heal_turns(session.turns) if superseded is None else (session.turns, [])
     if session.paused_reason or closed:
         # A message after a pause resumes from the checkpoint: the turns are all there.
         # Calls a stopped run left open are closed, in the session and in the
@@ -180,12 +205,14 @@ def _run_open(
         _append_messages(thread.pk, closings)
         stored |= {closing["id"] for closing in closings}
     run = _new_run(thread, agui_run_id, run_pk, protocol_version)
+    if superseded is not None:
+        run.parent = waiting
     # Positions are contiguous from 0, so the next one is the count already stored.
     message_id = new_user_message["id"]
     fastsql.insert(
         run, Message(thread=thread, position=len(stored), message_id=message_id, role="user", body=new_user_message)
     )
-    return OpenedThread(thread, session, stored | {message_id}, run, agent)
+    return OpenedThread(thread, session, stored | {message_id}, run, agent, superseded=superseded)
 
 
 def _new_run(thread: Thread, agui_run_id: str, run_pk: Any, protocol_version: str) -> Run:
@@ -279,76 +306,6 @@ def run_finish(*, run_id: Any, status: str, outcome: str, error: str, event_coun
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "outcome", "error", "event_count", "finished_at"])
     Thread.objects.filter(pk=run.thread_id).update(state=state, updated_at=timezone.now())
-
-
-def approval_request(
-    *,
-    interrupt_id: str,
-    run_id: Any,
-    tool_call_id: str,
-    tool: str,
-    arguments: dict[str, Any],
-    message: str,
-    expires_at: Any,
-) -> None:
-    Approval(
-        id=interrupt_id,
-        run_id=run_id,
-        tool_call_id=tool_call_id,
-        tool=tool,
-        arguments=arguments,
-        message=message,
-        expires_at=expires_at,
-    ).save(force_insert=True)
-
-
-class ApprovalAbandoned(Exception):
-    """The run that asked is gone (its server process stopped while it waited): nobody would read
-    the answer. The approval is recorded as cancelled."""
-
-
-ABANDONED = "the run that asked is gone: the server stopped while it waited"
-
-
-def approval_answer_for_operator(
-    *, interrupt_id: str, decision: str, reason: str = "", always: bool = False, answered_by: str
-) -> bool:
-    """An answer from the admin or the REST API. Like ``approval_answer``, but an approval whose
-    run is no longer held by a live process is closed as cancelled and ApprovalAbandoned raised,
-    rather than recorded as an answer that nothing would act on."""
-    run = Run.objects.filter(approvals__id=interrupt_id).only("status", "owner", "lease_expires_at").first()
-    if run is None or (run.status in LIVE_STATUSES and not leases.owner_is_gone(run.owner, run.lease_expires_at)):
-        return approval_answer(
-            interrupt_id=interrupt_id, decision=decision, reason=reason, always=always, answered_by=answered_by
-        )
-    # Only still-pending approvals change, so this is safe against an answer that raced it.
-    if approval_answer(interrupt_id=interrupt_id, decision=Approval.Decision.CANCELLED, reason=ABANDONED):
-        raise ApprovalAbandoned(ABANDONED)
-    return False
-
-
-def approval_answer(
-    *, interrupt_id: str, decision: str, reason: str = "", always: bool = False, answered_by: str = ""
-) -> bool:
-    """Records the answer; False when the approval was already answered (a duplicate is harmless)."""
-    return bool(
-        Approval.objects.filter(id=interrupt_id, decision=Approval.Decision.PENDING).update(
-            decision=decision, reason=reason, always=always, answered_by=answered_by, answered_at=timezone.now()
-        )
-    )
-
-
-@transaction.atomic
-def run_segment_open(*, previous_run_id: Any, agui_run_id: str, protocol_version: str) -> Run:
-    """The next AG-UI run of an agent run that waited for an answer: a new Run, child of the last."""
-    previous = Run.objects.get(pk=previous_run_id)
-    run = _new_run(previous.thread, agui_run_id, None, protocol_version)
-    run.parent_id = previous.pk
-    run.save(force_insert=True)
-    # The waiting AG-UI run is over (it finished on its interrupt): from now on the new run
-    # holds the thread, and the old one must not look live to the next message.
-    Run.objects.filter(pk=previous.pk, status=Run.Status.WAITING).update(status=Run.Status.SUCCEEDED)
-    return run
 
 
 def session_approved_always(*, session_id: Any) -> set[str]:

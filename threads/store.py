@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from agents.events import AssistantMessage, PauseReason, SubAgentStarted, ToolMessage
@@ -35,9 +34,9 @@ class DbSessionStore:
 class DbSubAgentStore:
     """A sub-agent's run in the database: a SubAgentTask, and its messages in the thread's transcript.
 
-    Its conversation is its own (a child starts from nothing) and lives only as
-    long as it runs; ``run_pk`` is read at each write, since the parent's Run row
-    changes when its agent run goes on in a new AG-UI run.
+    Its conversation is its own (a child starts from nothing); while it waits for an
+    answer, it is kept in its parent's checkpoint (agents/waits.py). ``run_pk`` is the
+    parent's Run row of this AG-UI run.
     """
 
     def __init__(
@@ -45,7 +44,7 @@ class DbSubAgentStore:
         *,
         thread_pk: Any,
         session_id: Any,
-        run_pk: Callable[[], Any],
+        run_pk: Any,
         started: SubAgentStarted,
         params: SubAgentParams,
     ) -> None:
@@ -66,7 +65,7 @@ class DbSubAgentStore:
         await on_db_thread(
             subagent_commit,
             session_id=self.session_id,
-            run_id=self.run_pk(),
+            run_id=self.run_pk,
             task_id=self.started.task_id,
             messages=messages,
             usage=usage,
@@ -81,7 +80,7 @@ class DbSubAgentStore:
             subagent_begin,
             task_id=started.task_id,
             thread_id=self.thread_pk,
-            run_id=self.run_pk(),
+            run_id=self.run_pk,
             parent_task_id=started.parent_task_id,
             tool_call_id=started.tool_call_id,
             depth=started.depth,

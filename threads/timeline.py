@@ -26,7 +26,7 @@ import orjson
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from threads.models import Approval, Run, RunEvent, Session, SubAgentTask
-from threads.services import LIVE_STATUSES
+from threads.services import OPEN_STATUSES
 
 TEXT_CAP = 20_000  # characters of one message, argument list or result kept for the page
 # Events read for one page: about 1.5 s of work. A longer log shows its beginning and says so;
@@ -167,7 +167,7 @@ def _version(segments: list[Segment], event_count: int, answered: int) -> Livene
     tail = segments[-1].run
     fingerprint = "|".join([*(f"{s.run.pk}:{s.status}" for s in segments), str(event_count), str(answered)])
     return Liveness(
-        live=tail.status in LIVE_STATUSES,
+        live=tail.status in OPEN_STATUSES,
         version=hashlib.sha1(fingerprint.encode(), usedforsecurity=False).hexdigest()[:16],
     )
 

@@ -1,4 +1,4 @@
-"""What a tool is, and the workspace no tool may leave."""
+"""What a tool is, and what the tools of one run share."""
 
 from __future__ import annotations
 
@@ -6,47 +6,14 @@ import asyncio
 import errno
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from agents.tools.errors import ToolError
+from agents.tools.netguard import WebConfig
 from agents.tools.shaping import OutputLimits, shape_tool_output
+from agents.tools.workspace import Workspace
 
-
-class ToolError(Exception):
-    """A call the tool refuses (bad arguments, a path outside the workspace); the model reads the message."""
-
-
-class Workspace:
-    """The one directory the tools work in. ``resolve`` refuses every way out of it:
-    absolute paths, ``..`` and symbolic links that point outside."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-
-    def resolve(self, path: str, *, must_exist: bool = False) -> Path:
-        if not isinstance(path, str) or path.strip() == "":
-            raise ToolError("path must be a non-empty string relative to the workspace")
-        if "\x00" in path:
-            raise ToolError("path contains a NUL byte")
-        candidate = Path(path)
-        if candidate.is_absolute():
-            raise ToolError(f"{path}: absolute paths are not allowed; give a path relative to the workspace")
-        resolved = (self.root / candidate).resolve()
-        if not resolved.is_relative_to(self.root):
-            raise ToolError(f"{path}: resolves outside the workspace")
-        if must_exist and not resolved.exists():
-            raise ToolError(f"{path}: no such file or directory")
-        return resolved
-
-    def relative(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix() or "."
-
-    def contains(self, path: Path) -> bool:
-        """True when ``path``, with its links followed, is inside the workspace."""
-        try:
-            return path.resolve().is_relative_to(self.root)
-        except OSError:
-            return False
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolOutput", "ToolRegistry", "Workspace"]
 
 
 @dataclass(slots=True)
@@ -78,6 +45,8 @@ class ToolContext:
     output_limits: OutputLimits = field(default_factory=OutputLimits)
     # Serialises check-then-write of the file tools when the model calls them in parallel.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # What the web tools may reach and how much they read (agents/tools/web.py).
+    web: WebConfig = field(default_factory=WebConfig)
 
 
 ToolFunc = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
@@ -92,6 +61,9 @@ class Tool:
     read_only: bool = True
     # Declared by the client (AG-UI frontend tools): the client runs it and sends the result.
     frontend: bool = False
+    # Reaches the network (web_search, web_fetch): with no rule matching, each call asks, even
+    # though it changes nothing in the workspace (agents/permissions.py).
+    network: bool = False
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -147,6 +119,8 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def shape(output: ToolOutput, limits: OutputLimits) -> ToolOutput:
+    if output.line_count is not None:  # the tool shaped it while reading (bash streams its output)
+        return output
     shaped = shape_tool_output(
         output.content,
         max_bytes=limits.max_bytes,

@@ -1,4 +1,8 @@
-"""Reading text files and writing them all-or-nothing, for the tools that change files."""
+"""Reading text files and writing them all-or-nothing, for the tools that change files.
+
+Every target is a ``Located`` (agents/tools/workspace.py): the directory that holds it is an open
+descriptor, so the temporary file, the rename and the delete all happen in that directory, never
+through a link swapped in on the way."""
 
 from __future__ import annotations
 
@@ -7,9 +11,9 @@ import os
 import stat
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
-from agents.tools.base import ToolError
+from agents.tools.errors import ToolError
+from agents.tools.workspace import Located, PathGuard
 
 
 def decode_text(data: bytes, relative: str) -> str:
@@ -22,15 +26,29 @@ def decode_text(data: bytes, relative: str) -> str:
         raise ToolError(f"{relative}: the file is not valid UTF-8 text; it cannot be changed here") from None
 
 
-def read_existing(path: Path, relative: str) -> bytes:
-    if not path.is_file():
-        raise ToolError(f"{relative}: {'not a file' if path.exists() else 'no such file'}")
-    return path.read_bytes()
+def read_existing(target: Located) -> bytes:
+    info = target.lstat()
+    if info is None:
+        raise ToolError(f"{target.relative}: no such file")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{target.relative}: not a file")
+    return target.read_bytes()
+
+
+def refuse_denied(guard: PathGuard, target: Located, tool_name: str) -> None:
+    """A deny rule covers the path a call really reaches, its links resolved (issue #11, item 3)."""
+    if guard.denies(target.relative):
+        raise ToolError(f"{target.relative}: a permission rule denies {tool_name} this path")
+
+
+def refuse_directory(target: Located) -> None:
+    if target.name is None or target.is_dir():
+        raise ToolError(f"{target.relative}: is a directory")
 
 
 @dataclass(slots=True, frozen=True)
 class Change:
-    path: Path
+    target: Located
     data: bytes | None  # None deletes the file
 
 
@@ -38,46 +56,43 @@ def apply_changes(changes: list[Change]) -> None:
     """Writes every new content to a temporary file next to its target first, then moves them all
     into place and deletes what is to be deleted; a failure while staging leaves every target as it was.
     Existing files keep their permission bits; new ones get the usual 0o666 less the umask."""
-    staged: list[tuple[Path, Path]] = []
+    staged: list[tuple[str, Located]] = []
     try:
         for change in changes:
             if change.data is not None:
-                staged.append((_stage(change.path, change.data), change.path))
+                change.target.make_parents()
+                staged.append((_stage(change.target, change.data), change.target))
     except BaseException:
-        for temporary, _ in staged:
-            temporary.unlink(missing_ok=True)
+        for temporary, target in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=target.dir_fd)
         raise
     for temporary, target in staged:
-        os.replace(temporary, target)
+        assert target.name is not None
+        os.replace(temporary, target.name, src_dir_fd=target.dir_fd, dst_dir_fd=target.dir_fd)
     for change in changes:
-        if change.data is None:
-            change.path.unlink()
+        if change.data is None and change.target.name is not None:
+            os.unlink(change.target.name, dir_fd=change.target.dir_fd)
 
 
-def _stage(target: Path, data: bytes) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = None
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+def _stage(target: Located, data: bytes) -> str:
+    assert target.name is not None
+    temporary = f".{target.name[:200]}.{uuid.uuid4().hex[:12]}.tmp"
+    info = target.lstat()
+    mode = stat.S_IMODE(info.st_mode) if info is not None else None
+    fd = os.open(
+        temporary,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o666 if mode is None else mode,
+        dir_fd=target.dir_fd,
+    )
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        if mode is not None:
-            os.chmod(temporary, mode)  # the umask may have masked bits the original had
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)  # the umask may have masked bits the original had
     except BaseException:
         with contextlib.suppress(OSError):
-            temporary.unlink()
+            os.unlink(temporary, dir_fd=target.dir_fd)
         raise
     return temporary
-
-
-def ensure_creatable(path: Path, root: Path, relative: str) -> None:
-    """Refuses a new file whose parent directories cannot exist because a file stands in the way."""
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ToolError(f"{relative}: {parent.relative_to(root).as_posix()} is a file, not a directory")
-            return

@@ -20,6 +20,11 @@ def remember(context: ToolContext, relative: str, data: bytes) -> None:
     context.reads[relative] = content_hash(data)
 
 
+def remember_hash(context: ToolContext, relative: str, digest: str) -> None:
+    """``remember`` for a caller that hashed the content itself (with ``content_hash``'s algorithm)."""
+    context.reads[relative] = digest
+
+
 def forget(context: ToolContext, relative: str) -> None:
     context.reads.pop(relative, None)
 

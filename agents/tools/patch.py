@@ -8,6 +8,7 @@ removed lines must match exactly: there is no fuzz."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,8 +16,9 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import Hunk, PatchedFile, PatchSet
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
-from agents.tools.files import Change, apply_changes, decode_text, ensure_creatable, read_existing
+from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from agents.tools.ledger import ensure_fresh, forget, remember
+from agents.tools.workspace import PathGuard
 
 DEV_NULL = "/dev/null"
 Action = Literal["modify", "create", "delete"]
@@ -141,7 +143,7 @@ class Planned:
     removed: int
 
 
-def _plan_file(context: ToolContext, patched: PatchedFile) -> Planned:
+def _plan_file(context: ToolContext, guard: PathGuard, patched: PatchedFile, held: ExitStack) -> Planned:
     source, target = _paths(patched)
     name = target or source or "?"
     if patched.is_binary_file:
@@ -151,30 +153,29 @@ def _plan_file(context: ToolContext, patched: PatchedFile) -> Planned:
     if source is not None and target is not None and source != target:
         raise ToolError(f"{source} -> {target}: renames are not supported; delete the file and create the new one")
     action: Action = "create" if source is None else "delete" if target is None else "modify"
-    path = context.workspace.resolve(name)
-    relative = context.workspace.relative(path)
-    if path == context.workspace.root or path.is_dir():
-        raise ToolError(f"{relative}: is a directory")
+    located = held.enter_context(context.workspace.locate(name))
+    relative = located.relative
+    refuse_denied(guard, located, "apply_patch")
+    refuse_directory(located)
     if action == "create":
-        if path.exists():
+        if located.lstat() is not None:
             raise ToolError(f"{relative}: the patch creates it (from /dev/null) but it already exists")
-        ensure_creatable(path, context.workspace.root, relative)
         before = TextFile([])
     else:
-        data = read_existing(path, relative)
+        data = read_existing(located)
         ensure_fresh(context, relative, data)
         before = TextFile.parse(decode_text(data, relative))
     after = _apply_hunks(before, patched, relative)
     if action == "delete":
         if after.lines:
             raise ToolError(f"{relative}: the patch deletes it (to /dev/null) but its hunks do not remove every line")
-        change = Change(path, None)
+        change = Change(located, None)
     else:
-        change = Change(path, after.render().encode("utf-8"))
+        change = Change(located, after.render().encode("utf-8"))
     return Planned(relative, action, change, patched.added, patched.removed)
 
 
-def _apply(context: ToolContext, patch: str) -> list[Planned]:
+def _apply(context: ToolContext, guard: PathGuard, patch: str) -> list[Planned]:
     try:
         patch_set = PatchSet(patch)
     except UnidiffParseError as exc:
@@ -185,12 +186,13 @@ def _apply(context: ToolContext, patch: str) -> list[Planned]:
     if not patch_set:
         raise ToolError("the patch has no file sections; each file needs '--- old' and '+++ new' header lines")
     plan: list[Planned] = []
-    for patched in patch_set:  # every file is checked before any is written
-        planned = _plan_file(context, patched)
-        if any(p.relative == planned.relative for p in plan):
-            raise ToolError(f"{planned.relative}: appears twice in the patch; put all its hunks in one section")
-        plan.append(planned)
-    apply_changes([p.change for p in plan])
+    with ExitStack() as held:  # the targets' directories stay open until the patch is written
+        for patched in patch_set:  # every file is checked before any is written
+            planned = _plan_file(context, guard, patched, held)
+            if any(p.relative == planned.relative for p in plan):
+                raise ToolError(f"{planned.relative}: appears twice in the patch; put all its hunks in one section")
+            plan.append(planned)
+        apply_changes([p.change for p in plan])
     for p in plan:
         if p.change.data is None:
             forget(context, p.relative)
@@ -205,8 +207,9 @@ _DONE = {"modify": "modified", "create": "created", "delete": "deleted"}
 async def apply_patch_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
     patch = require_str(arguments, "patch")
     assert patch is not None
+    guard = await context.workspace.guard("apply_patch")
     async with context.write_lock:
-        plan = await asyncio.to_thread(_apply, context, patch)
+        plan = await asyncio.to_thread(_apply, context, guard, patch)
     lines = [f"{_DONE[p.action]} {p.relative} (+{p.added} -{p.removed})" for p in plan]
     return ToolOutput("\n".join(lines), touched=tuple((p.relative, "patch") for p in plan))
 

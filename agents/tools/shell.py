@@ -1,24 +1,31 @@
-"""bash: run a shell command in the workspace, with a timeout, a capped output and no secrets.
+"""bash: run a shell command in the workspace, with a timeout, a shaped output and no secrets.
 
-The command runs in a session (and process group) of its own; on timeout or cancellation the
-whole group is killed, so no child outlives the call. Background processes still holding the
-output pipe when the command exits are killed as well."""
+The command runs in the workspace's bubblewrap sandbox (agents/tools/sandbox.py) when it has one,
+started with the scrubbed environment; without one (``AGENT_BASH_SANDBOX=off``) bash itself is
+killed by the kernel when the server dies (PR_SET_PDEATHSIG). Either way it runs in a session (and
+process group) of its own; on timeout or cancellation the whole group is killed, so no child
+outlives the call. Background processes still holding the output pipe when the command exits are
+killed as well.
+
+The output is shaped as every tool's is (50,000 bytes or 600 lines, then 200 head and 200 tail
+lines), while it is read: only what the shaping can show is kept in memory (issue #13)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
+from agents.tools.sandbox import Sandbox
+from agents.tools.shaping import OutputLimits, ShapedOutput, StreamShaper
 
 DEFAULT_TIMEOUT_SECONDS = 120
 MAX_TIMEOUT_SECONDS = 600
-OUTPUT_HEAD_BYTES = 15_000  # the output keeps this much of its beginning and of its end
-OUTPUT_TAIL_BYTES = 15_000
 DRAIN_SECONDS = 1.0  # after the command exits, how long leftovers may keep the output open
 _READ_CHUNK = 65_536
 
@@ -42,36 +49,9 @@ def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
-@dataclass(slots=True)
-class _Capture:
-    """Keeps the head and the tail of a stream of bytes, and counts the rest."""
-
-    head: bytearray = field(default_factory=bytearray)
-    tail: bytearray = field(default_factory=bytearray)
-    total: int = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = OUTPUT_HEAD_BYTES - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        self.tail += chunk
-        if len(self.tail) > OUTPUT_TAIL_BYTES:
-            del self.tail[:-OUTPUT_TAIL_BYTES]
-
-    def text(self) -> str:
-        dropped = self.total - len(self.head) - len(self.tail)
-        if dropped <= 0:
-            return bytes(self.head + self.tail).decode("utf-8", errors="replace")
-        head = self.head.decode("utf-8", errors="replace")
-        tail = self.tail.decode("utf-8", errors="replace")
-        return f"{head}\n[... {dropped:,} bytes of output omitted ({self.total:,} in all) ...]\n{tail}"
-
-
-async def _pump(stream: asyncio.StreamReader, capture: _Capture) -> None:
+async def _pump(stream: asyncio.StreamReader, shaper: StreamShaper) -> None:
     while chunk := await stream.read(_READ_CHUNK):
-        capture.feed(chunk)
+        shaper.feed(chunk)
 
 
 async def _open_output() -> tuple[int, asyncio.StreamReader, asyncio.ReadTransport]:
@@ -97,33 +77,53 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
 
 @dataclass(slots=True, frozen=True)
 class ShellResult:
-    output: str
+    output: ShapedOutput
     exit_code: int | None
     timed_out: bool
 
 
-async def run_shell(command: str, *, cwd: str, time_limit: float, env: dict[str, str]) -> ShellResult:
-    """Runs ``command`` with /bin/bash -c; stdout and stderr are interleaved into one output."""
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends SIGKILL when the server's thread that started it
+    dies (the event loop's), so a bash without sandbox does not outlive a killed server."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+async def run_shell(
+    command: str,
+    *,
+    cwd: str,
+    time_limit: float,
+    env: dict[str, str],
+    limits: OutputLimits,
+    sandbox: Sandbox | None = None,
+) -> ShellResult:
+    """Runs ``command`` with /bin/bash -c, in ``sandbox`` when given; stdout and stderr are
+    interleaved into one output, shaped to ``limits``."""
+    argv = ["/bin/bash", "-c", command] if sandbox is None else sandbox.argv(command)
     write_fd, stream, transport = await _open_output()
     try:
         process = await asyncio.create_subprocess_exec(
-            "/bin/bash",
-            "-c",
-            command,
+            *argv,
             cwd=cwd,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=write_fd,
             stderr=write_fd,
             start_new_session=True,
+            # bwrap's --die-with-parent does this for the sandbox.
+            preexec_fn=_die_with_parent if sandbox is None else None,
         )
     except BaseException:
         transport.close()
         raise
     finally:
         os.close(write_fd)  # the command has its copy; EOF comes when the last holder is gone
-    capture = _Capture()
-    reader = asyncio.create_task(_pump(stream, capture))
+    shaper = StreamShaper(limits)
+    reader = asyncio.create_task(_pump(stream, shaper))
     timed_out = False
     try:
         try:
@@ -143,7 +143,7 @@ async def run_shell(command: str, *, cwd: str, time_limit: float, env: dict[str,
     finally:
         reader.cancel()
         transport.close()
-    return ShellResult(capture.text(), None if timed_out else process.returncode, timed_out)
+    return ShellResult(shaper.result(), None if timed_out else process.returncode, timed_out)
 
 
 def _timeout(arguments: dict[str, Any]) -> float:
@@ -159,8 +159,15 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     command = require_str(arguments, "command")
     assert command is not None
     timeout = _timeout(arguments)
-    result = await run_shell(command, cwd=str(context.workspace.root), time_limit=timeout, env=scrubbed_environment())
-    output = result.output.rstrip("\n")
+    result = await run_shell(
+        command,
+        cwd=str(context.workspace.root),
+        time_limit=timeout,
+        env=scrubbed_environment(),
+        limits=context.output_limits,
+        sandbox=context.workspace.sandbox,
+    )
+    output = result.output.text.rstrip("\n")
     if result.timed_out:
         status = f"[timed out after {timeout:g} s; the command and its child processes were killed]"
     elif result.exit_code is not None and result.exit_code < 0:
@@ -169,13 +176,21 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
         status = f"[exit code {result.exit_code}]"
     body = f"{output}\n{status}" if output else f"(no output)\n{status}"
     # A command that ran and failed is a result, not a tool error; one that never finished is.
-    return ToolOutput(body, is_error=result.timed_out)
+    shaped = result.output
+    return ToolOutput(
+        body,
+        is_error=result.timed_out,
+        line_count=shaped.lines,
+        byte_count=shaped.bytes,
+        truncated=shaped.truncated,
+    )
 
 
 BASH = Tool(
     name="bash",
     description=(
-        "Run a command with /bin/bash -c in the workspace directory; stdout and stderr are returned "
+        "Run a command with /bin/bash -c in the workspace directory, in a sandbox (no network unless the "
+        "server allows it, nothing writable outside the workspace); stdout and stderr are returned "
         f"together with the exit code. Times out after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, "
         f"at most {MAX_TIMEOUT_SECONDS}), killing the command and its children. There is no terminal and no "
         "input; long output keeps its beginning and end. Credentials are not in the environment."

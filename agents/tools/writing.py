@@ -3,44 +3,44 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
-from agents.tools.files import Change, apply_changes, decode_text, ensure_creatable, read_existing
+from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from agents.tools.ledger import ensure_fresh, remember
+from agents.tools.workspace import PathGuard
 
 
-def _target(arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str]:
+def _path(arguments: dict[str, Any]) -> str:
     raw_path = require_str(arguments, "path")
     assert raw_path is not None
-    path = context.workspace.resolve(raw_path)
-    if path == context.workspace.root or path.is_dir():
-        raise ToolError(f"{raw_path}: is a directory")
-    return path, context.workspace.relative(path)
+    return raw_path
 
 
-def _write(context: ToolContext, path: Path, relative: str, content: str) -> bool:
-    """Writes ``content``; returns whether the file existed. An existing file the agent has read
-    must not have changed since (one it never read may simply be overwritten)."""
-    existed = path.exists()
-    if existed:
-        ensure_fresh(context, relative, read_existing(path, relative), require_read=False)
-    else:
-        ensure_creatable(path, context.workspace.root, relative)
-    data = content.encode("utf-8")
-    apply_changes([Change(path, data)])
+def _write(context: ToolContext, guard: PathGuard, raw_path: str, content: str) -> tuple[str, bool]:
+    """Writes ``content``; returns the file's path and whether it existed. An existing file the
+    agent has read must not have changed since (one it never read may simply be overwritten)."""
+    with context.workspace.locate(raw_path) as target:
+        refuse_denied(guard, target, "file_write")
+        refuse_directory(target)
+        relative = target.relative
+        existed = target.lstat() is not None
+        if existed:
+            ensure_fresh(context, relative, read_existing(target), require_read=False)
+        data = content.encode("utf-8")
+        apply_changes([Change(target, data)])
     remember(context, relative, data)
-    return existed
+    return relative, existed
 
 
 async def file_write_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
     content = arguments.get("content")
     if not isinstance(content, str):
         raise ToolError("argument 'content' must be a string")
-    path, relative = _target(arguments, context)
+    raw_path = _path(arguments)
+    guard = await context.workspace.guard("file_write")
     async with context.write_lock:
-        existed = await asyncio.to_thread(_write, context, path, relative, content)
+        relative, existed = await asyncio.to_thread(_write, context, guard, raw_path, content)
     size = len(content.encode("utf-8"))
     verb = "overwrote" if existed else "created"
     return ToolOutput(f"{verb} {relative} ({size} bytes)", touched=((relative, "write"),))
@@ -67,14 +67,20 @@ def _replace(text: str, old: str, new: str, replace_all: bool, relative: str) ->
     return text.replace(old, new) if replace_all else text.replace(old, new, 1), count, line
 
 
-def _edit(context: ToolContext, path: Path, relative: str, old: str, new: str, replace_all: bool) -> tuple[int, int]:
-    data = read_existing(path, relative)
-    ensure_fresh(context, relative, data)
-    text, count, line = _replace(decode_text(data, relative), old, new, replace_all, relative)
-    written = text.encode("utf-8")
-    apply_changes([Change(path, written)])
+def _edit(
+    context: ToolContext, guard: PathGuard, raw_path: str, old: str, new: str, replace_all: bool
+) -> tuple[str, int, int]:
+    with context.workspace.locate(raw_path) as target:
+        refuse_denied(guard, target, "file_edit")
+        refuse_directory(target)
+        relative = target.relative
+        data = read_existing(target)
+        ensure_fresh(context, relative, data)
+        text, count, line = _replace(decode_text(data, relative), old, new, replace_all, relative)
+        written = text.encode("utf-8")
+        apply_changes([Change(target, written)])
     remember(context, relative, written)
-    return count, line
+    return relative, count, line
 
 
 async def file_edit_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -89,9 +95,10 @@ async def file_edit_tool(arguments: dict[str, Any], context: ToolContext) -> Too
         raise ToolError("argument 'replace_all' must be true or false")
     if old == new:
         raise ToolError("old_string and new_string are the same; nothing to change")
-    path, relative = _target(arguments, context)
+    raw_path = _path(arguments)
+    guard = await context.workspace.guard("file_edit")
     async with context.write_lock:
-        count, line = await asyncio.to_thread(_edit, context, path, relative, old, new, replace_all)
+        relative, count, line = await asyncio.to_thread(_edit, context, guard, raw_path, old, new, replace_all)
     what = f"{count} occurrences" if count > 1 else f"1 occurrence at line {line}"
     return ToolOutput(f"edited {relative}: replaced {what}", touched=((relative, "edit"),))
 

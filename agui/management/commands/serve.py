@@ -8,6 +8,7 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from agents.confinement import bash_choice, startup_warnings
 from agents.models import Agent
 from project.server import raise_file_limit, uvicorn_options
 
@@ -34,6 +35,8 @@ class Command(BaseCommand):
             f"  AG-UI token:    {settings.AGUI_TOKEN}   ({origin})",
             f"  Model:          {model}",
             f"  Workspace:      {settings.AGENT_WORKSPACE}",
+            f"  bash:           {bash_choice().note}",
+            *(f"  WARNING:        {warning}" for warning in startup_warnings()),
             f"  Admin:          http://{shown}:{port}/admin/",
             "",
             f"  Try it:  curl -N -H 'Authorization: Bearer {settings.AGUI_TOKEN}' \\",

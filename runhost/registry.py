@@ -1,4 +1,4 @@
-"""The runs this process owns: one active run per thread, and the leases that say so to other processes."""
+"""The runs this process executes: one active run per thread, and the leases that say so to other processes."""
 
 from __future__ import annotations
 
@@ -8,13 +8,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections
-
-from agents.runtime import close_providers
-from agents.tools.base import ToolRegistry
-from agui.approvals import Waiting
-from agui.stream import RunStream
-from agui.translate import AguiTranslator
 from threads.dbthread import on_db_thread
 from threads.leases import lease_length
 from threads.services import leases_renew
@@ -25,27 +18,19 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class LiveRun:
     run_pk: Any
-    agui_run_id: str
     agui_thread_id: str
-    stream: RunStream
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
     message_ids: set[str] = field(default_factory=set)  # the thread's messages, as far as this run knows
-    waiting: Waiting = field(default_factory=Waiting)  # approvals the agent run waits for
-    # The current AG-UI run has ended on interrupts; the agent run goes on in the next one.
-    suspended: bool = False
-    translator: AguiTranslator | None = None
-    registry_tools: ToolRegistry | None = None  # the run's tools, the client's own among them
 
 
 @dataclass(slots=True)
 class RunRegistry:
-    """The runs this process owns, by thread (one active run per thread)."""
+    """The runs this process executes, by thread (one active run per thread)."""
 
     by_thread: dict[str, LiveRun] = field(default_factory=dict)
-    # Runs whose loop has ended but which are still being recorded (their
-    # terminal event waits for that): no longer busy, but still followable by
-    # a reattach and not to be mistaken for abandoned runs.
+    # Runs whose loop has ended but which are still being recorded: no longer busy, but still
+    # held (their lease renewed) so that no other process takes them for abandoned.
     finishing: dict[Any, LiveRun] = field(default_factory=dict)
     _renewer: asyncio.Task[None] | None = None
 
@@ -70,7 +55,6 @@ class RunRegistry:
                 for run_pk in cancelled:  # cancels that reached another process
                     if live := self.live_by_pk(run_pk):
                         live.cancel_requested = True
-                        live.waiting.cancel_all()
 
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)
@@ -96,23 +80,5 @@ class RunRegistry:
             del self.by_thread[live.agui_thread_id]
         self.finishing.pop(live.run_pk, None)
 
-    async def shutdown(self, grace: float) -> None:
-        tasks = [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]
-        if tasks:
-            _done, pending = await asyncio.wait(tasks, timeout=grace)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
-        await close_providers()
-        # Runs do their database work on asgiref's shared thread; close its connection.
-        await on_db_thread(connections.close_all)
-
-    async def drain(self) -> None:
-        """Waits for every run to finish and be recorded (used at shutdown and by tests)."""
-        tasks = [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
-REGISTRY = RunRegistry()
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]

@@ -1,0 +1,82 @@
+"""The environment block: what the model should know about where it works, appended to the system
+prompt at the start of every run (every user turn): the date and time, the OS, the workspace and,
+when the workspace is a git repository, its branch and a short status.
+
+It is built once per run, not per model call, so the system prompt stays the same for every call of
+a run and its prompt cache holds; a new turn re-writes that cache once (the system prompt is small).
+An agent can switch it off (``Agent.environment_block``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+from datetime import datetime
+from pathlib import Path
+
+# How many lines of `git status` the model sees; the rest is counted.
+STATUS_LINES = 10
+GIT_TIMEOUT_SECONDS = 2.0
+
+
+async def environment_block(workspace: Path, *, now: datetime | None = None) -> str:
+    """The block, starting with a blank line so it can be appended to any prompt."""
+    moment = (now or datetime.now()).astimezone()
+    lines = [
+        f"Date and time: {moment:%A %Y-%m-%d %H:%M} ({moment:%Z}, UTC{moment:%z})",
+        f"OS: {platform.system()} {platform.release()} ({platform.machine()})",
+        f"Workspace: {workspace}",
+    ]
+    lines.extend(await _git_lines(workspace))
+    return "\n\n<environment>\n" + "\n".join(lines) + "\n</environment>"
+
+
+async def _git_lines(workspace: Path) -> list[str]:
+    branch = await _git(workspace, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch is None:
+        return []  # not a repository, or no git
+    status = await _git(workspace, "status", "--porcelain=v1", "--untracked-files=normal")
+    lines = [f"Git branch: {branch.strip() or '(none)'}"]
+    if status is None:
+        return lines
+    changes = [line for line in status.splitlines() if line.strip()]
+    if not changes:
+        lines.append("Git status: clean")
+        return lines
+    lines.append(f"Git status: {len(changes)} changed or untracked path{'s' if len(changes) != 1 else ''}")
+    lines.extend(f"  {line}" for line in changes[:STATUS_LINES])
+    if len(changes) > STATUS_LINES:
+        lines.append(f"  … and {len(changes) - STATUS_LINES} more")
+    return lines
+
+
+async def _git(workspace: Path, *arguments: str) -> str | None:
+    """git's output, or None when it fails, is missing or takes too long."""
+    # No index lock taken by a status that only looks (GIT_OPTIONAL_LOCKS), no pager, no prompt.
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "git",
+            "-C",
+            str(workspace),
+            *arguments,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+        )
+    except OSError:
+        return None
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
+            out, _ = await process.communicate()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        return None
+    if process.returncode != 0:
+        return None
+    return out.decode("utf-8", errors="replace")

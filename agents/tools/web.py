@@ -1,0 +1,240 @@
+"""web_search (the Brave Search API) and web_fetch (a page, as text).
+
+Both reach outside the workspace, so they are in the network class (``Tool.network``): with no
+permission rule matching, each call asks a person, and a rule can allow a domain with a glob
+(agents/permissions.py matches it against the URL's host). Neither changes the workspace, so the
+grounding gate lets them through.
+
+web_fetch follows redirects itself, up to ``max_redirects``, and only while they stay on the host the
+call named (an ``http`` to ``https`` upgrade included): a rule that allows one domain must not be
+escaped by a redirect, so a redirect elsewhere ends the call and tells the model where it points, and
+a fetch of that URL is judged on its own. Every host is checked by ``netguard.check_host`` first.
+The body is read up to ``max_bytes`` (the rest is dropped and the model told), the whole call is
+bounded by ``timeout_seconds``, and HTML is returned as its text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from bs4 import BeautifulSoup
+
+from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
+from agents.tools.netguard import HostRefused, check_host, is_public
+
+USER_AGENT = "Threadline-agent/0.1 (+web_fetch)"
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/javascript")
+_DROPPED_TAGS = ("script", "style", "noscript", "template", "svg", "iframe", "head")
+_BLOCK_TAGS = (
+    "p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "section",
+    "article", "header", "footer", "nav", "main", "table", "ul", "ol", "dl", "dt", "dd", "hr", "form",
+)  # fmt: skip
+_MAX_SEARCH_RESULTS = 20
+
+
+def fetch_target(arguments: dict[str, Any]) -> str:
+    """The URL a web_fetch call names, stripped; "" when it is missing or not a string."""
+    url = arguments.get("url")
+    return url.strip() if isinstance(url, str) else ""
+
+
+def url_host(url: str) -> str:
+    """The lower-case host of ``url`` ("" when it has none)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def _checked_url(url: str) -> httpx.URL:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ToolError(f"{url!r}: only http and https URLs can be fetched")
+    if not parts.hostname:
+        raise ToolError(f"{url!r}: the URL has no host")
+    if parts.username or parts.password:
+        raise ToolError(f"{url!r}: URLs with credentials are not fetched")
+    try:
+        return httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ToolError(f"{url!r}: {exc}") from exc
+
+
+def _same_site(first: httpx.URL, then: httpx.URL) -> bool:
+    """A redirect web_fetch follows: same host, and the same scheme or an upgrade to https."""
+    return then.host == first.host and (then.scheme == first.scheme or then.scheme == "https")
+
+
+def html_to_text(html: str) -> str:
+    """The readable text of an HTML page: no scripts or styles, one line per block, blank runs folded."""
+    soup = BeautifulSoup(html, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup(_DROPPED_TAGS):
+        tag.decompose()
+    for tag in soup(_BLOCK_TAGS):  # inline tags (<b>, <a>) stay inside their line
+        tag.insert_before("\n")
+        tag.insert_after("\n")
+    lines = [" ".join(line.split()) for line in soup.get_text().splitlines()]
+    text = "\n".join(line for line in lines if line)
+    return f"# {title}\n\n{text}" if title else text
+
+
+async def _web_fetch(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+    config = context.web
+    url = _checked_url(require_str(arguments, "url") or "")
+    try:
+        async with asyncio.timeout(config.timeout_seconds):
+            return await _fetch(url, context)
+    except TimeoutError:
+        raise ToolError(f"{url}: no complete answer within {config.timeout_seconds:g} s") from None
+
+
+async def _fetch(url: httpx.URL, context: ToolContext) -> ToolOutput:
+    config = context.web
+    first = url
+    timeout = httpx.Timeout(config.timeout_seconds)
+    async with httpx.AsyncClient(
+        follow_redirects=False, timeout=timeout, trust_env=False, headers={"User-Agent": USER_AGENT}
+    ) as client:
+        for hop in range(config.max_redirects + 1):
+            host = url.host
+            try:
+                await check_host(host, url.port or (443 if url.scheme == "https" else 80), config)
+            except HostRefused as exc:
+                raise ToolError(str(exc)) from None
+            try:
+                async with client.stream("GET", url) as response:
+                    _check_peer(response, host, context)
+                    if response.status_code in _REDIRECTS and "location" in response.headers:
+                        target = url.join(response.headers["location"])
+                        if target.scheme not in ("http", "https"):
+                            return ToolOutput(f"{url} redirects to {target}, which is not http(s); not followed", True)
+                        if not _same_site(first, target):
+                            return ToolOutput(
+                                f"{url} redirects ({response.status_code}) to another site: {target}\n"
+                                "Fetch that URL if you want it; it is judged on its own.",
+                                True,
+                            )
+                        if hop == config.max_redirects:
+                            raise ToolError(f"{first}: more than {config.max_redirects} redirects")
+                        url = target
+                        continue
+                    body, cut = await _read_capped(response, config.max_bytes)
+                    return _page_output(url, response, body, cut, config.max_bytes)
+            except httpx.HTTPError as exc:
+                raise ToolError(f"{url}: {type(exc).__name__}: {exc or 'the request failed'}") from None
+    raise AssertionError("unreachable")
+
+
+def _check_peer(response: httpx.Response, host: str, context: ToolContext) -> None:
+    """The address the connection really reached is checked too: a name that resolved to a public
+    address a moment ago may resolve to a private one now (DNS rebinding)."""
+    if host.lower() in context.web.allowed_private_hosts:
+        return
+    stream = response.extensions.get("network_stream")
+    peer = stream.get_extra_info("server_addr") if stream is not None else None
+    if peer and not is_public(str(peer[0])):
+        raise ToolError(f"{host} connected to {peer[0]}, a private address, which web_fetch does not reach")
+
+
+async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """At most ``max_bytes`` of the body, and whether more was dropped; never more in memory."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        if size + len(chunk) > max_bytes:
+            chunks.append(chunk[: max_bytes - size])
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+def _page_output(url: httpx.URL, response: httpx.Response, body: bytes, cut: bool, max_bytes: int) -> ToolOutput:
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type and not content_type.startswith(_TEXT_TYPES) and not content_type.endswith(("+json", "+xml")):
+        return ToolOutput(f"{url}: HTTP {response.status_code}, {content_type} is not text; not returned", True)
+    text = body.decode(response.encoding or "utf-8", errors="replace")
+    if content_type in ("text/html", "application/xhtml+xml") or (not content_type and "<html" in text[:1000].lower()):
+        text = html_to_text(text)
+    header = f"URL: {url}\nStatus: {response.status_code}\nContent-Type: {content_type or 'unknown'}\n"
+    if cut:
+        header += f"Note: the page is larger than {max_bytes} bytes; only its first {max_bytes} bytes were read\n"
+    if response.status_code >= 400:
+        return ToolOutput(f"{header}\nHTTP {response.status_code} {response.reason_phrase}\n\n{text[:2000]}", True)
+    return ToolOutput(f"{header}\n{text}")
+
+
+async def _web_search(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+    config = context.web
+    query = (require_str(arguments, "query") or "").strip()
+    if not query:
+        raise ToolError("argument 'query' must be a non-empty string")
+    count = min(optional_int(arguments, "count", 5, minimum=1), _MAX_SEARCH_RESULTS)
+    if not config.brave_api_key:
+        raise ToolError("web search is not configured on this server (BRAVE_API_KEY is not set)")
+    headers = {"Accept": "application/json", "X-Subscription-Token": config.brave_api_key, "User-Agent": USER_AGENT}
+    try:
+        async with (
+            asyncio.timeout(config.timeout_seconds),
+            httpx.AsyncClient(timeout=httpx.Timeout(config.timeout_seconds), trust_env=False) as client,
+        ):
+            response = await client.get(config.brave_search_url, params={"q": query, "count": count}, headers=headers)
+    except TimeoutError:
+        raise ToolError(f"the search did not answer within {config.timeout_seconds:g} s") from None
+    except httpx.HTTPError as exc:
+        raise ToolError(f"the search failed: {type(exc).__name__}") from None
+    if response.status_code != 200:
+        # The body of an error may echo the request; the key is in a header and never in the text.
+        return ToolOutput(f"the search failed: HTTP {response.status_code} {response.reason_phrase}", True)
+    try:
+        results = response.json().get("web", {}).get("results", [])
+    except (json.JSONDecodeError, AttributeError):
+        return ToolOutput("the search answered with something that is not its JSON", True)
+    lines = [f"Results for {query!r}:"]
+    for number, item in enumerate(results[:count], 1):
+        if not isinstance(item, dict):
+            continue
+        description = " ".join(html_to_text(str(item.get("description") or "")).split())
+        lines.append(f"{number}. {item.get('title', '')}\n   {item.get('url', '')}\n   {description}")
+    if len(lines) == 1:
+        lines.append("(no results)")
+    return ToolOutput("\n".join(lines))
+
+
+WEB_FETCH = Tool(
+    name="web_fetch",
+    description=(
+        "Fetch a web page (http or https) and return it as text. Redirects on the same site are followed; "
+        "large pages are cut. Each call may need the user's approval."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"url": {"type": "string", "description": "The absolute http(s) URL."}},
+        "required": ["url"],
+    },
+    func=_web_fetch,
+    network=True,
+)
+
+WEB_SEARCH = Tool(
+    name="web_search",
+    description="Search the web; returns titles, URLs and snippets. Each call may need the user's approval.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "count": {"type": "integer", "minimum": 1, "maximum": _MAX_SEARCH_RESULTS, "description": "Default 5."},
+        },
+        "required": ["query"],
+    },
+    func=_web_search,
+    network=True,
+)
+
+WEB_TOOLS = (WEB_SEARCH, WEB_FETCH)

@@ -1,0 +1,403 @@
+"""The workspace: the one directory the tools work in, opened without a race.
+
+Every path is walked from a descriptor of the workspace root one component at a time, each
+directory opened with ``O_NOFOLLOW`` relative to the one before (``openat`` with ``dir_fd``). A
+symbolic link met on the way is read (``readlinkat``) and its target walked the same way, from the
+directory that holds it; a target that climbs above the root, or is absolute and outside it, is
+refused. The file at the end is opened with ``O_NOFOLLOW`` too. So a link swapped while a call runs
+is either seen as a link and judged, or not followed at all: there is no window between a check
+and an open (issue #11, item 4).
+
+The server's own files (its data dir with the database and secrets, its virtual environment) are
+refused whatever the path and whatever the permission rules say, by the identity (device and
+inode) of the directories and files, so no link, hard link or second path reaches them; listings
+skip them (issue #11, item 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Protocol
+
+from agents.tools.errors import ToolError
+
+if TYPE_CHECKING:
+    from agents.tools.sandbox import Sandbox
+
+MAX_LINKS = 40  # the kernel's own limit on links followed in one lookup
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SWAPPED = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+
+
+class PathGuard(Protocol):
+    """What the permission rules say about one path of one call, decided after links are resolved."""
+
+    def denies(self, relative: str) -> bool: ...
+
+
+class PathRules(Protocol):
+    """Where a call's tool gets its ``PathGuard``: the rules in scope, read when the call starts."""
+
+    async def guard(self, tool_name: str) -> PathGuard: ...
+
+
+class AllowAll:
+    def denies(self, relative: str) -> bool:
+        return False
+
+
+@dataclass(slots=True, frozen=True)
+class Protected:
+    """The identities (device, inode) of the server's own files and directories."""
+
+    paths: tuple[Path, ...] = ()
+    identities: frozenset[tuple[int, int]] = frozenset()
+
+    @classmethod
+    def of(cls, paths: Iterable[Path]) -> Protected:
+        kept: list[Path] = []
+        identities: set[tuple[int, int]] = set()
+        for path in paths:
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            kept.append(path)
+            identities.add((info.st_dev, info.st_ino))
+            if stat.S_ISDIR(info.st_mode):
+                # A hard link to the token elsewhere in the workspace is the same file.
+                with os.scandir(path) as entries:
+                    for entry in entries:
+                        if entry.is_file(follow_symlinks=False):
+                            child = entry.stat(follow_symlinks=False)
+                            identities.add((child.st_dev, child.st_ino))
+        return cls(tuple(kept), frozenset(identities))
+
+    def covers(self, info: os.stat_result) -> bool:
+        return (info.st_dev, info.st_ino) in self.identities
+
+
+class ProtectedPath(ToolError):
+    """A path that reaches the server's own files."""
+
+
+def refused_as_protected(shown: str) -> ToolError:
+    return ProtectedPath(
+        f"{shown}: is one of the server's own files (its data dir, database, secrets or virtual "
+        "environment); no tool may read or change it"
+    )
+
+
+@dataclass(slots=True)
+class Located:
+    """A path of the workspace with its links resolved: the directory that holds it (an open
+    descriptor, owned: close it), its name there (None when the path is that directory itself),
+    the parent directories still to create, and its canonical path relative to the root."""
+
+    workspace: Workspace
+    dir_fd: int
+    name: str | None
+    relative: str
+    shown: str  # the path as the caller gave it, for messages
+    missing: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        if self.dir_fd >= 0:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+
+    def __enter__(self) -> Located:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def lstat(self) -> os.stat_result | None:
+        """The entry's status (None when it does not exist); refuses the server's own files."""
+        if self.missing:
+            return None
+        try:
+            info = os.stat(self.name or ".", dir_fd=self.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if self.workspace.protected.covers(info):
+            raise refused_as_protected(self.shown)
+        return info
+
+    def is_dir(self) -> bool:
+        info = self.lstat()
+        return info is not None and stat.S_ISDIR(info.st_mode)
+
+    def open(self, flags: int, mode: int = 0o666) -> int:
+        """Opens the entry itself, never a link in its place."""
+        if self.name is None:
+            raise ToolError(f"{self.shown}: is a directory")
+        if self.missing:
+            raise ToolError(f"{self.shown}: no such file")
+        try:
+            fd = os.open(self.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=self.dir_fd)
+        except FileNotFoundError:
+            raise ToolError(f"{self.shown}: no such file") from None
+        except OSError as exc:
+            if exc.errno in _SWAPPED:
+                raise ToolError(f"{self.shown}: became a symbolic link while it was being opened") from None
+            raise
+        if self.workspace.protected.covers(os.fstat(fd)):
+            os.close(fd)
+            raise refused_as_protected(self.shown)
+        return fd
+
+    def open_regular(self) -> tuple[int, os.stat_result]:
+        """A read descriptor of a regular file (a FIFO or a device would block or never end)."""
+        fd = self.open(os.O_RDONLY | os.O_NONBLOCK)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise ToolError(f"{self.shown}: not a file")
+        os.set_blocking(fd, True)
+        return fd, info
+
+    def read_bytes(self) -> bytes:
+        fd, _ = self.open_regular()
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+
+    def open_dir(self) -> int:
+        """A descriptor of the directory the path names."""
+        if self.missing:
+            raise ToolError(f"{self.shown}: no such file or directory")
+        fd = os.open(self.name or ".", _DIR_FLAGS, dir_fd=self.dir_fd)
+        if self.workspace.protected.covers(os.fstat(fd)):
+            os.close(fd)
+            raise refused_as_protected(self.shown)
+        return fd
+
+    def make_parents(self) -> None:
+        """Creates the missing parent directories, each beneath the last and never through a link."""
+        while self.missing:
+            part = self.missing[0]
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o777, dir_fd=self.dir_fd)
+            try:
+                fd = os.open(part, _DIR_FLAGS, dir_fd=self.dir_fd)
+            except OSError as exc:
+                if exc.errno in _SWAPPED:
+                    raise ToolError(f"{self.shown}: {part} is a file or link, not a directory") from None
+                raise
+            os.close(self.dir_fd)
+            self.dir_fd = fd
+            self.missing.pop(0)
+
+
+class Workspace:
+    """The one directory the tools work in. ``locate`` refuses every way out of it: absolute
+    paths, ``..`` and symbolic links that point outside, and the server's own files."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        protected: Iterable[Path] = (),
+        rules: PathRules | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
+        self.root = root.resolve()
+        self.protected = Protected.of(protected)
+        self.rules = rules
+        # How bash runs here (agents/tools/sandbox.py); None runs it without a sandbox.
+        self.sandbox = sandbox
+
+    async def guard(self, tool_name: str) -> PathGuard:
+        """The permission rules' verdict on paths, for one call of ``tool_name``."""
+        return AllowAll() if self.rules is None else await self.rules.guard(tool_name)
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() or "."
+
+    def _parts(self, path: str) -> list[str]:
+        if not isinstance(path, str) or path.strip() == "":
+            raise ToolError("path must be a non-empty string relative to the workspace")
+        if "\x00" in path:
+            raise ToolError("path contains a NUL byte")
+        if path.startswith("/"):
+            raise ToolError(f"{path}: absolute paths are not allowed; give a path relative to the workspace")
+        return _clean(path.split("/"))
+
+    def locate(self, path: str, *, follow_last: bool = True, must_exist: bool = False) -> Located:
+        """Walks ``path`` beneath the root (see the module's docstring). A missing last component is
+        allowed (a file to create), and so are missing parents (``Located.missing``) unless
+        ``must_exist``."""
+        pending = deque(self._parts(path))
+        stack = [os.open(self.root, _DIR_FLAGS)]
+        names: list[str] = []
+        missing: list[str] = []
+        final: str | None = None
+        links = 0
+        try:
+            while pending:
+                part = pending.popleft()
+                if missing:  # below a missing directory nothing exists yet
+                    if part == "..":
+                        missing.pop()
+                    else:
+                        missing.append(part)
+                    continue
+                if part == "..":
+                    if not names:
+                        raise ToolError(f"{path}: resolves outside the workspace")
+                    os.close(stack.pop())
+                    names.pop()
+                    continue
+                if not pending and not follow_last:
+                    final = part
+                    break
+                try:
+                    info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+                except FileNotFoundError:
+                    if must_exist:
+                        raise ToolError(f"{path}: no such file or directory") from None
+                    missing.append(part)
+                    continue
+                if stat.S_ISLNK(info.st_mode):
+                    links += 1
+                    if links > MAX_LINKS:
+                        raise ToolError(f"{path}: too many levels of symbolic links")
+                    try:
+                        target = os.readlink(part, dir_fd=stack[-1])
+                    except OSError:  # no longer a link: look again
+                        pending.appendleft(part)
+                        continue
+                    if target.startswith("/"):
+                        inside = self._inside(target)
+                        if inside is None:
+                            raise ToolError(f"{path}: resolves outside the workspace")
+                        while len(stack) > 1:
+                            os.close(stack.pop())
+                        names.clear()
+                        pending.extendleft(reversed(inside))
+                    else:
+                        pending.extendleft(reversed(_clean(target.split("/"))))
+                    continue
+                if self.protected.covers(info):
+                    raise refused_as_protected(path)
+                if not pending:
+                    final = part
+                    break
+                if not stat.S_ISDIR(info.st_mode):
+                    shown = "/".join([*names, part])
+                    raise ToolError(f"{path}: {shown} is a file, not a directory")
+                try:
+                    fd = os.open(part, _DIR_FLAGS, dir_fd=stack[-1])
+                except OSError as exc:
+                    if exc.errno not in _SWAPPED:
+                        raise
+                    links += 1  # swapped for a link since the stat: walk it again
+                    if links > MAX_LINKS:
+                        raise ToolError(f"{path}: too many levels of symbolic links") from None
+                    pending.appendleft(part)
+                    continue
+                if self.protected.covers(os.fstat(fd)):
+                    os.close(fd)
+                    raise refused_as_protected(path)
+                stack.append(fd)
+                names.append(part)
+            if missing:
+                final = missing.pop()
+            elif final is None and names:
+                # The path names a directory: hold its parent, as for any other entry.
+                final = names.pop()
+                os.close(stack.pop())
+            relative = "/".join([*names, *missing, *([final] if final else [])]) or "."
+            located = Located(self, stack.pop(), final, relative, path, missing)
+        finally:
+            for fd in stack:
+                os.close(fd)
+        if must_exist and located.lstat() is None:
+            located.close()
+            raise ToolError(f"{path}: no such file or directory")
+        return located
+
+    def canonical(self, path: str) -> str | None:
+        """``path`` with its links resolved, relative to the root; None when it leads out of the
+        workspace or nowhere. Raises ``ProtectedPath`` for the server's own files."""
+        try:
+            with self.locate(path) as located:
+                located.lstat()
+                return located.relative
+        except ProtectedPath:
+            raise
+        except (ToolError, OSError):
+            return None
+
+    def _inside(self, target: str) -> list[str] | None:
+        parts = PurePosixPath(target).parts[1:]
+        root = self.root.parts[1:]
+        if tuple(parts[: len(root)]) != root:
+            return None
+        return _clean(list(parts[len(root) :]))
+
+    def walk(self, base: Located, *, max_depth: int | None = None) -> Iterator[Entry]:
+        """Every entry beneath the directory ``base`` names, depth first in name order, without
+        following links into directories and without entering the server's own files. Each
+        entry's directory descriptor is valid until the next entry is asked for; only the
+        directories on the current branch are held open."""
+        prefix = "" if base.relative == "." else base.relative + "/"
+        top = base.open_dir()
+        branch: list[tuple[int, str, int, Iterator[os.DirEntry[str]]]] = []
+        try:
+            branch.append((top, prefix, 1, _sorted_entries(top)))
+            while branch:
+                fd, at, depth, entries = branch[-1]
+                entry = next(entries, None)
+                if entry is None:
+                    os.close(fd)
+                    branch.pop()
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if self.protected.covers(info):
+                    continue
+                kind = stat.S_IFMT(info.st_mode)
+                yield Entry(at + entry.name, fd, entry.name, kind)
+                if kind == stat.S_IFDIR and (max_depth is None or depth < max_depth):
+                    try:
+                        child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                    except OSError:
+                        continue  # swapped for a link, or gone: not walked
+                    if self.protected.covers(os.fstat(child)):
+                        os.close(child)
+                        continue
+                    branch.append((child, f"{at}{entry.name}/", depth + 1, _sorted_entries(child)))
+        finally:
+            for fd, _, _, _ in branch:
+                os.close(fd)
+
+
+def _sorted_entries(fd: int) -> Iterator[os.DirEntry[str]]:
+    with os.scandir(fd) as scan:
+        return iter(sorted(scan, key=lambda e: e.name))
+
+
+@dataclass(slots=True, frozen=True)
+class Entry:
+    relative: str  # relative to the workspace root
+    dir_fd: int
+    name: str
+    kind: int  # stat.S_IFDIR, S_IFREG, S_IFLNK, ...
+
+    @property
+    def is_link(self) -> bool:
+        return self.kind == stat.S_IFLNK
+
+
+def _clean(parts: list[str]) -> list[str]:
+    return [part for part in parts if part not in ("", ".")]

@@ -1,0 +1,149 @@
+"""A run that waits is data, not a coroutine.
+
+When a tool call needs an answer (a person's approval, the reply to a
+question, the result of a tool the client runs, or a sub-agent waiting on one
+of these), the loop ends with ``Outcome.WAITING`` and leaves a ``Checkpoint``:
+the calls of the model's last turn that already have results, the calls still
+open and what each waits for, and the loop's counters. Whoever holds the
+checkpoint and the answers can go on from it, in any process, after any restart
+(openai-agents' ``NextStepInterruption`` is the model). The checkpoint is plain
+JSON so it can be stored as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from agents.approvals import Answer
+
+
+class WaitKind(StrEnum):
+    APPROVAL = "approval"  # a person allows or refuses the call
+    QUESTION = "question"  # a person replies (ask_user, a grounding question)
+    CLIENT = "client"  # the client runs one of its own tools and sends the result
+    CHILD = "child"  # a sub-agent waits on one of these itself
+
+
+@dataclass(slots=True)
+class DoneCall:
+    """A call of the batch that already has its result (reported and stored when it ended)."""
+
+    content: str
+    is_error: bool
+    message_id: str
+
+
+@dataclass(slots=True)
+class OpenCall:
+    call_id: str
+    name: str
+    kind: WaitKind
+    # What answers it: the interrupt id (approvals and questions) or the call id (client tools).
+    answer_id: str
+    message: str = ""  # what the person is asked
+    reason: str = ""  # why the policy asks
+    expires_at: str = ""  # ISO 8601, UTC
+    arguments: dict[str, Any] = field(default_factory=dict)
+    child: ChildCheckpoint | None = None
+
+
+@dataclass(slots=True)
+class Counters:
+    """The loop's own state across a wait: limits count the whole agent run, not one segment."""
+
+    iteration: int = 0
+    tokens: int = 0
+    elapsed: float = 0.0  # seconds spent working, not waiting
+    grounded: bool = True
+    last_call: str = ""
+    repeats: int = 0
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    done: dict[str, DoneCall] = field(default_factory=dict)
+    open: list[OpenCall] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
+
+    def answers_needed(self) -> list[OpenCall]:
+        """Every open call a person or the client must answer, sub-agents' included."""
+        needed: list[OpenCall] = []
+        for call in self.open:
+            if call.child is not None:
+                needed.extend(call.child.checkpoint.answers_needed())
+            else:
+                needed.append(call)
+        return needed
+
+    def owners(self) -> dict[str, str]:
+        """The sub-agent each open call nested in a child belongs to, by answer id."""
+        owners: dict[str, str] = {}
+        for call in self.open:
+            if call.child is not None:
+                nested = call.child.checkpoint
+                owners.update({c.answer_id: call.child.task_id for c in nested.answers_needed()})
+                owners.update(nested.owners())
+        return owners
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Checkpoint:
+        return Checkpoint(
+            done={call_id: DoneCall(**done) for call_id, done in data.get("done", {}).items()},
+            open=[_open_call(call) for call in data.get("open", [])],
+            counters=Counters(**data.get("counters", {})),
+        )
+
+
+@dataclass(slots=True)
+class ChildCheckpoint:
+    """A sub-agent that waits: who it is, its conversation so far, and its own checkpoint."""
+
+    task_id: str
+    parent_task_id: str
+    tool_call_id: str
+    role: str
+    prompt: str
+    model: str
+    depth: int
+    params: dict[str, Any]  # SubAgentParams as JSON
+    allowed_tools: list[str]  # the tools it was given
+    turns: list[dict[str, Any]]
+    checkpoint: Checkpoint
+    # What its result is made of so far (agents/subagents.py _ChildListener).
+    iterations: int = 0
+    last_text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def _open_call(data: dict[str, Any]) -> OpenCall:
+    child = data.get("child")
+    return OpenCall(
+        call_id=data["call_id"],
+        name=data["name"],
+        kind=WaitKind(data["kind"]),
+        answer_id=data["answer_id"],
+        message=data.get("message", ""),
+        reason=data.get("reason", ""),
+        expires_at=data.get("expires_at", ""),
+        arguments=data.get("arguments", {}),
+        child=None if child is None else _child(child),
+    )
+
+
+def _child(data: dict[str, Any]) -> ChildCheckpoint:
+    fields = {k: v for k, v in data.items() if k != "checkpoint"}
+    return ChildCheckpoint(**fields, checkpoint=Checkpoint.from_json(data["checkpoint"]))
+
+
+@dataclass(slots=True)
+class Resumption:
+    """What a loop goes on from: its checkpoint and the answers, by ``OpenCall.answer_id``."""
+
+    checkpoint: Checkpoint
+    answers: dict[str, Answer]

@@ -1,0 +1,502 @@
+"""The run host: starts runs, goes on with waiting ones, cancels, sweeps deadlines, shuts down.
+
+One AG-UI request reads straight down: the view decodes it and asks the host
+(``start`` or ``answer``); the host opens or claims the run in the database,
+builds the loop, runs it with the surface's listener, and records the end; the
+surface (agui/) translates and streams. A run that needs an answer ends as
+waiting (threads/waits.py), and whichever process takes the answer goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db import connections
+
+from agents.approvals import Answer
+from agents.events import BaseListener, Listeners, Outcome, RunListener
+from agents.loop import AgentLoop
+from agents.metrics import LIVE_RUNS, MetricsListener, record_approval
+from agents.models import Agent
+from agents.providers.base import ModelInfo
+from agents.request import RunRequest
+from agents.runtime import close_providers, loop_config, provider_for, subagent_limits, tool_context, tools_for
+from agents.tools.client import add_client_tools
+from agents.waits import Checkpoint, Resumption, WaitKind
+from runhost.policy import PolicyApprover
+from runhost.registry import LiveRun, RunRegistry
+from threads import selectors
+from threads.dbthread import on_db_thread
+from threads.models import Run, Session, Thread
+from threads.services import (
+    AgentUnavailable,
+    OpenedThread,
+    RunNotCancellable,
+    ThreadConflict,
+    run_cancel_request,
+    run_finish,
+    run_open,
+)
+from threads.store import DbSessionStore, DbSubAgentStore
+from threads.waits import (
+    ClaimAs,
+    Claimed,
+    Decided,
+    Missing,
+    run_wait,
+    wait_answer,
+    wait_cancel,
+    wait_claim_due,
+    waiting_runs_due,
+)
+
+log = logging.getLogger(__name__)
+
+_STATUS = {
+    Outcome.SUCCESS: Run.Status.SUCCEEDED,
+    Outcome.ERROR: Run.Status.FAILED,
+    Outcome.CANCELLED: Run.Status.CANCELLED,
+    Outcome.PAUSED: Run.Status.PAUSED,
+    Outcome.INTERRUPTED: Run.Status.INTERRUPTED,
+}
+
+
+class ThreadStatus(StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"  # a run works on it, in this process or another
+    WAITING = "waiting"  # its run waits for answers; no process holds it
+
+
+@dataclass(slots=True)
+class RunContext:
+    """What a surface needs to know of a run it streams."""
+
+    agui_thread_id: str
+    agui_run_id: str
+    run_pk: Any
+    thread: Thread
+    session: Session
+    agent: Agent
+    model: ModelInfo
+    # Calls announced in an earlier run of this agent run (before it waited): not opened again.
+    announced_calls: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True, frozen=True)
+class Flushed:
+    event_count: int
+    state: dict[str, Any]
+
+
+class RunSurface(Protocol):
+    """Where one run's events go (agui/runs.py streams them as AG-UI)."""
+
+    def attach(self, context: RunContext) -> RunListener:
+        """The run is open: the listener that hears it."""
+        ...
+
+    async def waiting(self, checkpoint: Checkpoint) -> None:
+        """The run ended on calls that need answers: end the stream on them."""
+        ...
+
+    async def flush(self) -> Flushed:
+        """Every event is durable; the terminal one is not yet let out."""
+        ...
+
+    def close(self, *, failed: str = "") -> None:
+        """Lets the terminal event out; with ``failed``, the run could not be recorded and
+        the stream ends with an error instead."""
+        ...
+
+    def refused(self, code: str, message: str) -> None:
+        """The request opened no run: end the stream with this error."""
+        ...
+
+    async def hydrate(self, opened: OpenedThread) -> None:
+        """Nothing to run: the thread as it stands (and any questions it waits on), then the end."""
+        ...
+
+
+class BackgroundSurfaces(Protocol):
+    def __call__(self, claimed: Claimed) -> RunSurface:
+        """The surface of a run that goes on with nobody's request to stream into."""
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class Start:
+    """A request that brings a message (or none: then it is a hydrate)."""
+
+    agent_name: str
+    agui_thread_id: str
+    agui_run_id: str
+    protocol_version: str
+    message: dict[str, Any] | None
+    request: RunRequest
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class Answers:
+    """A request that answers what the thread's run waits for."""
+
+    agent_name: str
+    agui_thread_id: str
+    agui_run_id: str
+    protocol_version: str
+    decisions: dict[str, Decided]
+    client_results: dict[str, tuple[str, str]]  # call id -> (message id, content)
+    answered_by: str
+    request: RunRequest
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _CancelWatch(BaseListener):
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
+
+    def should_continue(self) -> bool:
+        return not self.live.cancel_requested
+
+
+class RunHost:
+    def __init__(self) -> None:
+        self.registry = RunRegistry()
+        self._background: BackgroundSurfaces | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # -- what the views ask ---------------------------------------------
+
+    async def thread_status(self, agui_thread_id: str) -> ThreadStatus:
+        """Idle, running or waiting. A waiting run whose deadline has passed is taken on here
+        (it times out), so a deadline is honoured by the first process that touches the thread."""
+        if self.registry.live_for_thread(agui_thread_id) is not None:
+            return ThreadStatus.RUNNING
+        open_run = await on_db_thread(selectors.thread_open_run, agui_thread_id=agui_thread_id)
+        if open_run is None:
+            return ThreadStatus.IDLE
+        if open_run.status == Run.Status.WAITING:
+            if open_run.due and await self._take_due(open_run.pk):
+                return ThreadStatus.RUNNING
+            return ThreadStatus.WAITING
+        return ThreadStatus.RUNNING if open_run.held else ThreadStatus.IDLE
+
+    def is_busy_here(self, agui_thread_id: str, message_id: str) -> bool:
+        """A run of this process holds the thread and does not know this message."""
+        live = self.registry.live_for_thread(agui_thread_id)
+        return live is not None and message_id not in live.message_ids
+
+    def start(self, start: Start, surface: RunSurface) -> None:
+        live = LiveRun(run_pk=uuid.uuid4(), agui_thread_id=start.agui_thread_id)
+        if start.message is not None:
+            # Busy at once: a second message is refused before anything is sent.
+            live.message_ids.add(start.message["id"])
+            self.registry.register(live)
+        self._spawn(live, self._start(live, start, surface), f"run-{start.agui_run_id}")
+
+    def answer(self, answers: Answers, surface: RunSurface) -> None:
+        live = LiveRun(run_pk=uuid.uuid4(), agui_thread_id=answers.agui_thread_id)
+        self._spawn(live, self._answer(live, answers, surface), f"resume-{answers.agui_run_id}")
+
+    async def cancel(self, run: Run) -> None:
+        """Stops the run at its next safe point, wherever it runs; a waiting run ends at once.
+        Raises RunNotCancellable when it has already ended."""
+        live = self.registry.live_by_pk(run.pk)
+        if live is not None:
+            live.cancel_requested = True
+            return
+        if await on_db_thread(wait_cancel, run_id=run.pk):
+            return
+        # Owned by another process: it reads the request when it renews its lease.
+        await on_db_thread(run_cancel_request, run_id=run.pk)
+
+    # -- starting and going on ------------------------------------------
+
+    def _spawn(self, live: LiveRun, work: Any, name: str) -> None:
+        # A fresh context: the run outlives the request, so it must not inherit the
+        # request's thread-sensitive executor (asgiref would keep a thread and a
+        # database connection alive for it after the request ends).
+        live.task = asyncio.get_running_loop().create_task(work, name=name, context=contextvars.Context())
+
+    async def _start(self, live: LiveRun, start: Start, surface: RunSurface) -> None:
+        try:
+            opened = await on_db_thread(
+                run_open,
+                agent_name=start.agent_name,
+                agui_thread_id=start.agui_thread_id,
+                agui_run_id=start.agui_run_id,
+                run_pk=live.run_pk,
+                new_user_message=start.message,
+                protocol_version=start.protocol_version,
+                live_run_ids=self.registry.live_run_pks() - {live.run_pk},
+            )
+        except AgentUnavailable as exc:
+            return self._refuse(live, surface, "unknown_agent", str(exc))
+        except ThreadConflict as exc:
+            return self._refuse(live, surface, "conflict", str(exc))
+        except Exception:
+            log.exception("could not open run %s of thread %s", start.agui_run_id, start.agui_thread_id)
+            return self._refuse(live, surface, "internal", "the server could not open the thread")
+        live.message_ids |= opened.stored_message_ids
+        if opened.run is None:
+            try:
+                await surface.hydrate(opened)
+            finally:
+                self.registry.forget(live)
+            return
+        resume = Resumption(*opened.superseded) if opened.superseded is not None else None
+        if resume is not None:
+            _count_answers(resume.checkpoint, resume.answers)
+        await self._execute(
+            live,
+            opened.thread,
+            opened.session,
+            opened.agent,
+            start.agui_run_id,
+            start.request,
+            surface,
+            resume,
+            start.client_tools,
+        )
+
+    async def _answer(self, live: LiveRun, answers: Answers, surface: RunSurface) -> None:
+        try:
+            result = await on_db_thread(
+                wait_answer,
+                agui_thread_id=answers.agui_thread_id,
+                decisions=answers.decisions,
+                client_results=answers.client_results,
+                answered_by=answers.answered_by,
+                claim=ClaimAs(live.run_pk, answers.agui_run_id, answers.protocol_version),
+            )
+        except Exception:
+            log.exception("could not answer the run waiting on thread %s", answers.agui_thread_id)
+            return self._refuse(live, surface, "internal", "the server could not record the answer")
+        if isinstance(result, Missing):
+            message = (
+                "answer every open interrupt in resume, and send the result of every pending tool call "
+                f"as a tool message; not answered: {', '.join(result.answer_ids)}"
+            )
+            return self._refuse(live, surface, "interrupt_unanswered", message)
+        if not isinstance(result, Claimed):
+            # Nothing waits any more (the answer came late, or another was first): it changes
+            # nothing, and the client is shown the thread as it stands.
+            start = Start(
+                answers.agent_name,
+                answers.agui_thread_id,
+                answers.agui_run_id,
+                answers.protocol_version,
+                None,
+                answers.request,
+            )
+            return await self._start(live, start, surface)
+        self.registry.register(live)
+        client_tools = answers.client_tools or result.client_tools
+        await self._go_on(live, result, answers.request, surface, client_tools)
+
+    async def _go_on(
+        self, live: LiveRun, claimed: Claimed, request: RunRequest, surface: RunSurface, client_tools: list[Any]
+    ) -> None:
+        _count_answers(claimed.checkpoint, claimed.answers)
+        resume = Resumption(claimed.checkpoint, claimed.answers)
+        await self._execute(
+            live,
+            claimed.thread,
+            claimed.session,
+            claimed.agent,
+            claimed.run.agui_run_id,
+            request,
+            surface,
+            resume,
+            client_tools,
+        )
+
+    def _refuse(self, live: LiveRun, surface: RunSurface, code: str, message: str) -> None:
+        surface.refused(code, message)
+        self.registry.forget(live)
+
+    async def _execute(
+        self,
+        live: LiveRun,
+        thread: Thread,
+        session: Session,
+        agent: Agent,
+        agui_run_id: str,
+        request: RunRequest,
+        surface: RunSurface,
+        resume: Resumption | None,
+        client_tools: list[dict[str, Any]],
+    ) -> None:
+        provider = provider_for(agent)
+        announced = (
+            frozenset(resume.checkpoint.done) | {c.call_id for c in resume.checkpoint.open} if resume else frozenset()
+        )
+        context = RunContext(
+            agui_thread_id=thread.agui_thread_id,
+            agui_run_id=agui_run_id,
+            run_pk=live.run_pk,
+            thread=thread,
+            session=session,
+            agent=agent,
+            model=provider.info,
+            announced_calls=frozenset(announced),
+        )
+        outcome, checkpoint = Outcome.ERROR, None
+        listener: RunListener | None = None
+        try:
+            listener = surface.attach(context)
+            tools = tools_for(agent)
+            add_client_tools(tools, client_tools)
+            loop = AgentLoop(
+                provider=provider,
+                tools=tools,
+                tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id),
+                config=loop_config(agent, provider, grounding=session.grounding_override),
+                store=DbSessionStore(session_id=session.pk, run_pk=live.run_pk, turns=session.turns),
+                listener=Listeners(listener, MetricsListener(), _CancelWatch(live)),
+                approver=PolicyApprover(agent_name=agent.name, thread_id=thread.agui_thread_id, session_id=session.pk),
+                subagent_stores=lambda started, params: DbSubAgentStore(
+                    thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk, started=started, params=params
+                ),
+                subagent_limits=subagent_limits(),
+            )
+            outcome = await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume)
+            if outcome is Outcome.WAITING:
+                checkpoint = loop.waiting
+                assert checkpoint is not None
+                await surface.waiting(checkpoint)
+        except asyncio.CancelledError:
+            outcome = Outcome.CANCELLED
+        except Exception:
+            log.exception("run %s of thread %s failed", agui_run_id, thread.agui_thread_id)
+            outcome = Outcome.ERROR
+        finally:
+            self.registry.release(live)
+            await self._record(live, surface, outcome, checkpoint, client_tools, getattr(listener, "error_message", ""))
+
+    async def _record(
+        self,
+        live: LiveRun,
+        surface: RunSurface,
+        outcome: Outcome,
+        checkpoint: Checkpoint | None,
+        client_tools: list[dict[str, Any]],
+        error: str,
+    ) -> None:
+        """Makes the run durable, then lets its terminal event out: a client that saw
+        RUN_FINISHED can rely on the run and its events being stored."""
+        failed = ""
+        try:
+            flushed = await surface.flush()
+            if checkpoint is not None:
+                await on_db_thread(
+                    run_wait,
+                    run_id=live.run_pk,
+                    checkpoint=checkpoint,
+                    client_tools=client_tools,
+                    event_count=flushed.event_count,
+                    state=flushed.state,
+                )
+            else:
+                await on_db_thread(
+                    run_finish,
+                    run_id=live.run_pk,
+                    status=_STATUS[outcome],
+                    outcome=outcome.value,
+                    error=error,
+                    event_count=flushed.event_count,
+                    state=flushed.state,
+                )
+        except Exception:
+            log.exception("could not record the end of run %s", live.run_pk)
+            failed = "the server could not record the run"
+        finally:
+            surface.close(failed=failed)
+            self.registry.forget(live)
+
+    # -- deadlines --------------------------------------------------------
+
+    def start_sweeper(self, background: BackgroundSurfaces) -> None:
+        """Every server process looks for waiting runs that are due (a deadline passed, or every
+        answer given outside a chat) and goes on with those it wins."""
+        self._background = background
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.get_running_loop().create_task(
+                self._sweep(), name="wait-sweeper", context=contextvars.Context()
+            )
+
+    def stop_sweeper(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(settings.WAIT_SWEEP_SECONDS)
+            try:
+                for run_id in await on_db_thread(waiting_runs_due):
+                    await self._take_due(run_id)
+            except Exception:
+                log.exception("the sweep of waiting runs failed")
+
+    async def _take_due(self, run_id: Any) -> bool:
+        """Claims a due waiting run and goes on with it in the background, streamed to its
+        thread's event log (a reattach follows it). False when another process was first."""
+        if self._background is None:
+            return False
+        claimed = await on_db_thread(wait_claim_due, run_id=run_id, run_pk=uuid.uuid4())
+        if claimed is None:
+            return False
+        live = LiveRun(run_pk=claimed.run.pk, agui_thread_id=claimed.thread.agui_thread_id)
+        self.registry.register(live)
+        surface = self._background(claimed)
+        request = RunRequest(request_id=claimed.run.agui_run_id, text="", conversation_id=live.agui_thread_id)
+        self._spawn(live, self._go_on(live, claimed, request, surface, claimed.client_tools), f"due-{run_id}")
+        return True
+
+    # -- the process's end ------------------------------------------------
+
+    async def shutdown(self, grace: float) -> None:
+        """Runs in flight get ``grace`` seconds to finish and record themselves; what is still
+        running then is cancelled and recorded as such. Waiting runs are in the database already."""
+        self.stop_sweeper()
+        tasks = self.registry.tasks()
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        await close_providers()
+        # Runs do their database work on asgiref's shared thread; close its connection.
+        await on_db_thread(connections.close_all)
+
+    async def drain(self) -> None:
+        """Waits for every run of this process to finish and be recorded (tests, shutdown)."""
+        while tasks := self.registry.tasks():
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _count_answers(checkpoint: Checkpoint, answers: dict[str, Answer]) -> None:
+    """The metrics of the answers a run goes on with (questions and approvals; not client tools)."""
+    now = datetime.now(UTC)
+    for call in checkpoint.answers_needed():
+        answer = answers.get(call.answer_id)
+        if call.kind is WaitKind.CLIENT or answer is None:
+            continue
+        asked = datetime.fromisoformat(call.expires_at) - timedelta(seconds=settings.APPROVAL_TIMEOUT_SECONDS)
+        record_approval(call.name, answer, max(0.0, (now - asked).total_seconds()))
+
+
+HOST = RunHost()
+LIVE_RUNS.set_function(lambda: len(HOST.registry.tasks()))
+
+__all__ = ["HOST", "Answers", "RunContext", "RunHost", "RunNotCancellable", "RunSurface", "Start", "ThreadStatus"]

@@ -1,0 +1,55 @@
+"""The permission wiring of a run: the rules in scope, the session's "yes, always" answers, and
+what a person is asked when a rule or a tool's class says ask."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+from agents.approvals import Answer, Ask
+from agents.permissions import Decision, arules_for, evaluate, memory_key, primary_argument
+from agents.tools.base import Tool
+from threads.dbthread import on_db_thread
+from threads.services import session_approved_always
+
+
+def _summary(tool: str, arguments: dict[str, Any]) -> str:
+    """The call in a few words a person can judge: the command, the path, the files of a patch."""
+    targets = primary_argument(tool, arguments)
+    text = ", ".join(t for t in targets if t) or json.dumps(arguments)
+    return f"`{text[:300]}`"
+
+
+class PolicyApprover:
+    """The loop's Approver for runs a person supervises. Rules are read at each call, so an
+    operator's edit applies at once; AGENT_MUTATING_TOOLS=on is auto-approve."""
+
+    can_wait = True
+
+    def __init__(self, *, agent_name: str, thread_id: str, session_id: Any) -> None:
+        self.agent_name = agent_name
+        self.thread_id = thread_id
+        self.session_id = session_id
+        self.approval_seconds: float = settings.APPROVAL_TIMEOUT_SECONDS
+        self.client_tool_seconds: float = settings.FRONTEND_TOOL_TIMEOUT_SECONDS
+
+    async def decide(self, tool: Tool, tool_call_id: str, arguments: dict[str, Any]) -> Answer | Ask:
+        rules = await arules_for(self.agent_name, self.thread_id)
+        remembered = memory_key(tool.name, arguments) in await on_db_thread(
+            session_approved_always, session_id=self.session_id
+        )
+        verdict = evaluate(
+            rules,
+            tool=tool,
+            arguments=arguments,
+            remembered=remembered,
+            auto_approve=settings.AGENT_MUTATING_TOOLS == "on",
+        )
+        if verdict.decision == Decision.ALLOW:
+            return Answer(approved=True, reason=verdict.reason)
+        if verdict.decision == Decision.DENY:
+            return Answer(approved=False, reason=f"a permission rule forbids it ({verdict.reason})")
+        message = f"Allow {tool.name} {_summary(tool.name, arguments)}? ({verdict.reason})"
+        return Ask(message=message, reason=verdict.reason)

@@ -1,0 +1,76 @@
+"""The environment block: date and time, OS, workspace, git branch and status, in the system prompt
+the model receives at the start of each run, unless the agent switches it off."""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agents.environment import STATUS_LINES, environment_block
+from tests.fakes.anthropic_api import text_turn
+from tests.helpers import run_input, user, v1
+from tests.sse import post_run
+
+NOW = datetime(2026, 12, 1, 4, 30, tzinfo=UTC)
+
+
+def _git(root: Path, *arguments: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _repo(root: Path) -> Path:
+    root.mkdir(exist_ok=True)
+    _git(root, "init", "-q", "-b", "feature/env")
+    (root / "tracked.txt").write_text("one\n")
+    _git(root, "add", "tracked.txt")
+    _git(root, "commit", "-q", "-m", "first")
+    return root
+
+
+def test_the_block_names_the_time_the_os_and_the_workspace(tmp_path):
+    block = asyncio.run(environment_block(tmp_path, now=NOW))
+    assert block.startswith("\n\n<environment>\n") and block.endswith("\n</environment>")
+    local = NOW.astimezone()
+    assert f"Date and time: {local:%A %Y-%m-%d %H:%M}" in block
+    assert f"OS: {platform.system()} {platform.release()}" in block
+    assert f"Workspace: {tmp_path}" in block
+    assert "Git" not in block  # not a repository
+
+
+def test_in_a_repository_it_adds_the_branch_and_a_short_status(tmp_path):
+    root = _repo(tmp_path / "repo")
+    assert "Git branch: feature/env\nGit status: clean" in asyncio.run(environment_block(root, now=NOW))
+    (root / "tracked.txt").write_text("two\n")
+    for index in range(STATUS_LINES + 2):
+        (root / f"new{index:02}.txt").write_text("x\n")
+    block = asyncio.run(environment_block(root, now=NOW))
+    assert f"Git status: {STATUS_LINES + 3} changed or untracked paths\n   M tracked.txt\n  ?? new00.txt" in block
+    assert "  … and 3 more" in block
+
+
+def test_the_model_receives_the_block_in_its_system_prompt(server, fake_api, workspace):
+    _repo(workspace)
+    fake_api.script([text_turn(["ok"])])
+    post_run(server.url, "coder", v1(run_input("t-env", "r1", user("where am I?"))))
+    server.drain()
+    system = fake_api.requests[0].body["system"][0]["text"]
+    assert "\n\n<environment>\nDate and time: " in system and system.endswith("\n</environment>")
+    assert f"Workspace: {workspace}\n" in system
+    assert "Git branch: feature/env\n" in system and "?? README.md" in system
+
+
+def test_an_agent_can_switch_the_block_off(server, fake_api, coder):
+    coder.environment_block = False
+    coder.save()
+    fake_api.script([text_turn(["ok"])])
+    post_run(server.url, "coder", v1(run_input("t-env-off", "r1", user("hi"))))
+    server.drain()
+    system = fake_api.requests[0].body["system"][0]["text"]
+    assert system == coder.system_prompt and "<environment>" not in system
