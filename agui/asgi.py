@@ -1,5 +1,8 @@
 """The AG-UI routes' own Django handler, with only the middleware they need.
 
+It also reads request bodies its own way (agui/body.py): not at all without the
+token or past the declared cap, and in memory, one byte past the cap at most.
+
 The standard middleware stack (sessions, CSRF, auth, messages) costs over a
 millisecond per request and nothing on the AG-UI path uses it: requests there
 authenticate with the bearer token. CORS stays. Its URLconf has the AG-UI routes
@@ -18,6 +21,7 @@ thread count no longer grows with the streams.
 
 from __future__ import annotations
 
+import io
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,11 +30,22 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase
 
+from agui.body import GatedReceive, body_admitted, closing_send, read_capped
+
 # One worker: asgiref requires a context's executor to run one call at a time on one thread.
 REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-request")
 
 
 class AguiHandler(ASGIHandler):
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        gate = GatedReceive(receive)
+        if not await body_admitted(scope):
+            gate.withhold()  # the view answers 401 or 413 without the body
+        await super().handle(scope, gate, closing_send(send, gate))
+
+    async def read_body(self, receive: Any) -> io.BytesIO:
+        return await read_capped(receive, settings.AGUI_MAX_BODY_BYTES)
+
     def load_middleware(self, is_async: bool = False) -> None:
         # BaseHandler reads settings.MIDDLEWARE; swap in the AG-UI list while
         # this handler builds its chain (once, at start-up).

@@ -9,6 +9,10 @@ import orjson
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
+from threads.jsonlimits import MAX_JSON_DEPTH, Path, deeper_than, dotted, nul_at
+
+MAX_ID_LENGTH = 200
+
 
 class InputError(Exception):
     """A request body the server will not run; ``field`` names what is wrong."""
@@ -86,6 +90,75 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 _CAMEL = {"thread_id": "threadId", "run_id": "runId", "tool_call_id": "toolCallId"}
 
 
+def _field_of_depth(path: Path) -> str:
+    """The field a person would look at: ``state``, ``messages.3.content``, ``resume.0.payload``."""
+    if path and path[0] in ("messages", "tools", "context", "resume"):
+        return dotted(path[:3])
+    return dotted(path[:1])
+
+
+def _check_depth_and_nul(raw: dict[str, Any]) -> None:
+    if (deep := deeper_than(raw, MAX_JSON_DEPTH)) is not None:
+        field = _field_of_depth(deep)
+        raise InputError(f"{field} is nested more than {MAX_JSON_DEPTH} levels deep", field)
+    if (nul := nul_at(raw)) is not None:
+        field = dotted(nul)[:300]
+        raise InputError(f"{field} contains a NUL character (\\u0000), which the server does not store", field)
+
+
+def _check_id(value: Any, field: str, *, path_segment: bool = False) -> None:
+    """Ids are stored (200 characters at most) and shown; thread and run ids are also path
+    segments of the reattach and cancel routes, so they may not hold a '/'."""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{field} must be a non-empty string", field)
+    if len(value) > MAX_ID_LENGTH:
+        raise InputError(f"{field} is longer than {MAX_ID_LENGTH} characters", field)
+    if not value.isprintable() or value != value.strip():
+        raise InputError(f"{field} may hold only printable characters, with no space at either end", field)
+    if path_segment and "/" in value:
+        raise InputError(f"{field} may not contain '/'", field)
+
+
+def check_path_ids(thread_id: str, run_id: str | None = None) -> None:
+    """The ids in a reattach or cancel URL, under the rules of the body's ids."""
+    _check_id(thread_id, "threadId", path_segment=True)
+    if run_id is not None:
+        _check_id(run_id, "runId", path_segment=True)
+
+
+def _check_ids(raw: dict[str, Any]) -> None:
+    """Every id the body carries (run after the model's validation, so the types are right)."""
+    _check_id(raw["threadId"], "threadId", path_segment=True)
+    _check_id(raw["runId"], "runId", path_segment=True)
+    if raw.get("parentRunId") is not None:
+        _check_id(raw["parentRunId"], "parentRunId", path_segment=True)
+    for index, message in enumerate(raw["messages"]):
+        _check_id(message.get("id"), f"messages.{index}.id")
+        if "toolCallId" in message:
+            _check_id(message["toolCallId"], f"messages.{index}.toolCallId")
+        for call_index, call in enumerate(message.get("toolCalls") or []):
+            _check_id(call.get("id"), f"messages.{index}.toolCalls.{call_index}.id")
+            _check_arguments(call.get("function"), f"messages.{index}.toolCalls.{call_index}.function.arguments")
+    for index, entry in enumerate(raw.get("resume") or []):
+        _check_id(entry.get("interruptId"), f"resume.{index}.interruptId")
+
+
+def _check_arguments(function: Any, field: str) -> None:
+    """A tool call's arguments are JSON in a string; whoever parses them (the model's API, a page
+    replaying the transcript) meets the encoder's limit, so they obey the depth limit too."""
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(arguments, str) or not arguments.lstrip().startswith(("{", "[")):
+        return
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError as exc:
+        if "depth" not in str(exc):
+            return  # not JSON: the model is told so, as with any malformed arguments
+        parsed = None
+    if parsed is None or deeper_than(parsed, MAX_JSON_DEPTH) is not None:
+        raise InputError(f"{field} is nested more than {MAX_JSON_DEPTH} levels deep", field)
+
+
 def decode_run_input(body: bytes, *, owner_id: int | None = None) -> DecodedInput:
     """Parses and validates a RunAgentInput sent by ``owner_id`` (see DecodedInput); raises
     InputError naming the first bad field."""
@@ -101,12 +174,10 @@ def decode_run_input(body: bytes, *, owner_id: int | None = None) -> DecodedInpu
         if name not in raw:
             raise InputError(f"{name} is required", name)
     for name in ("threadId", "runId"):
-        if not isinstance(raw[name], str) or not raw[name].strip():
-            raise InputError(f"{name} must be a non-empty string", name)
-        if len(raw[name]) > 200:
-            raise InputError(f"{name} is longer than 200 characters", name)
+        _check_id(raw[name], name, path_segment=True)
     if not isinstance(raw["messages"], list):
         raise InputError("messages must be an array of messages", "messages")
+    _check_depth_and_nul(raw)
     candidate = {**raw, "messages": _normalise_messages(raw["messages"])}
     try:
         model = RunAgentInput.model_validate(candidate)
@@ -116,6 +187,7 @@ def decode_run_input(body: bytes, *, owner_id: int | None = None) -> DecodedInpu
         for snake, camel in _CAMEL.items():
             path = path.replace(snake, camel)
         raise InputError(f"{path}: {error['msg']}", path) from None
+    _check_ids(raw)
     ids = [m.id for m in model.messages]
     if len(set(ids)) != len(ids):
         raise InputError("messages: two messages share an id", "messages")

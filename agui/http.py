@@ -80,6 +80,16 @@ def token_error(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
+async def token_admits(authorization: str) -> bool:
+    """Whether an Authorization header value carries a token this server takes (the shared one, or
+    an active user's API token): decided before a byte of the body is read (agui/body.py)."""
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() not in ("bearer", "token") or not token:
+        return False
+    return _is_shared_token(token) or await on_db_thread(api_token_user_id, key=token) is not None
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """The AG-UI handler's 404: a JSON error, like every other error on these routes."""
     return error_response(404, "not_found", "no such AG-UI path")

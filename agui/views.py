@@ -6,12 +6,12 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.runtime import provider_for
-from agui.decode import DecodedInput, InputError, decode_run_input
+from agui.body import request_body
+from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
 from agui.http import Caller, authenticate, error_response, sse_response, token_error
 from agui.interrupts import decided_of
@@ -58,23 +58,6 @@ class AgentNames:
 AGENT_NAMES = AgentNames()
 
 
-def _read_body(request: HttpRequest) -> bytes | HttpResponse:
-    limit = settings.AGUI_MAX_BODY_BYTES
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        return error_response(400, "invalid_request", "Content-Length is not a number")
-    if declared > limit:
-        return error_response(413, "body_too_large", f"the body is {declared} bytes; the limit is {limit}")
-    try:
-        body = request.body
-    except RequestDataTooBig:
-        return error_response(413, "body_too_large", f"the body is larger than the limit of {limit} bytes")
-    if len(body) > limit:
-        return error_response(413, "body_too_large", f"the body is larger than the limit of {limit} bytes")
-    return body
-
-
 async def _reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
     """Whether the caller may use the thread (run, hydrate, resume): the shared token always; a
     user's token only on their own threads or a new one (a race is refused by run_open)."""
@@ -90,7 +73,7 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
     caller = await authenticate(request)
     if not isinstance(caller, Caller):
         return caller
-    body = _read_body(request)
+    body = request_body(request)
     if isinstance(body, HttpResponseBase):
         return body
     try:
@@ -158,6 +141,14 @@ def _after(request: HttpRequest) -> int | HttpResponse:
     return after
 
 
+def _path_ids_error(thread_id: str, run_id: str | None) -> HttpResponse | None:
+    try:
+        check_path_ids(thread_id, run_id)
+    except InputError as exc:
+        return error_response(400, "invalid_input", exc.message, exc.field)
+    return None
+
+
 async def reattach(
     request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None
 ) -> HttpResponseBase:
@@ -167,6 +158,8 @@ async def reattach(
     caller = await authenticate(request)
     if not isinstance(caller, Caller):
         return caller
+    if refused := _path_ids_error(thread_id, run_id):
+        return refused
     after = _after(request)
     if isinstance(after, HttpResponseBase):
         return after
@@ -231,6 +224,8 @@ async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: 
     caller = await authenticate(request)
     if not isinstance(caller, Caller):
         return caller
+    if refused := _path_ids_error(thread_id, run_id):
+        return refused
     run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
     if (
         run is None

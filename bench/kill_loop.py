@@ -113,9 +113,7 @@ def main() -> None:
                 "protocolVersion": "1.0",
                 "messages": [{"id": "u1", "role": "user", "content": f"round {i} go"}],
             }
-            runner = threading.Thread(
-                target=lambda b=body: _swallow(lambda: post_run(server.url, "coder", b, token=TOKEN))
-            )
+            runner = threading.Thread(target=_send, args=(server.url, body))
             runner.start()
             time.sleep(rng.uniform(0.05, 1.5))
             server.kill()

@@ -7,24 +7,44 @@ so a browser origin allowed to reach AG-UI cannot reach the admin or the API.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from typing import Any
 
+import django
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
-from django.core.asgi import get_asgi_application
-
-django_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
 
 from agui.asgi import AguiHandler
+from agui.body import GatedReceive, closing_send, declares_over, read_capped
 from project.fdlimit import raise_open_file_limit
 from project.gctune import tune_gc
 
 raise_open_file_limit()
 
+
+class StandardHandler(ASGIHandler):
+    """Django's handler for everything but the AG-UI routes (admin, REST API, static files), with
+    bodies read in memory and capped as there: a body declared over the cap is not read (Django
+    answers 400 for it), and a longer one is cut one byte past the cap."""
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        gate = GatedReceive(receive)
+        if declares_over(scope, settings.DATA_UPLOAD_MAX_MEMORY_SIZE):
+            gate.withhold()
+        await super().handle(scope, gate, closing_send(send, gate))
+
+    async def read_body(self, receive: Any) -> io.BytesIO:
+        return await read_capped(receive, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+django_app = StandardHandler()
 agui_app = AguiHandler()
 
 

@@ -62,7 +62,12 @@ def env_int(
 
 
 def env_float(
-    name: str, default: float, *, minimum: float | None = None, env: Mapping[str, str] | None = None
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> float:
     value = _raw(name, env)
     if value is None or value == "":
@@ -73,6 +78,8 @@ def env_float(
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
     if number != number or (minimum is not None and number < minimum):
         raise ImproperlyConfigured(f"{name}={value!r} must be a number of at least {minimum}")
+    if number == float("inf") or (maximum is not None and number > maximum):
+        raise ImproperlyConfigured(f"{name}={value!r} must be a number of at most {maximum}")
     return number
 
 

@@ -95,6 +95,13 @@ if bool(TLS_CERT_FILE) != bool(TLS_KEY_FILE):
     raise ImproperlyConfigured(f"{missing} is not set: TLS needs TLS_CERT_FILE and TLS_KEY_FILE both, or neither")
 AGUI_MAX_BODY_BYTES = env_int("AGUI_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
+# Slow and idle clients (``manage.py serve``; project/server.py): an idle keep-alive connection
+# is closed after SERVER_KEEP_ALIVE_SECONDS; a request must arrive whole (headers and body)
+# within SERVER_REQUEST_TIMEOUT_SECONDS of its first byte; past SERVER_MAX_CONNECTIONS open
+# connections a request gets 503. Each open SSE stream is one connection.
+SERVER_KEEP_ALIVE_SECONDS = env_float("SERVER_KEEP_ALIVE_SECONDS", 5.0, minimum=0.1, maximum=3600.0)
+SERVER_REQUEST_TIMEOUT_SECONDS = env_float("SERVER_REQUEST_TIMEOUT_SECONDS", 60.0, minimum=0.1, maximum=3600.0)
+SERVER_MAX_CONNECTIONS = env_int("SERVER_MAX_CONNECTIONS", 2000, minimum=1, maximum=1_000_000)
 # How long another process waits before it treats a silent process's running runs as abandoned.
 RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 30.0, minimum=1.0)
 SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)

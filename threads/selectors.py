@@ -20,6 +20,7 @@ from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, PermissionRule
 from threads import leases
+from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.models import Approval, Message, Run, RunEvent, SubAgentTask, Thread
 
 # The largest primary key a database integer holds; SQLite raises on a larger lookup rather than finding nothing.
@@ -40,7 +41,9 @@ def thread_get(*, agui_thread_id: str) -> Thread | None:
 
 def thread_transcript(*, thread: Thread) -> list[dict[str, Any]]:
     # By key, so a thread not yet stored (a hydrate of a new thread id) simply has no messages.
-    return list(Message.objects.filter(thread_id=thread.pk).order_by("position").values_list("body", flat=True))
+    bodies = Message.objects.filter(thread_id=thread.pk).order_by("position").values_list("body", flat=True)
+    # A message stored before input depth was limited is cut, so the snapshot carrying it still encodes.
+    return [clip_depth(body, MAX_JSON_DEPTH - 2) for body in bodies]
 
 
 def api_token_user_id(*, key: str) -> int | None:
@@ -85,9 +88,7 @@ def thread_open_run(*, agui_thread_id: str) -> OpenRun | None:
     if row is None:
         return None
     pk, status, owner, lease = row
-    return OpenRun(
-        pk=pk, status=status, held=status == Run.Status.RUNNING and not leases.owner_is_gone(owner, lease)
-    )
+    return OpenRun(pk=pk, status=status, held=status == Run.Status.RUNNING and not leases.owner_is_gone(owner, lease))
 
 
 def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[RunEvent]:

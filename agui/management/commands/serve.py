@@ -12,6 +12,7 @@ from uvicorn.supervisors import Multiprocess
 
 from agents.confinement import bash_choice, startup_warnings
 from agents.models import Agent
+from project.server import raise_file_limit, uvicorn_options
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -78,15 +79,16 @@ class Command(BaseCommand):
         ]
         self.stdout.write("\n".join(lines))
         self.stdout.flush()
+        raise_file_limit(settings.SERVER_MAX_CONNECTIONS)
         config = uvicorn.Config(
             "project.asgi:application",
             host=host,
             port=port,
             log_level="info",
             loop="auto",
-            http="auto",
             lifespan="on",
             workers=workers,
+            **uvicorn_options(),
             timeout_graceful_shutdown=int(settings.SHUTDOWN_GRACE_SECONDS) + 5,
             ssl_certfile=settings.TLS_CERT_FILE or None,
             ssl_keyfile=settings.TLS_KEY_FILE or None,

@@ -1,0 +1,21 @@
+"""The README says what the server does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _row(route: str) -> str:
+    return next(line for line in README.read_text().splitlines() if line.startswith(f"| `{route}`"))
+
+
+def test_the_readme_says_info_needs_the_token_as_it_does(server):
+    assert httpx.get(f"{server.url}/agui/info").status_code == 401
+    assert httpx.get(f"{server.url}/agui/info", headers={"Authorization": "Bearer test-token"}).status_code == 200
+    row = _row("GET /agui/info")
+    assert "token required" in row
+    assert "No credentials." not in row
