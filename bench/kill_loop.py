@@ -121,29 +121,26 @@ def main() -> None:
             server.start()
         time.sleep(2.5)  # the killed runs' leases lapse
         left_alive = _alive_children()
-        unterminated = failed_next = 0
+        unterminated = failed_next = never_started = 0
         runs = 0
         for thread_id in threads:
             follow = get_stream(f"{server.url}/agui/coder/threads/{thread_id}/events", token=TOKEN, timeout=30)
-            runs += 1
-            if not follow.types or follow.types[-1] not in ("RUN_FINISHED", "RUN_ERROR"):
-                unterminated += 1
             marker = int(thread_id.split("-")[1])
-            body = {
-                "threadId": thread_id,
-                "runId": "r2",
-                "protocolVersion": "1.0",
-                "messages": [
-                    {"id": "u1", "role": "user", "content": f"round {marker} go"},
-                    {"id": "u2", "role": "user", "content": "go on"},
-                ],
-            }
+            messages = [{"id": "u1", "role": "user", "content": f"round {marker} go"}]
+            if follow.status == 404:
+                never_started += 1  # killed before the thread was written: its first message goes again
+            else:
+                runs += 1
+                if not follow.types or follow.types[-1] not in ("RUN_FINISHED", "RUN_ERROR"):
+                    unterminated += 1
+                messages.append({"id": "u2", "role": "user", "content": "go on"})
+            body = {"threadId": thread_id, "runId": "r2", "protocolVersion": "1.0", "messages": messages}
             after = post_run(server.url, "coder", body, token=TOKEN, timeout=60)
             if not after.types or after.types[-1] != "RUN_FINISHED":
                 failed_next += 1
                 print(f"{thread_id}: its next message ended with {after.events[-1:] or after.status}")
         server.kill()
-    print(f"kills: {options.kills}   runs replayed: {runs}")
+    print(f"kills: {options.kills}   runs replayed: {runs}   killed before their thread was written: {never_started}")
     print(f"logs without a terminal event: {unterminated}")
     print(f"threads that did not take their next message: {failed_next}")
     print(f"bash children left alive after the kills: {left_alive}")
