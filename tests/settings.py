@@ -1,10 +1,12 @@
 """Settings for the test suite: the project's settings with a throwaway data dir and no real key."""
 
+import atexit
 import os
 import shutil
 import tempfile
 
 _DATA = tempfile.mkdtemp(prefix="threadline-test-")
+atexit.register(shutil.rmtree, _DATA, ignore_errors=True)  # each run's throwaway data dir goes with it
 os.environ["THREADLINE_DATA_DIR"] = _DATA
 os.environ["AGUI_TOKEN"] = "test-token"
 # Tests never talk to the real API: a key in the developer's environment is ignored.
