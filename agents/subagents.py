@@ -374,15 +374,7 @@ async def resume_sub_agent(
 ) -> ToolOutput | ChildCheckpoint:
     """A child that waited goes on from its checkpoint with the answers (by answer id)."""
     params = SubAgentParams(**{**waited.params, "allowed_tools": tuple(waited.params.get("allowed_tools", ()))})
-    started = SubAgentStarted(
-        task_id=waited.task_id,
-        parent_task_id=waited.parent_task_id,
-        tool_call_id=waited.tool_call_id,
-        role=waited.role,
-        prompt=waited.prompt,
-        model=waited.model,
-        depth=waited.depth,
-    )
+    started = waited.subagent_started()
     tools = ToolRegistry({name: tool for name in waited.allowed_tools if (tool := parent.tools.get(name))})
     store = parent.subagent_stores(started, params)
     store.turns = list(waited.turns)
@@ -464,13 +456,7 @@ async def _drive(
     if child_listener.outcome is Outcome.WAITING and child.waiting is not None and not timed_out:
         usage = child_listener.usage
         return ChildCheckpoint(
-            task_id=task_id,
-            parent_task_id=started.parent_task_id,
-            tool_call_id=started.tool_call_id,
-            role=started.role,
-            prompt=started.prompt,
-            model=started.model,
-            depth=started.depth,
+            **dataclasses.asdict(started),
             params={**dataclasses.asdict(params), "allowed_tools": list(params.allowed_tools)},
             allowed_tools=list(tools.tools),
             turns=await store.load_turns(),

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from agents.approvals import Answer
+from agents.events import SubAgentStarted
 
 
 class WaitKind(StrEnum):
@@ -101,7 +102,8 @@ class Checkpoint:
 
 @dataclass(slots=True)
 class ChildCheckpoint:
-    """A sub-agent that waits: who it is, its conversation so far, and its own checkpoint."""
+    """A sub-agent that waits: who it is (SubAgentStarted's fields, by the same names), its
+    conversation so far, and its own checkpoint."""
 
     task_id: str
     parent_task_id: str
@@ -119,6 +121,12 @@ class ChildCheckpoint:
     last_text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
+
+    def subagent_started(self) -> SubAgentStarted:
+        """Who the child is, as it was announced (the checkpoint holds SubAgentStarted's fields)."""
+        return SubAgentStarted(
+            self.task_id, self.parent_task_id, self.tool_call_id, self.role, self.prompt, self.model, self.depth
+        )
 
 
 def _open_call(data: dict[str, Any]) -> OpenCall:
