@@ -296,12 +296,12 @@ class RunHost:
             # Nothing waits any more (the answer came late, or another was first): it changes
             # nothing, and the client is shown the thread as it stands.
             start = Start(
-                answers.agent_name,
-                answers.agui_thread_id,
-                answers.agui_run_id,
-                answers.protocol_version,
-                None,
-                answers.request,
+                agent_name=answers.agent_name,
+                agui_thread_id=answers.agui_thread_id,
+                agui_run_id=answers.agui_run_id,
+                protocol_version=answers.protocol_version,
+                message=None,
+                request=answers.request,
             )
             return await self._start(live, start, surface)
         self.registry.register(live)
