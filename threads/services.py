@@ -19,9 +19,9 @@ from agents.verdict import conclusion_of
 from agents.waits import Checkpoint
 from threads import fastsql, leases
 from threads.healing import runs_heal
-from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
+from threads.models import Message, Run, Session, SubAgentTask, Thread
 from threads.selectors import agent_get
-from threads.waits import ABANDONED, wait_supersede
+from threads.waits import wait_supersede
 
 # A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
 LIVE_STATUSES = (Run.Status.RUNNING,)
@@ -191,9 +191,6 @@ def _run_open(
         raise ThreadConflict(f"a run is in progress on thread {agui_thread_id} in another server process")
     if gone:
         runs_heal(run_ids=gone, now=now)
-        Approval.objects.filter(run_id__in=gone, decision=Approval.Decision.PENDING).update(
-            decision=Approval.Decision.CANCELLED, reason=ABANDONED, answered_at=now
-        )
         _interrupt_subagents(thread, gone, now)
     if not thread.title:
         thread.title = _title_from(new_user_message)
