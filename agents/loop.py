@@ -46,6 +46,7 @@ from agents.providers.base import (
     ModelRequest,
     TokenCount,
 )
+from agents.queued import Inbox, join_queued
 from agents.request import RunRequest, render_prompt
 from agents.subagents import (
     DEFAULT_SUBAGENT_LIMITS,
@@ -143,9 +144,11 @@ class AgentLoop:
         task_id: str = "",
         subagent_stores: SubAgentStores = MemorySubAgentStore,
         subagent_limits: SubAgentLimits = DEFAULT_SUBAGENT_LIMITS,
+        inbox: Inbox | None = None,
     ) -> None:
         """``depth`` and ``task_id`` place a sub-agent's loop under its parent (0 and "" for a
-        top-level run); ``subagent_stores`` keeps the children's runs, ``subagent_limits`` bounds them."""
+        top-level run); ``subagent_stores`` keeps the children's runs, ``subagent_limits`` bounds them.
+        ``inbox`` holds the messages sent while the run is in flight (none for a sub-agent)."""
         self.provider = provider
         self.tools = tools
         self.tool_context = tool_context
@@ -158,6 +161,7 @@ class AgentLoop:
         self.task_id = task_id
         self.subagent_stores = subagent_stores
         self.subagent_limits = subagent_limits
+        self.inbox = inbox
         self.thread_id = ""
         self._child_tokens = 0  # the children's tokens since the loop last counted them
         self._last_call = ""
@@ -260,6 +264,8 @@ class AgentLoop:
             turns.append({"role": "user", "content": request.user_content()})
             turns, _ = heal_turns(turns)
             await self.store.commit(turns, [], TokenCount())
+        # Messages queued behind the one that started the run (or sent while it waited) join it now.
+        await self._read_inbox(turns)
         counted = 0  # prompt tokens the model reported for the turns before ``counted_upto``
         counted_upto = 0
         for iteration in range(first, config.max_iterations):
@@ -312,7 +318,23 @@ class AgentLoop:
                 return await self._wait(turns, batch.messages, checkpoint_of(batch.waiting, iteration))
             turns.append({"role": "user", "content": batch.results})
             await self.store.commit(turns, list(batch.messages), TokenCount())
+            if iteration + 1 < config.max_iterations:  # else it starts the next run, not a paused one
+                await self._read_inbox(turns)
         return await self._pause(PauseReason.MAX_ITERATIONS)
+
+    async def _read_inbox(self, turns: list[dict[str, Any]]) -> None:
+        """The tool boundary: messages sent while the run was in flight join its last user turn,
+        after the results, before the next model call (seeds/004, FireOrQueue)."""
+        if self.inbox is None:
+            return
+        queued = await self.inbox.take(turns)
+        if not queued:
+            return
+        for message in queued:
+            if not message.announced:
+                self.listener.on_message_queued(message.request_id, message.display)
+        turns[-1] = join_queued(turns[-1], queued)
+        self.listener.on_queued_message_read([message.request_id for message in queued])
 
     async def _wait(self, turns: list[dict[str, Any]], finished: list[ToolMessage], checkpoint: Checkpoint) -> Outcome:
         """Ends the run until its open calls are answered; the calls that finished are stored now."""

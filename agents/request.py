@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from agents.events import RunListener
 from agents.tools.base import Tool
 
@@ -57,12 +59,17 @@ class RunRequest:
     # (documents, say), kept rather than dropped.
     extra_content: list[dict[str, Any]] = field(default_factory=list)
     listeners: list[RunListener] = field(default_factory=list)
+    # The message as the model reads it, when it was built earlier (a queued message that starts
+    # the next run, agents/queued.py); it stands for text, images and extra_content.
+    content: str | list[dict[str, Any]] | None = None
 
     def has_message(self) -> bool:
         """False for a request that only carries answers (a resume) and nothing new to say."""
-        return bool(self.text or self.images or self.extra_content)
+        return bool(self.text or self.images or self.extra_content or self.content)
 
     def user_content(self) -> str | list[dict[str, Any]]:
+        if self.content is not None:
+            return self.content
         if not self.images and not self.extra_content:
             return self.text
         blocks: list[dict[str, Any]] = []
@@ -77,6 +84,12 @@ class RunRequest:
         if self.text:
             blocks.append({"type": "text", "text": self.text})
         return blocks
+
+
+def chat_scenario() -> Scenario:
+    """A chat's scenario: with nobody to answer questions (AGUI_HUMAN_IN_THE_LOOP=off), the agent is
+    not offered ask_user."""
+    return INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED
 
 
 def render_prompt(template: str, variables: dict[str, str]) -> str:

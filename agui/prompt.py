@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ag_ui.core import DataSource, DocumentPart, ImagePart, TextPart, UrlSource, UserMessage
-from django.conf import settings
 
-from agents.request import INTERACTIVE, UNATTENDED, Image, RunRequest
+from agents.request import Image, RunRequest, chat_scenario
 from agui.decode import DecodedInput
 
 
@@ -36,7 +35,7 @@ def no_message_request(decoded: DecodedInput) -> RunRequest:
         text="",
         conversation_id=decoded.model.thread_id,
         user_id=_user_id(decoded),
-        scenario=INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED,
+        scenario=chat_scenario(),
     )
 
 
@@ -73,6 +72,5 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
         extra_content=extra,
         conversation_id=decoded.model.thread_id,
         user_id=_user_id(decoded),
-        # With nobody to answer (AGUI_HUMAN_IN_THE_LOOP=off) the agent is not offered ask_user.
-        scenario=INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED,
+        scenario=chat_scenario(),
     )

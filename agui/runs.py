@@ -11,22 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from agents.events import RunListener
 from agents.runtime import provider_for
 from agents.waits import Checkpoint
 from agui.interrupts import suspension_outcome
-from agui.relay import RunRelay, shared_layer
+from agui.relay import RunRelay, follow_stored_run, shared_layer
 from agui.state import STATE_CACHE, ThreadState
-from agui.stream import RunStream
-from agui.translate import AguiTranslator, run_finished, run_started
+from agui.stream import TERMINAL_TYPES, RunStream
+from agui.translate import MESSAGE_QUEUED, QUEUED_MESSAGES_READ, AguiTranslator, run_finished, run_started
 from runhost.host import Flushed, RunContext
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
+from threads.models import Run, Thread
 from threads.services import OpenedThread
-from threads.waits import Claimed, waiting_checkpoint
+from threads.waits import waiting_checkpoint
 
 # The streams of the runs this process executes, by Run pk, for a reattach in this process.
 LIVE_STREAMS: dict[Any, RunStream] = {}
@@ -52,6 +54,20 @@ async def transcript_for(thread: Any, *, v1: bool) -> list[dict[str, Any]]:
         return transcript
     # A 0.x client knows neither sub-agents nor their messages.
     return [m for m in transcript if m.get("role") in _V0_ROLES and "subagentRunId" not in m]
+
+
+def _run_of(*, pk: Any) -> Run | None:
+    return Run.objects.filter(pk=pk).first()
+
+
+def _events_of(chunk: bytes) -> list[dict[str, Any]]:
+    """The events in a chunk of SSE frames (``id: n\ndata: {...}\n\n``); comments are skipped."""
+    events = []
+    for frame in chunk.split(b"\n\n"):
+        _, found, data = frame.partition(b"data: ")
+        if found:
+            events.append(orjson.loads(data))
+    return events
 
 
 class AguiRun:
@@ -117,6 +133,54 @@ class AguiRun:
         self.stream.publish({"type": "RUN_ERROR", "message": message, "code": code})
         self.stream.close()
 
+    def queued(self, display: str) -> None:
+        value = {"requestId": self.run_id, "display": display}
+        self.stream.publish({"type": "CUSTOM", "name": MESSAGE_QUEUED, "value": value})
+
+    async def relay(self, run_pk: Any, *, request_id: str, from_start: bool) -> bool:
+        """Another run's events, as this request's run: its RUN_STARTED is this stream's own (sent
+        already), its terminal event carries this request's runId. Joined mid-run (from where it
+        read this request's message), the steps open at that point are opened here first, so the
+        stream a client verifies is whole."""
+        run = await on_db_thread(_run_of, pk=run_pk)
+        if run is None:
+            return False
+        live = LIVE_STREAMS.get(run_pk)
+        frames = live.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS) if live else follow_stored_run(run, 0)
+        joined = from_start
+        open_steps: list[str] = []
+        publish = self.stream.publish
+        async for chunk in frames:
+            for event in _events_of(chunk):
+                kind = event["type"]
+                if not joined:
+                    if kind == "STEP_STARTED":
+                        open_steps.append(event["stepName"])
+                    elif kind == "STEP_FINISHED" and event["stepName"] in open_steps:
+                        open_steps.remove(event["stepName"])
+                    elif kind in TERMINAL_TYPES:
+                        return False
+                    elif (
+                        kind == "CUSTOM"
+                        and event.get("name") == QUEUED_MESSAGES_READ
+                        and request_id in event["value"]["requestIds"]
+                    ):
+                        joined = True
+                        for step in open_steps:
+                            publish({"type": "STEP_STARTED", "stepName": step})
+                        publish(event)
+                    continue
+                if kind == "RUN_STARTED":
+                    continue
+                if kind in TERMINAL_TYPES:
+                    if "runId" in event:
+                        event["runId"] = self.run_id
+                    publish(event)
+                    self.stream.close()
+                    return True
+                publish(event)
+        return False
+
     async def hydrate(self, opened: OpenedThread) -> None:
         """Replays the thread's messages and state without running the agent; a thread whose run
         waits for answers gets its questions again, so a reloaded page can ask the person."""
@@ -134,14 +198,14 @@ class AguiRun:
         self.stream.close()
 
 
-def background_surface(claimed: Claimed) -> AguiRun:
-    """A waiting run that goes on with nobody's request to stream into (an answer from the admin
-    or the API, a deadline): its events go to its log, where the thread's events stream follows."""
-    previous = claimed.previous
-    state = claimed.thread.state if isinstance(claimed.thread.state, dict) else {}
+def background_surface(thread: Thread, agui_run_id: str, protocol_version: str) -> AguiRun:
+    """A run with nobody's request to stream into (an answer from the admin or the API, a deadline,
+    a queued message that starts the next run): its events go to its log, where the thread's events
+    stream and the requests that queued messages follow it."""
+    state = thread.state if isinstance(thread.state, dict) else {}
     return AguiRun(
-        thread_id=claimed.thread.agui_thread_id,
-        run_id=claimed.run.agui_run_id,
-        v1=bool(previous.protocol_version),
+        thread_id=thread.agui_thread_id,
+        run_id=agui_run_id,
+        v1=bool(protocol_version),
         client_state=state.get("client"),
     )

@@ -47,6 +47,12 @@ from agui.state import ThreadState
 Publish = Callable[[dict[str, Any]], None]
 
 
+# CUSTOM events of a message sent while the run was in flight: it was queued, and (a tool boundary
+# later) the run read it. ``requestId``/``requestIds`` are the runIds of the requests that sent them.
+MESSAGE_QUEUED = "threadline.message_queued"
+QUEUED_MESSAGES_READ = "threadline.queued_messages_read"
+
+
 def run_started(thread_id: str, run_id: str, *, v1: bool) -> dict[str, Any]:
     event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
     if v1:
@@ -317,6 +323,17 @@ class AguiTranslator(BaseListener):
                 "error": event.error,
             }
             self._state_delta(self.state.subagent_changed_ops(event.task_id, changes))
+
+    # -- messages that join the run (seeds/004, FireOrQueue) ---------------
+
+    def on_message_queued(self, request_id: str, display: str) -> None:
+        if not self.finished:
+            value = {"requestId": request_id, "display": display}
+            self.publish({"type": "CUSTOM", "name": MESSAGE_QUEUED, "value": value})
+
+    def on_queued_message_read(self, request_ids: list[str]) -> None:
+        # The join point: a request that queued one of these follows the run from here.
+        self.publish({"type": "CUSTOM", "name": QUEUED_MESSAGES_READ, "value": {"requestIds": request_ids}})
 
     # -- per model call -------------------------------------------------
 

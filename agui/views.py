@@ -87,12 +87,6 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
         return error_response(404, "unknown_thread", "no such thread")
     inp = decoded.model
     message = _new_user_message(decoded)
-    if message is not None and HOST.is_busy_here(inp.thread_id, message["id"]):
-        # One active run per thread (DESIGN.md §2): a second message is refused
-        # rather than interleaved into the history of the run in flight.
-        return error_response(
-            409, "thread_busy", "a run is in progress on this thread; wait for it to finish or reattach to it"
-        )
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
     results = client_tool_results(decoded)
     if (inp.resume or results) and await HOST.thread_status(inp.thread_id) is ThreadStatus.WAITING:
@@ -110,7 +104,8 @@ async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
         )
         HOST.answer(answers, surface)
     else:
-        # A new message (which supersedes any open question), or a hydrate when there is none.
+        # A new message (which supersedes any open question, or joins the run in flight on a busy
+        # thread: runhost/host.py), or a hydrate when there is none.
         asked = (
             build_request(decoded, message, request_id=inp.run_id)
             if message is not None

@@ -27,7 +27,7 @@ from agents.loop import AgentLoop
 from agents.metrics import LIVE_RUNS, MetricsListener, record_approval
 from agents.models import Agent
 from agents.providers.base import ModelInfo
-from agents.request import RunRequest
+from agents.request import RunRequest, chat_scenario
 from agents.runtime import close_providers, loop_config, provider_for, subagent_limits, tool_context, tools_for
 from agents.tools.client import add_client_tools
 from agents.waits import Checkpoint, Resumption, WaitKind
@@ -35,7 +35,8 @@ from runhost.policy import PolicyApprover
 from runhost.registry import LiveRun, RunRegistry
 from threads import selectors
 from threads.dbthread import on_db_thread
-from threads.models import Run, Session, Thread
+from threads.models import QueuedMessage, Run, Session, Thread
+from threads.queue import DbInbox, HandOver, display_of, queue_fate, queue_mark_announced, queue_next, queue_stranded
 from threads.services import (
     AgentUnavailable,
     OpenedThread,
@@ -124,10 +125,22 @@ class RunSurface(Protocol):
         """Nothing to run: the thread as it stands (and any questions it waits on), then the end."""
         ...
 
+    def queued(self, display: str) -> None:
+        """The request's message was queued for the run in flight; this stream will follow it."""
+        ...
+
+    async def relay(self, run_pk: Any, *, request_id: str, from_start: bool) -> bool:
+        """Follows another run's events into this stream, until that run ends: all of them
+        (``from_start``: the run the queued message started), or those from where the run read
+        the message ``request_id``. True when this stream ended with it; False when the run ended
+        without reading the message (nothing of it was shown)."""
+        ...
+
 
 class BackgroundSurfaces(Protocol):
-    def __call__(self, claimed: Claimed) -> RunSurface:
-        """The surface of a run that goes on with nobody's request to stream into."""
+    def __call__(self, thread: Thread, agui_run_id: str, protocol_version: str) -> RunSurface:
+        """The surface of a run with nobody's request to stream into (an answer from the admin
+        or the API, a deadline, a queued message that starts the next run): its log."""
         ...
 
 
@@ -143,6 +156,7 @@ class Start:
     request: RunRequest
     client_tools: list[dict[str, Any]] = field(default_factory=list)
     owner_id: int | None = None  # the user whose own token sent it (run_open keeps others out)
+    from_queue: Any = None  # the queued message (threads/queue.py) this run starts with
 
 
 @dataclass(slots=True, frozen=True)
@@ -173,6 +187,8 @@ class RunHost:
         self.registry = RunRegistry()
         self._background: BackgroundSurfaces | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._closing = False
+        self._chores: set[asyncio.Task[Any]] = set()
 
     # -- what the views ask ---------------------------------------------
 
@@ -189,15 +205,10 @@ class RunHost:
             return ThreadStatus.WAITING
         return ThreadStatus.RUNNING if open_run.held else ThreadStatus.IDLE
 
-    def is_busy_here(self, agui_thread_id: str, message_id: str) -> bool:
-        """A run of this process holds the thread and does not know this message."""
-        live = self.registry.live_for_thread(agui_thread_id)
-        return live is not None and message_id not in live.message_ids
-
     def start(self, start: Start, surface: RunSurface) -> None:
         live = LiveRun(run_pk=uuid.uuid4(), agui_thread_id=start.agui_thread_id)
-        if start.message is not None:
-            # Busy at once: a second message is refused before anything is sent.
+        if start.message is not None and self.registry.live_for_thread(start.agui_thread_id) is None:
+            # Busy at once, before the database is asked: a second message is queued behind it.
             live.message_ids.add(start.message["id"])
             self.registry.register(live)
         self._spawn(live, self._start(live, start, surface), f"run-{start.agui_run_id}")
@@ -238,6 +249,9 @@ class RunHost:
                 protocol_version=start.protocol_version,
                 live_run_ids=self.registry.live_run_pks() - {live.run_pk},
                 owner_id=start.owner_id,
+                content=start.request.user_content() if start.message is not None else None,
+                client_tools=start.client_tools,
+                from_queue=start.from_queue,
             )
         except AgentUnavailable as exc:
             return self._refuse(live, surface, "unknown_agent", str(exc))
@@ -247,6 +261,15 @@ class RunHost:
             log.exception("could not open run %s of thread %s", start.agui_run_id, start.agui_thread_id)
             return self._refuse(live, surface, "internal", "the server could not open the thread")
         live.message_ids |= opened.stored_message_ids
+        if opened.queued is not None:
+            self.registry.forget(live)
+            await self._follow(opened.queued, start.agui_thread_id, surface)
+            return
+        if opened.run is None and start.from_queue is not None:
+            self.registry.forget(live)  # another request or process took the message first
+            return
+        if opened.run is not None:
+            self.registry.register(live)  # the run is this one, whatever this process registered before
         if opened.run is None:
             try:
                 await surface.hydrate(opened)
@@ -367,13 +390,15 @@ class RunHost:
                 tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id),
                 config=loop_config(agent, provider, grounding=session.grounding_override),
                 store=DbSessionStore(session_id=session.pk, run_pk=live.run_pk, turns=session.turns),
-                listener=Listeners(listener, MetricsListener(), _CancelWatch(live)),
+                listener=(listeners := Listeners(listener, MetricsListener(), _CancelWatch(live))),
                 approver=PolicyApprover(agent_name=agent.name, thread_id=thread.agui_thread_id, session_id=session.pk),
                 subagent_stores=lambda started, params: DbSubAgentStore(
                     thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk, started=started, params=params
                 ),
                 subagent_limits=subagent_limits(),
+                inbox=DbInbox(thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk),
             )
+            live.listener = listeners
             outcome = await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume)
             if outcome is Outcome.WAITING:
                 checkpoint = loop.waiting
@@ -427,6 +452,9 @@ class RunHost:
         finally:
             surface.close(failed=failed)
             self.registry.forget(live)
+        if not failed:
+            # A message queued while the run worked, and not read by it, starts the next run.
+            await self._hand_over(live.agui_thread_id)
 
     # -- deadlines --------------------------------------------------------
 
@@ -450,6 +478,10 @@ class RunHost:
             try:
                 for run_id in await on_db_thread(waiting_runs_due):
                     await self._take_due(run_id)
+                # Messages whose run ended with its process before it handed them over.
+                stranded = await on_db_thread(queue_stranded, older_than=settings.WAIT_SWEEP_SECONDS * 5)
+                for agui_thread_id in stranded:
+                    await self._hand_over(agui_thread_id)
             except Exception:
                 log.exception("the sweep of waiting runs failed")
 
@@ -463,16 +495,99 @@ class RunHost:
             return False
         live = LiveRun(run_pk=claimed.run.pk, agui_thread_id=claimed.thread.agui_thread_id)
         self.registry.register(live)
-        surface = self._background(claimed)
+        surface = self._background(claimed.thread, claimed.run.agui_run_id, claimed.previous.protocol_version)
         request = RunRequest(request_id=claimed.run.agui_run_id, text="", conversation_id=live.agui_thread_id)
         self._spawn(live, self._go_on(live, claimed, request, surface, claimed.client_tools), f"due-{run_id}")
+        return True
+
+    # -- messages sent while a run is in flight (seeds/004, FireOrQueue) ----
+
+    async def _follow(self, queued: QueuedMessage, agui_thread_id: str, surface: RunSurface) -> None:
+        """Streams into the request that carried a queued message: the run in flight from where it
+        reads the message, or the run the message starts once that one has ended without it."""
+        surface.queued(display_of(queued.body))
+        self._announce(queued, agui_thread_id)
+        request_id = queued.agui_run_id
+        while True:
+            fate = await on_db_thread(queue_fate, queued_pk=queued.pk)
+            if fate is None:
+                return surface.refused("internal", "the queued message is gone")
+            if fate.run_pk is not None:
+                started = fate.status == QueuedMessage.Status.STARTED
+                if not await surface.relay(fate.run_pk, request_id=request_id, from_start=started):
+                    surface.refused("internal", "the run that took the message ended without it")
+                return
+            if fate.busy_run_pk is not None:
+                if await surface.relay(fate.busy_run_pk, request_id=request_id, from_start=False):
+                    return
+                # That run ended without reading it: whoever is first hands the message over.
+                await asyncio.sleep(0.05)
+                continue
+            # Nothing runs: start the message's run here, unless another process is first.
+            await self._hand_over(agui_thread_id)
+            await asyncio.sleep(0.05)
+
+    def _announce(self, queued: QueuedMessage, agui_thread_id: str) -> None:
+        """Tells the run in flight in this process (on_message_queued); a run in another process
+        is told when it renews its lease (runhost/registry.py), or at its next tool boundary."""
+        live = self.registry.live_for_thread(agui_thread_id)
+        if live is None or live.listener is None:
+            return
+        live.listener.on_message_queued(queued.agui_run_id, display_of(queued.body))
+        self._spawn_quiet(on_db_thread(queue_mark_announced, queued_pk=queued.pk))
+
+    def _spawn_quiet(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work, context=contextvars.Context())
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
+    async def _hand_over(self, agui_thread_id: str) -> bool:
+        """Starts the next run of a thread with the oldest message queued on it, if nothing runs
+        there; its events go to its log, which the requests that queued messages follow. False
+        when there was nothing to start (nothing queued, or a run in flight, or another was first)."""
+        if self._background is None or self._closing:
+            return False
+        try:
+            nxt: HandOver | None = await on_db_thread(queue_next, agui_thread_id=agui_thread_id)
+        except Exception:
+            log.exception("could not read the messages queued on thread %s", agui_thread_id)
+            return False
+        if nxt is None:
+            return False
+        request = RunRequest(
+            request_id=nxt.agui_run_id,
+            text="",
+            content=nxt.content,
+            conversation_id=agui_thread_id,
+            user_id="" if nxt.owner_id is None else str(nxt.owner_id),
+            scenario=chat_scenario(),
+        )
+        start = Start(
+            agent_name=nxt.agent_name,
+            agui_thread_id=agui_thread_id,
+            agui_run_id=nxt.agui_run_id,
+            protocol_version=nxt.protocol_version,
+            message=nxt.message,
+            request=request,
+            client_tools=nxt.client_tools,
+            owner_id=None,  # the thread's owner stays; the shared path opens it
+            from_queue=nxt.queued_pk,
+        )
+        thread = await on_db_thread(selectors.thread_get, agui_thread_id=agui_thread_id)
+        if thread is None:
+            return False
+        surface = self._background(thread, nxt.agui_run_id, nxt.protocol_version)
+        live = LiveRun(run_pk=uuid.uuid4(), agui_thread_id=agui_thread_id)
+        self._spawn(live, self._start(live, start, surface), f"queued-{nxt.agui_run_id}")
         return True
 
     # -- the process's end ------------------------------------------------
 
     async def shutdown(self, grace: float) -> None:
         """Runs in flight get ``grace`` seconds to finish and record themselves; what is still
-        running then is cancelled and recorded as such. Waiting runs are in the database already."""
+        running then is cancelled and recorded as such. Waiting runs are in the database already,
+        and so are queued messages: another process's sweep starts them."""
+        self._closing = True
         self.stop_sweeper()
         tasks = self.registry.tasks()
         if tasks:

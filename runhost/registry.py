@@ -8,8 +8,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.events import RunListener
 from threads.dbthread import on_db_thread
 from threads.leases import lease_length
+from threads.queue import queue_announce
 from threads.services import leases_renew
 
 log = logging.getLogger(__name__)
@@ -22,6 +24,7 @@ class LiveRun:
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
     message_ids: set[str] = field(default_factory=set)  # the thread's messages, as far as this run knows
+    listener: RunListener | None = None  # what hears the run, once its loop is built
 
 
 @dataclass(slots=True)
@@ -55,6 +58,15 @@ class RunRegistry:
                 for run_pk in cancelled:  # cancels that reached another process
                     if live := self.live_by_pk(run_pk):
                         live.cancel_requested = True
+                try:
+                    queued = await on_db_thread(queue_announce, run_ids=run_ids)
+                except Exception:
+                    log.exception("could not read the messages queued for %d runs", len(run_ids))
+                    continue
+                for run_pk, request_id, display in queued:  # messages queued in another process
+                    live = self.live_by_pk(run_pk)
+                    if live is not None and live.listener is not None and live.run_pk not in self.finishing:
+                        live.listener.on_message_queued(request_id, display)
 
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)

@@ -1,4 +1,6 @@
-"""Runs outlive their request: disconnects, reattach with Last-Event-ID, busy threads."""
+"""Runs outlive their request: disconnects, reattach with Last-Event-ID, the next message.
+
+A message sent while a run is busy joins it: tests/test_queued_messages.py."""
 
 from __future__ import annotations
 
@@ -91,25 +93,6 @@ def test_reattach_rejects_bad_cursors_and_unknown_runs(server, fake_api):
     assert missing.status == 404
     missing_thread = get_stream(f"{server.url}/agui/coder/threads/nope/events")
     assert missing_thread.status == 404
-
-
-def test_a_second_message_while_a_run_is_busy_is_refused(server, fake_api):
-    paused = text_turn(["slow ", "reply"]).pause(after_events=4)
-    fake_api.script([paused, text_turn(["second"])])
-    _read_some_frames_then_disconnect(f"{server.url}/agui/coder", v1(run_input("t-busy", "r1", user("one", "u1"))), 2)
-    assert paused.paused.wait(5)
-    busy = post_run(server.url, "coder", v1(run_input("t-busy", "r2", user("one", "u1"), user("two", "u2"))))
-    assert busy.status == 409
-    assert "in progress" in busy.json()["error"]["message"]
-    paused.resume.set()
-    server.drain()
-    # Nothing of the refused message was written; the history is intact and it can be sent again.
-    after = post_run(server.url, "coder", v1(run_input("t-busy", "r2", user("one", "u1"), user("two", "u2"))))
-    assert after.status == 200 and after.types[-1] == "RUN_FINISHED"
-    server.drain()
-    history = fake_api.requests[1].body["messages"]
-    assert [m["role"] for m in history] == ["user", "assistant", "user"]
-    assert history[-1]["content"] == "two"
 
 
 def test_the_next_message_right_after_a_run_ends_is_accepted(server, fake_api):

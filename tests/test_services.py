@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
-from tests.helpers import run_input, user, v1
+from tests.helpers import eventually, run_input, user, v1
 from tests.procs import ServerProcess
 from tests.sse import parse_frames, post_run
 from tests.test_restart import conversation_survives_restart
@@ -134,7 +136,11 @@ def test_another_process_can_follow_a_run_it_does_not_own(two_processes: TwoProc
     assert text == "one two three four five six"
 
 
-def test_a_thread_busy_in_another_process_is_refused_there(two_processes: TwoProcesses) -> None:
+def test_a_message_sent_to_another_process_while_a_run_is_busy_starts_the_next_run(
+    two_processes: TwoProcesses,
+) -> None:
+    """The message is queued on B while A's run works; A's run ends without a tool boundary, so A
+    hands the message over to the next run as it records its end, and B's request follows that run."""
     fake, owner, other = two_processes.fake, two_processes.owner, two_processes.other
     slow = text_turn(["slow ", "reply"]).pause(after_events=4)
     fake.script([slow, text_turn(["second"])])
@@ -143,23 +149,41 @@ def test_a_thread_busy_in_another_process_is_refused_there(two_processes: TwoPro
     with httpx.stream("POST", f"{owner.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
         assert resp.status_code == 200
         assert slow.paused.wait(10)
-        refused = post_run(
-            other.url,
-            "coder",
-            v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
-            token=other.token,
+        queued: list[Any] = []
+        sender = threading.Thread(
+            target=lambda: queued.append(
+                post_run(
+                    other.url,
+                    "coder",
+                    v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
+                    token=other.token,
+                    timeout=30,
+                )
+            )
         )
-        assert refused.types == ["RUN_STARTED", "RUN_ERROR"]
-        assert "another server process" in refused.events[1]["message"]
+        sender.start()
+        eventually(lambda: _queued_statuses(owner, "t-two") == ["queued"], what="the message to be queued on B")
         slow.resume.set()
         resp.read()
-    accepted = post_run(
-        other.url,
-        "coder",
-        v1(run_input("t-two", "r2", user("one", "u1"), user("two", "u2"))),
-        token=other.token,
-    )
-    assert accepted.types[-1] == "RUN_FINISHED"
+    sender.join(30)
+    (followed,) = queued
+    assert followed.types[0] == "RUN_STARTED" and followed.types[-1] == "RUN_FINISHED"
+    assert followed.events[-1]["runId"] == "r2"
+    assert "".join(e.get("delta", "") for e in followed.events if e["type"] == "TEXT_MESSAGE_CONTENT") == "second"
+    assert [m["role"] for m in fake.requests[1].body["messages"]] == ["user", "assistant", "user"]
+    assert _queued_statuses(owner, "t-two") == ["started"]
+
+
+def _queued_statuses(server: ServerProcess, thread_id: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(server.env["DATABASE_URL"], autocommit=True) as db:
+        rows = db.execute(
+            "SELECT q.status FROM threads_queuedmessage q JOIN threads_thread t ON t.id = q.thread_id "
+            "WHERE t.agui_thread_id = %s ORDER BY q.queued_at",
+            (thread_id,),
+        ).fetchall()
+    return [status for (status,) in rows]
 
 
 def test_a_cancel_sent_to_another_process_stops_the_run(two_processes: TwoProcesses) -> None:

@@ -403,3 +403,99 @@ def test_a_follower_of_a_run_whose_process_dies_gets_its_end(cluster: Cluster) -
         "FROM threads_run r JOIN threads_thread t ON t.id = r.thread_id WHERE t.agui_thread_id = 't-dies'"
     )
     assert status == "interrupted" and count == logged == len(replay.events)
+
+
+# -- messages sent while a run is in flight (seeds/004, FireOrQueue), across processes ----------
+
+
+def _queued_on(cluster: Cluster, thread_id: str) -> list[str]:
+    rows = cluster.query(
+        "SELECT q.status FROM threads_queuedmessage q JOIN threads_thread t ON t.id = q.thread_id "
+        "WHERE t.agui_thread_id = %s ORDER BY q.queued_at",
+        thread_id,
+    )
+    return [status for (status,) in rows]
+
+
+def _client_on(
+    server: ServerProcess, version: str, run: dict[str, Any], into: list[dict[str, Any]]
+) -> threading.Thread:
+    def go() -> None:
+        into.extend(run_client(version, f"{server.url}/agui/coder", server.token, [run]))
+
+    worker = threading.Thread(target=go, daemon=True)
+    worker.start()
+    return worker
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_message_sent_to_another_process_joins_the_run_at_its_tool_boundary(cluster: Cluster, version: str) -> None:
+    thread_id = f"t-x-join-{version}"
+    (cluster.workspace / "notes.txt").write_text("the notes\n")
+    reading = tool_turn("file_read", {"path": "notes.txt"}, id="toolu_r").pause(after_events=2)
+    cluster.fake.script([reading, text_turn(["Read, and brief."])])
+    first: list[dict[str, Any]] = []
+    second: list[dict[str, Any]] = []
+    one = _client_on(
+        cluster.a, version, {"threadId": thread_id, "runId": "r1", "messages": [user("read", "u1")]}, first
+    )
+    assert reading.paused.wait(20)
+    two = _client_on(
+        cluster.b,
+        version,
+        {"threadId": thread_id, "runId": "r2", "messages": [user("read", "u1"), user("be brief", "u2")]},
+        second,
+    )
+    eventually(lambda: _queued_on(cluster, thread_id) == ["queued"], what="the message to be queued on B")
+    reading.resume.set()
+    one.join(60)
+    two.join(60)
+    ((a,), (b,)) = first, second
+    assert a["error"] is None and b["error"] is None, (a["error"], b["error"])
+    assert b["received"][0]["runId"] == "r2" and b["received"][-1]["runId"] == "r2"
+    read = [e for e in b["received"] if e["type"] == "CUSTOM" and e["name"] == "threadline.queued_messages_read"]
+    assert [e["value"] for e in read] == [{"requestIds": ["r2"]}]
+    assert b["messages"][-1]["content"] == "Read, and brief."
+    last_turn = cluster.fake.requests[1].body["messages"][-1]
+    assert [block["type"] for block in last_turn["content"]] == ["tool_result", "text"]
+    assert _queued_on(cluster, thread_id) == ["read"]
+    # A's run was told of the message before it read it, though it came to another process.
+    names = [e.get("name") for e in a["received"] if e["type"] == "CUSTOM"]
+    assert names.index("threadline.message_queued") < names.index("threadline.queued_messages_read")
+
+
+def test_a_message_queued_while_its_run_s_process_dies_starts_the_next_run_on_another(cluster: Cluster) -> None:
+    """A is killed mid-reply with a message queued on B. B's request sees A's run end, hands the
+    message over to a run of its own, and streams it: nothing queued is lost."""
+    slow = text_turn(split_tokens("one two three four")).pause(after_events=4)
+    cluster.fake.script([slow, text_turn(["Taken over."])])
+    body = orjson.dumps(v1(run_input("t-x-orphan", "r1", user("go", "u1"))))
+    headers = {**cluster.a.headers, "Content-Type": "application/json"}
+    followed: list[Any] = []
+    with httpx.stream("POST", f"{cluster.a.url}/agui/coder", content=body, headers=headers, timeout=10) as resp:
+        next(resp.iter_raw())
+        assert slow.paused.wait(10)
+        queued = v1(run_input("t-x-orphan", "r2", user("go", "u1"), user("and then", "u2")))
+        sender = threading.Thread(
+            target=lambda: followed.append(post_run(cluster.b.url, "coder", queued, token=cluster.b.token, timeout=60))
+        )
+        sender.start()
+        eventually(lambda: _queued_on(cluster, "t-x-orphan") == ["queued"], what="the message to be queued on B")
+        cluster.a.kill()
+    slow.resume.set()
+    sender.join(60)
+    (stream,) = followed
+    assert stream.types[0] == "RUN_STARTED" and stream.types[-1] == "RUN_FINISHED"
+    assert stream.events[-1]["runId"] == "r2"
+    assert "".join(e.get("delta", "") for e in stream.events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Taken over."
+    assert _queued_on(cluster, "t-x-orphan") == ["started"]
+    runs = cluster.query(
+        "SELECT r.agui_run_id, r.status FROM threads_run r JOIN threads_thread t ON t.id = r.thread_id "
+        "WHERE t.agui_thread_id = 't-x-orphan' ORDER BY r.started_at"
+    )
+    assert runs == [("r1", "interrupted"), ("r2", "succeeded")]
+    roles = cluster.query(
+        "SELECT m.role, m.message_id FROM threads_message m JOIN threads_thread t ON t.id = m.thread_id "
+        "WHERE t.agui_thread_id = 't-x-orphan' ORDER BY m.position"
+    )
+    assert [r for r, _ in roles] == ["user", "user", "assistant"] and roles[1][1] == "u2"

@@ -256,3 +256,44 @@ class SubAgentTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} ({self.status})"
+
+
+class QueuedMessage(models.Model):
+    """A user message sent while a run was in flight on its thread (seeds/004, FireOrQueue).
+
+    It is stored at once. The run in flight reads it at its next tool boundary (``read``);
+    when that run ends first, the message is the first of the next run (``started``). Either
+    way ``run`` says which run took it, and the POST that carried it follows that run.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        READ = "read", "Read into the run in flight"
+        STARTED = "started", "Started the next run"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="queued_messages")
+    message_id = models.CharField(max_length=200)
+    # The message as the client sent it (the transcript's shape), and as the model will read it.
+    body = models.JSONField()
+    content = models.JSONField()
+    # The runId of the request that carried it: its stream ends with that id, and a run it
+    # starts is known by it.
+    agui_run_id = models.CharField(max_length=200)
+    protocol_version = models.CharField(max_length=16, blank=True)
+    # The browser tools its request declared: a run it starts offers them.
+    client_tools = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # Whether the run in flight has been told (on_message_queued), so it is told once.
+    announced = models.BooleanField(default=False)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="queued_messages")
+    queued_at = models.DateTimeField(auto_now_add=True)
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["thread", "queued_at"]
+        constraints = [models.UniqueConstraint(fields=["thread", "message_id"], name="queued_message_id_unique")]
+        indexes = [models.Index(fields=["status", "thread"], name="queued_message_status")]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} ({self.status})"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from agents.approvals import Answer
@@ -19,7 +19,8 @@ from agents.verdict import conclusion_of
 from agents.waits import Checkpoint
 from threads import fastsql, leases
 from threads.healing import runs_heal
-from threads.models import Message, Run, Session, SubAgentTask, Thread
+from threads.models import Message, QueuedMessage, Run, Session, SubAgentTask, Thread
+from threads.queue import queue_claim, queue_message, queue_started
 from threads.selectors import agent_get
 from threads.waits import wait_supersede
 
@@ -44,6 +45,8 @@ class OpenedThread:
     waiting: Run | None = None
     # The new message superseded a waiting run: what the agent run goes on from.
     superseded: tuple[Checkpoint, dict[str, Answer]] | None = None
+    # The thread was busy: the message was queued for the run in flight (threads/queue.py).
+    queued: QueuedMessage | None = None
 
 
 def _title_from(message: dict[str, Any]) -> str:
@@ -85,6 +88,9 @@ def run_open(
     live_run_ids: set[Any],
     run_pk: Any = None,
     owner_id: int | None = None,
+    content: Any = None,
+    client_tools: list[dict[str, Any]] | None = None,
+    from_queue: Any = None,
 ) -> OpenedThread:
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
@@ -96,6 +102,11 @@ def run_open(
     ``owner_id``: the user whose API token the request carried. A new thread is theirs; another
     user's thread is refused (ThreadNotReachable) with nothing written. None (the shared token)
     reaches every thread and starts unowned ones.
+
+    A message for a thread that a run is busy on (here or in another live process), or that has
+    messages queued before it, is queued (``queued``; threads/queue.py), with ``content`` (what
+    the model reads) and ``client_tools`` kept for the run that takes it. ``from_queue`` opens
+    the run of a queued message: that message, if it is still the oldest queued and nothing runs.
 
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
@@ -109,6 +120,9 @@ def run_open(
         "live_run_ids": live_run_ids,
         "run_pk": run_pk,
         "owner_id": owner_id,
+        "content": content,
+        "client_tools": client_tools or [],
+        "from_queue": from_queue,
     }
     try:
         return _run_open(**arguments)
@@ -129,6 +143,9 @@ def _run_open(
     live_run_ids: set[Any],
     run_pk: Any,
     owner_id: int | None,
+    content: Any,
+    client_tools: list[dict[str, Any]],
+    from_queue: Any,
 ) -> OpenedThread:
     agent = agent_get(name=agent_name)
     if agent is None:
@@ -175,23 +192,46 @@ def _run_open(
     )
     if new_user_message is None or new_user_message["id"] in stored:
         return OpenedThread(thread, session, stored, None, agent, waiting=waiting)
+    # One read for both: is anything queued, and was this very message queued already?
+    queue = list(
+        QueuedMessage.objects.filter(thread=thread)
+        .filter(Q(status=QueuedMessage.Status.QUEUED) | Q(message_id=new_user_message["id"]))
+        .values_list("pk", "message_id")
+    )
+    already = [pk for pk, message_id in queue if message_id == new_user_message["id"]]
+    if from_queue is None and already:
+        # The request that queued it, sent again: it follows the message where it went.
+        return OpenedThread(thread, session, stored, None, agent, queued=QueuedMessage.objects.get(pk=already[0]))
     reused = Run.objects.filter(thread=thread, agui_run_id=agui_run_id)
     if waiting is not None:
         reused = reused.exclude(pk=waiting.pk)  # CopilotKit sends a new message with the waiting run's id
     if reused.exists():
         raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
     now = timezone.now()
-    elsewhere = list(
-        Run.objects.filter(thread=thread, status__in=LIVE_STATUSES)
-        .exclude(id__in=live_run_ids)
-        .values_list("id", "owner", "lease_expires_at")
+    running = list(
+        Run.objects.filter(thread=thread, status__in=LIVE_STATUSES).values_list("id", "owner", "lease_expires_at")
     )
-    gone = [pk for pk, owner, lease in elsewhere if leases.owner_is_gone(owner, lease, now)]
-    if len(gone) < len(elsewhere):
-        raise ThreadConflict(f"a run is in progress on thread {agui_thread_id} in another server process")
+    # This process's own runs are live; another's are, until its lease lapses or it is known dead.
+    gone = [pk for pk, owner, lease in running if pk not in live_run_ids and leases.owner_is_gone(owner, lease, now)]
     if gone:
         runs_heal(run_ids=gone, now=now)
         _interrupt_subagents(thread, gone, now)
+    busy = len(gone) < len(running)
+    if from_queue is None and (busy or queue):
+        # One active run per thread (DESIGN.md §2): the message joins the run in flight, or the
+        # next run after the messages queued before it; it is never interleaved into a turn.
+        queued = queue_message(
+            thread,
+            message=new_user_message,
+            content=content,
+            agui_run_id=agui_run_id,
+            protocol_version=protocol_version,
+            client_tools=client_tools,
+        )
+        return OpenedThread(thread, session, stored, None, agent, queued=queued)
+    claimed = queue_claim(thread, queued_pk=from_queue) if from_queue is not None else None
+    if from_queue is not None and (busy or claimed is None):
+        return OpenedThread(thread, session, stored, None, agent)  # taken already, or a run reads it
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
@@ -224,6 +264,8 @@ def _run_open(
     fastsql.insert(
         run, Message(thread=thread, position=len(stored), message_id=message_id, role="user", body=new_user_message)
     )
+    if claimed is not None:
+        queue_started(claimed, run_pk=run.pk)
     return OpenedThread(thread, session, stored | {message_id}, run, agent, superseded=superseded)
 
 

@@ -1,0 +1,172 @@
+"""A message sent while a run is in flight joins it (seeds/004, FireOrQueue).
+
+It is stored at once; the run reads it at its next tool boundary, or it starts the next run
+when the run in flight ends first. The request that carried it gets a stream of its own
+that follows the run from that point and ends with its own runId, verified by the real
+clients. What follows across processes is in tests/test_waiting_runs.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.agui_client import run_client
+from tests.fakes.anthropic_api import text_turn, tool_turn
+from tests.helpers import eventually, run_input, user, v1
+from threads.models import Message, QueuedMessage, Run
+
+HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
+QUEUED, READ = "threadline.message_queued", "threadline.queued_messages_read"
+
+
+class Posted:
+    """A POST whose stream is read to its end on a thread of its own."""
+
+    def __init__(self, url: str, body: dict[str, Any]) -> None:
+        self.chunks = bytearray()
+        self.status = 0
+        self._thread = threading.Thread(target=self._read, args=(url, body), daemon=True)
+        self._thread.start()
+
+    def _read(self, url: str, body: dict[str, Any]) -> None:
+        with httpx.stream("POST", url, content=orjson.dumps(body), headers=HEADERS, timeout=30) as response:
+            self.status = response.status_code
+            for chunk in response.iter_raw():
+                self.chunks += chunk
+
+    def events(self) -> list[dict[str, Any]]:
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the stream did not end"
+        frames = [f for f in bytes(self.chunks).split(b"\n\n") if b"data: " in f]
+        return [orjson.loads(f.split(b"data: ", 1)[1]) for f in frames]
+
+
+class Clients:
+    """Real @ag-ui/client runs on a thread of their own."""
+
+    def __init__(self, version: str, url: str, runs: list[dict[str, Any]]) -> None:
+        self.results: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._run, args=(version, url, runs), daemon=True)
+        self._thread.start()
+
+    def _run(self, version: str, url: str, runs: list[dict[str, Any]]) -> None:
+        self.results = run_client(version, url, "test-token", runs)
+
+    def result(self) -> dict[str, Any]:
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the client did not finish"
+        (only,) = self.results
+        return only
+
+
+def _queued(thread_id: str) -> QueuedMessage | None:
+    return QueuedMessage.objects.filter(thread__agui_thread_id=thread_id).first()
+
+
+def _custom(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e["value"] for e in events if e["type"] == "CUSTOM" and e.get("name") == name]
+
+
+@pytest.mark.parametrize("version", ["1", "0"])
+def test_a_message_sent_mid_run_is_read_at_the_next_tool_boundary(server, fake_api, workspace, version):
+    (workspace / "notes.md").write_text("the notes\n")
+    thread = f"t-join-{version}"
+    reading = tool_turn("file_read", {"path": "notes.md"}, id="toolu_read").pause(after_events=2)
+    fake_api.script([reading, text_turn(["read it, and ", "noted the second ask"])])
+    url = f"{server.url}/agui/coder"
+    first = Clients(version, url, [{"threadId": thread, "runId": "r1", "messages": [user("read the notes", "u1")]}])
+    assert reading.paused.wait(20)
+    second = Clients(
+        version,
+        url,
+        [{"threadId": thread, "runId": "r2", "messages": [user("read the notes", "u1"), user("also: be brief", "u2")]}],
+    )
+    queued = eventually(lambda: _queued(thread), what="the second message to be queued")
+    assert queued.status == QueuedMessage.Status.QUEUED and queued.agui_run_id == "r2"
+    reading.resume.set()
+    one, two = first.result(), second.result()
+    assert one["error"] is None and two["error"] is None  # each client's verifier took its stream
+    server.drain()
+
+    # The model read the tool's result and the message in one turn: results first, then the text.
+    last_turn = fake_api.requests[1].body["messages"][-1]
+    assert last_turn["role"] == "user"
+    assert [b["type"] for b in last_turn["content"]] == ["tool_result", "text"]
+    assert last_turn["content"][1]["text"] == "also: be brief"
+    assert len(fake_api.requests) == 2  # one run answered both; no run of its own for the second
+
+    # The transcript holds it where the run read it, after the tool's result.
+    roles = [(m.role, m.message_id) for m in Message.objects.filter(thread__agui_thread_id=thread)]
+    assert [r for r, _ in roles] == ["user", "assistant", "tool", "user", "assistant"]
+    assert roles[3][1] == "u2"
+    queued.refresh_from_db()
+    run = Run.objects.get(agui_run_id="r1")
+    assert queued.status == QueuedMessage.Status.READ and queued.run_id == run.pk
+    assert not Run.objects.filter(agui_run_id="r2").exists()
+
+    # The run in flight told its client: queued, then read.
+    one_events = one["events"]
+    assert _custom(one_events, QUEUED) == [{"requestId": "r2", "display": "also: be brief"}]
+    assert _custom(one_events, READ) == [{"requestIds": ["r2"]}]
+    # The second request's stream is the run from the point it read the message, under its own runId.
+    two_events = two["events"]
+    assert two_events[0]["type"] == "RUN_STARTED" and two_events[0]["runId"] == "r2"
+    assert two_events[-1]["type"] == "RUN_FINISHED" and two_events[-1]["runId"] == "r2"
+    assert _custom(two_events, READ) == [{"requestIds": ["r2"]}]
+    text = "".join(e["delta"] for e in two_events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "read it, and noted the second ask"
+    assert not any(e["type"] == "TOOL_CALL_START" for e in two_events)  # the call came before it joined
+
+
+def test_a_message_queued_when_the_run_ends_first_starts_the_next_run(server, fake_api):
+    slow = text_turn(["slow ", "reply"]).pause(after_events=4)
+    fake_api.script([slow, text_turn(["the ", "second"])])
+    url = f"{server.url}/agui/coder"
+    first = Posted(url, v1(run_input("t-next-run", "r1", user("one", "u1"))))
+    assert slow.paused.wait(10)
+    second = Posted(url, v1(run_input("t-next-run", "r2", user("one", "u1"), user("two", "u2"))))
+    eventually(lambda: _queued("t-next-run"), what="the second message to be queued")
+    slow.resume.set()
+    one, two = first.events(), second.events()
+    server.drain()
+    assert one[-1]["type"] == "RUN_FINISHED" and one[-1]["runId"] == "r1"
+    assert second.status == 200
+    assert [e["type"] for e in two[:2]] == ["RUN_STARTED", "CUSTOM"]
+    assert two[0]["runId"] == "r2" and two[1]["name"] == QUEUED
+    assert [e["type"] for e in two].count("RUN_STARTED") == 1
+    assert two[-1]["type"] == "RUN_FINISHED" and two[-1]["runId"] == "r2"
+    assert "".join(e["delta"] for e in two if e["type"] == "TEXT_MESSAGE_CONTENT") == "the second"
+
+    # The second run is known by the request's runId, and the model saw the whole history.
+    runs = {r.agui_run_id: r for r in Run.objects.filter(thread__agui_thread_id="t-next-run")}
+    assert {k: r.status for k, r in runs.items()} == {"r1": "succeeded", "r2": "succeeded"}
+    queued = _queued("t-next-run")
+    assert queued is not None and queued.status == QueuedMessage.Status.STARTED and queued.run_id == runs["r2"].pk
+    history = fake_api.requests[1].body["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]
+    assert history[-1]["content"] == "two"
+
+
+def test_the_same_queued_message_sent_twice_is_queued_once(server, fake_api):
+    slow = text_turn(["slow"]).pause(after_events=3)
+    fake_api.script([slow, text_turn(["done"])])
+    url = f"{server.url}/agui/coder"
+    first = Posted(url, v1(run_input("t-twice", "r1", user("one", "u1"))))
+    assert slow.paused.wait(10)
+    body = v1(run_input("t-twice", "r2", user("one", "u1"), user("two", "u2")))
+    second, again = Posted(url, body), Posted(url, body)
+    eventually(lambda: QueuedMessage.objects.filter(thread__agui_thread_id="t-twice").count() == 1)
+    slow.resume.set()
+    first.events()
+    for posted in (second, again):
+        events = posted.events()
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["runId"] == "r2"
+    server.drain()
+    assert QueuedMessage.objects.filter(thread__agui_thread_id="t-twice").count() == 1
+    assert Message.objects.filter(thread__agui_thread_id="t-twice", message_id="u2").count() == 1
+    assert len(fake_api.requests) == 2

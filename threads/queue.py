@@ -1,0 +1,222 @@
+"""Messages sent while a run is in flight (seeds/004, FireOrQueue), in the database.
+
+``run_open`` (threads/services.py) queues a new message when its thread is busy,
+under the thread's row lock. From there a message is taken exactly once:
+- the run in flight reads it at its next tool boundary (``DbInbox.take``), or
+- it starts the next run (``queue_hand_over``, through ``run_open`` and the same
+  lock), when the run in flight ended without reading it. The process that
+  finished the run hands over at once; the process whose request carried the
+  message, and the sweep of every process, do it when that process died first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.queued import Queued, join_queued
+from threads import leases
+from threads.models import QueuedMessage, Run, Session, Thread
+
+
+def display_of(body: dict[str, Any]) -> str:
+    """One line that names a message for listeners: a preview of its text, not the body."""
+    content = body.get("content")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    text = " ".join(str(content or "").split())
+    return text[:80] + ("…" if len(text) > 80 else "")
+
+
+def queue_message(
+    thread: Thread,
+    *,
+    message: dict[str, Any],
+    content: Any,
+    agui_run_id: str,
+    protocol_version: str,
+    client_tools: list[dict[str, Any]],
+) -> QueuedMessage:
+    """Stores a message for the thread's run in flight (the caller holds the thread's lock)."""
+    return QueuedMessage.objects.create(
+        thread=thread,
+        message_id=message["id"],
+        body=message,
+        content=content if content is not None else display_of(message),
+        agui_run_id=agui_run_id,
+        protocol_version=protocol_version,
+        client_tools=client_tools,
+    )
+
+
+def _queued(row: QueuedMessage) -> Queued:
+    return Queued(
+        request_id=row.agui_run_id, display=display_of(row.body), content=row.content, announced=row.announced
+    )
+
+
+class DbInbox:
+    """A run's inbox (agents/queued.py): the messages queued on its thread."""
+
+    def __init__(self, *, thread_pk: Any, session_id: Any, run_pk: Any) -> None:
+        self.thread_pk = thread_pk
+        self.session_id = session_id
+        self.run_pk = run_pk
+
+    async def take(self, turns: list[dict[str, Any]]) -> list[Queued]:
+        from threads.dbthread import on_db_thread
+
+        return await on_db_thread(
+            queue_take, thread_pk=self.thread_pk, session_id=self.session_id, run_pk=self.run_pk, turns=turns
+        )
+
+
+def queue_take(*, thread_pk: Any, session_id: Any, run_pk: Any, turns: list[dict[str, Any]]) -> list[Queued]:
+    """What the run reads at a tool boundary, with the turns and transcript saved to match."""
+    # Asked at every tool boundary: one indexed read when nothing waits, no transaction.
+    if not QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, thread_id=thread_pk).exists():
+        return []
+    from threads.services import _append_messages  # services queues through this module
+
+    with transaction.atomic():
+        rows = list(
+            QueuedMessage.objects.select_for_update()
+            .filter(status=QueuedMessage.Status.QUEUED, thread_id=thread_pk)
+            .order_by("queued_at")
+        )
+        if not rows:
+            return []
+        queued = [_queued(row) for row in rows]
+        session = Session.objects.select_for_update().get(pk=session_id)
+        session.turns = [*turns[:-1], join_queued(turns[-1], queued)]
+        session.save(update_fields=["turns", "updated_at"])
+        _append_messages(thread_pk, [row.body for row in rows])
+        QueuedMessage.objects.filter(pk__in=[row.pk for row in rows]).update(
+            status=QueuedMessage.Status.READ, run_id=run_pk, taken_at=timezone.now(), announced=True
+        )
+    return queued
+
+
+@dataclass(slots=True, frozen=True)
+class Fate:
+    """Where a queued message stands, for the request that carried it."""
+
+    status: str
+    run_pk: Any  # the run that took it (read or started), or None
+    busy_run_pk: Any  # while it waits: the run in flight on its thread, or None when none is
+
+
+def queue_fate(*, queued_pk: Any) -> Fate | None:
+    row = QueuedMessage.objects.filter(pk=queued_pk).values_list("status", "run_id", "thread_id").first()
+    if row is None:
+        return None
+    status, run_pk, thread_pk = row
+    busy = None
+    if status == QueuedMessage.Status.QUEUED:
+        now = timezone.now()
+        for pk, owner, lease in Run.objects.filter(thread_id=thread_pk, status=Run.Status.RUNNING).values_list(
+            "id", "owner", "lease_expires_at"
+        ):
+            if not leases.owner_is_gone(owner, lease, now):
+                busy = pk
+    return Fate(status=status, run_pk=run_pk, busy_run_pk=busy)
+
+
+@dataclass(slots=True, frozen=True)
+class HandOver:
+    """The oldest message still queued on a thread that nothing runs on: what its run starts with."""
+
+    queued_pk: Any
+    agent_name: str
+    agui_run_id: str
+    protocol_version: str
+    message: dict[str, Any]
+    content: Any
+    client_tools: list[dict[str, Any]]
+    owner_id: int | None
+
+
+def queue_next(*, agui_thread_id: str) -> HandOver | None:
+    """The message the next run of the thread starts with, if one is queued (not yet claimed:
+    ``run_open`` with ``from_queue`` claims it under the thread's lock)."""
+    row = (
+        QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, thread__agui_thread_id=agui_thread_id)
+        .select_related("thread__agent")
+        .order_by("queued_at")
+        .first()
+    )
+    if row is None:
+        return None
+    return HandOver(
+        queued_pk=row.pk,
+        agent_name=row.thread.agent.name,
+        agui_run_id=row.agui_run_id,
+        protocol_version=row.protocol_version,
+        message=row.body,
+        content=row.content,
+        client_tools=row.client_tools,
+        owner_id=row.thread.owner_id,
+    )
+
+
+def queue_claim(thread: Thread, *, queued_pk: Any) -> QueuedMessage | None:
+    """Under the thread's lock: the queued message, if it is still the oldest one waiting."""
+    oldest = (
+        QueuedMessage.objects.select_for_update()
+        .filter(status=QueuedMessage.Status.QUEUED, thread=thread)
+        .order_by("queued_at")
+        .first()
+    )
+    return oldest if oldest is not None and oldest.pk == queued_pk else None
+
+
+def queue_started(row: QueuedMessage, *, run_pk: uuid.UUID) -> None:
+    QueuedMessage.objects.filter(pk=row.pk).update(
+        status=QueuedMessage.Status.STARTED, run_id=run_pk, taken_at=timezone.now(), announced=True
+    )
+
+
+def queue_announce(*, run_ids: list[Any]) -> list[tuple[Any, str, str]]:
+    """Messages queued on the threads of these runs that their run has not been told of yet:
+    (run pk, request id, display) each, now marked as told."""
+    rows = list(
+        QueuedMessage.objects.filter(
+            status=QueuedMessage.Status.QUEUED,
+            announced=False,
+            thread__runs__id__in=run_ids,
+            thread__runs__status=Run.Status.RUNNING,
+        ).values_list("pk", "thread__runs__id", "agui_run_id", "body")
+    )
+    if not rows:
+        return []
+    QueuedMessage.objects.filter(pk__in=[row[0] for row in rows]).update(announced=True)
+    return [(run_pk, request_id, display_of(body)) for _pk, run_pk, request_id, body in rows if run_pk in run_ids]
+
+
+def queue_mark_announced(*, queued_pk: Any) -> None:
+    QueuedMessage.objects.filter(pk=queued_pk).update(announced=True)
+
+
+def queue_stranded(*, older_than: float) -> list[str]:
+    """Threads with a message queued for a while and no live run to read it (its process died
+    between queueing and handing over): the sweep hands them over."""
+    since = timezone.now() - timedelta(seconds=older_than)
+    threads = set(
+        QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, queued_at__lt=since).values_list(
+            "thread_id", "thread__agui_thread_id"
+        )[:100]
+    )
+    now = timezone.now()
+    stranded = []
+    for thread_pk, agui_thread_id in threads:
+        running = Run.objects.filter(thread_id=thread_pk, status=Run.Status.RUNNING).values_list(
+            "owner", "lease_expires_at"
+        )
+        if all(leases.owner_is_gone(owner, lease, now) for owner, lease in running):
+            stranded.append(agui_thread_id)
+    return stranded
