@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
 from threads.dbthread import on_db_thread
 from threads.selectors import api_token_user_id
@@ -88,6 +89,28 @@ async def token_admits(authorization: str) -> bool:
     if scheme.lower() not in ("bearer", "token") or not token:
         return False
     return _is_shared_token(token) or await on_db_thread(api_token_user_id, key=token) is not None
+
+
+type AguiView = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
+
+
+def agui_endpoint(method: str, hint: str) -> Callable[[AguiView], Callable[..., Coroutine[Any, Any, HttpResponseBase]]]:
+    """The checks every AG-UI view makes first, in this order: the method (405, with ``hint`` to
+    say what to send instead), then the caller's token (401). The view gets the ``Caller``."""
+
+    def decorate(view: AguiView) -> Callable[..., Coroutine[Any, Any, HttpResponseBase]]:
+        @functools.wraps(view)
+        async def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if request.method != method:
+                return error_response(405, "method_not_allowed", hint)
+            caller = await authenticate(request)
+            if not isinstance(caller, Caller):
+                return caller
+            return await view(request, caller, *args, **kwargs)
+
+        return checked
+
+    return decorate
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:

@@ -13,7 +13,7 @@ from agents.runtime import provider_for
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
-from agui.http import Caller, authenticate, error_response, sse_response, token_error
+from agui.http import Caller, agui_endpoint, error_response, sse_response, token_error
 from agui.interrupts import decided_of
 from agui.prompt import build_request, no_message_request
 from agui.relay import follow_stored_run
@@ -66,13 +66,9 @@ async def _reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
     return await on_db_thread(selectors.thread_reachable, agui_thread_id=agui_thread_id, user_id=caller.user_id)
 
 
-async def run(request: HttpRequest, agent_name: str) -> HttpResponseBase:
+@agui_endpoint("POST", "POST a RunAgentInput to this URL")
+async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResponseBase:
     """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
-    if request.method != "POST":
-        return error_response(405, "method_not_allowed", "POST a RunAgentInput to this URL")
-    caller = await authenticate(request)
-    if not isinstance(caller, Caller):
-        return caller
     body = request_body(request)
     if isinstance(body, HttpResponseBase):
         return body
@@ -144,15 +140,11 @@ def _path_ids_error(thread_id: str, run_id: str | None) -> HttpResponse | None:
     return None
 
 
+@agui_endpoint("GET", "GET this URL to follow a run")
 async def reattach(
-    request: HttpRequest, agent_name: str, thread_id: str, run_id: str | None = None
+    request: HttpRequest, caller: Caller, agent_name: str, thread_id: str, run_id: str | None = None
 ) -> HttpResponseBase:
     """GET: the events of a run after Last-Event-ID (or ?after=), then the live rest of it."""
-    if request.method != "GET":
-        return error_response(405, "method_not_allowed", "GET this URL to follow a run")
-    caller = await authenticate(request)
-    if not isinstance(caller, Caller):
-        return caller
     if refused := _path_ids_error(thread_id, run_id):
         return refused
     after = _after(request)
@@ -174,11 +166,9 @@ async def reattach(
     return sse_response(follow_stored_run(run, after))
 
 
-async def info(request: HttpRequest) -> HttpResponseBase:
+@agui_endpoint("GET", "GET this URL for the agents served here")
+async def info(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """GET /agui/info: the agents served here and what the server supports. No secrets."""
-    caller = await authenticate(request)
-    if not isinstance(caller, Caller):
-        return caller
     agents = await on_db_thread(selectors.agents_enabled)
     base = request.build_absolute_uri(settings.AGUI_PATH + "/")
     payload = {
@@ -211,14 +201,12 @@ async def info(request: HttpRequest) -> HttpResponseBase:
     return JsonResponse(payload, json_dumps_params={"indent": None})
 
 
-async def cancel(request: HttpRequest, agent_name: str, thread_id: str, run_id: str) -> HttpResponseBase:
+@agui_endpoint("POST", "POST to this URL to cancel the run")
+async def cancel(
+    request: HttpRequest, caller: Caller, agent_name: str, thread_id: str, run_id: str
+) -> HttpResponseBase:
     """POST: stop the run at its next safe point. It ends with RUN_FINISHED (outcome cancelled
     for 1.0 clients; a threadline.cancelled event before it for 0.x clients)."""
-    if request.method != "POST":
-        return error_response(405, "method_not_allowed", "POST to this URL to cancel the run")
-    caller = await authenticate(request)
-    if not isinstance(caller, Caller):
-        return caller
     if refused := _path_ids_error(thread_id, run_id):
         return refused
     run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)

@@ -193,6 +193,7 @@ INSTALLED_APPS = [
     "agents",
     "threads",
     "agui",
+    "project",  # manage.py serve: it serves the whole site, so it is the project's command
 ]
 
 # daphne serves `manage.py runserver` (its app must come before staticfiles). As an
