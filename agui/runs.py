@@ -173,13 +173,22 @@ class AguiRun:
                 if kind == "RUN_STARTED":
                     continue
                 if kind in TERMINAL_TYPES:
-                    if "runId" in event:
-                        event["runId"] = self.run_id
-                    publish(event)
+                    publish(self._own_terminal(event))
                     self.stream.close()
                     return True
                 publish(event)
         return False
+
+    def _own_terminal(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The followed run's terminal event as this request's: its runId, and an outcome in the
+        form this request's client takes (the followed run's client may speak the other version)."""
+        if event["type"] != "RUN_FINISHED":
+            return event  # RUN_ERROR names no run
+        finished = run_finished(self.thread_id, self.run_id, v1=self.v1)
+        outcome = event.get("outcome")
+        if isinstance(outcome, dict) and (self.v1 or outcome.get("type") == "interrupt"):
+            finished["outcome"] = outcome  # 0.x clients know the interrupt outcome, and no other
+        return finished
 
     async def hydrate(self, opened: OpenedThread) -> None:
         """Replays the thread's messages and state without running the agent; a thread whose run

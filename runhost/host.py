@@ -524,8 +524,8 @@ class RunHost:
                 await asyncio.sleep(0.05)
                 continue
             # Nothing runs: start the message's run here, unless another process is first.
-            await self._hand_over(agui_thread_id)
-            await asyncio.sleep(0.05)
+            started = await self._hand_over(agui_thread_id)
+            await asyncio.sleep(0.05 if started else settings.WAIT_SWEEP_SECONDS)
 
     def _announce(self, queued: QueuedMessage, agui_thread_id: str) -> None:
         """Tells the run in flight in this process (on_message_queued); a run in another process
