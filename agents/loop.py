@@ -167,6 +167,7 @@ class AgentLoop:
         self._last_call = ""
         self._repeats = 0
         self._grounded = True
+        self._can_ask = True
         self.tokens_spent = 0  # this run's tokens so far (its children's included), for their budget
         self._system = config.system_prompt
         # Set when the run ended as waiting: what it goes on from once answered.
@@ -228,6 +229,8 @@ class AgentLoop:
             counters = resume.checkpoint.counters
         self.tokens_spent = counters.tokens
         self._last_call, self._repeats = counters.last_call, counters.repeats
+        # Whether a question can be put to a person: the grounding report's too, not only ask_user's.
+        self._can_ask = self.approver.can_wait and request.scenario.offers(ASK_USER)
         self._system = render_prompt(config.system_prompt, request.prompt_variables)
         grounding = config.grounding in ("prompt", "enforced")
         self._system += grounding_prompt(
@@ -465,6 +468,15 @@ class AgentLoop:
         question = arguments.get("question")
         if understood:
             self._set_grounded(True)
+        elif isinstance(question, str) and question.strip() and not self._can_ask:
+            # Nobody answers questions in this run (AGUI_HUMAN_IN_THE_LOOP=off, a sub-agent): the
+            # question is recorded in the report and the model is told to go on without it.
+            report["missingInfo"] = report.get("missingInfo") or question.strip()
+            self.listener.on_event(GroundingReported(report, self._grounded))
+            return ToolOutput(
+                "noted, but nobody can answer questions in this run: keep investigating with the tools you "
+                "have, then report again; if the answer cannot be found, say what is missing in your final reply"
+            )
         elif isinstance(question, str) and question.strip():
             report["question"] = question.strip()
         self.listener.on_event(GroundingReported(report, self._grounded))

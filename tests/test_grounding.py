@@ -89,6 +89,33 @@ def test_a_question_in_the_report_is_put_to_the_user(server, fake_api, enforced)
     assert "file_write" not in _offered(fake_api.requests[-1])  # still not grounded
 
 
+@pytest.mark.parametrize("version", ["1", "0"])
+def test_with_human_in_the_loop_off_a_question_in_the_report_is_not_asked(server, fake_api, enforced, version):
+    """Where nobody watches the chat, the report's question is recorded as what is missing and the
+    model is told to go on; the run ends without an interrupt for a person who is not there."""
+    fake_api.script(
+        [
+            tool_turn("grounding_report", {"understood": False, "question": "Which notes file?"}, id="toolu_q"),
+            text_turn(["Could not tell which notes file; nothing was changed."]),
+        ]
+    )
+    with override_settings(HUMAN_IN_THE_LOOP=False):
+        (result,) = run_client(
+            version,
+            f"{server.url}/agui/coder",
+            "test-token",
+            [{"threadId": f"t-ground-unattended-{version}", "runId": "r1", "messages": [user("note it", "u1")]}],
+        )
+    server.drain()
+    assert result["error"] is None and result["pendingInterrupts"] == []
+    assert result["received"][-1]["type"] == "RUN_FINISHED" and "interrupts" not in str(result["received"][-1])
+    told = next(e for e in result["received"] if e["type"] == "TOOL_CALL_RESULT")
+    assert told["toolCallId"] == "toolu_q" and "nobody can answer questions" in told["content"]
+    assert result["messages"][-1]["content"] == "Could not tell which notes file; nothing was changed."
+    grounding = Thread.objects.get(agui_thread_id=f"t-ground-unattended-{version}").state["grounding"]
+    assert grounding["missingInfo"] == "Which notes file?" and "question" not in grounding
+
+
 def test_the_gate_opens_anyway_after_its_iterations(server, fake_api, enforced):
     fake_api.script([tool_turn("glob", {"pattern": "*"}), tool_turn("grep", {"pattern": "x"}), text_turn(["ok"])])
     with override_settings(GROUNDING_MAX_ITERATIONS=2):
