@@ -499,3 +499,33 @@ def test_a_message_queued_while_its_run_s_process_dies_starts_the_next_run_on_an
         "WHERE t.agui_thread_id = 't-x-orphan' ORDER BY m.position"
     )
     assert [r for r, _ in roles] == ["user", "user", "assistant"] and roles[1][1] == "u2"
+
+
+def test_a_run_in_flight_hears_at_once_of_a_message_queued_on_another_process(cluster: Cluster) -> None:
+    """on_message_queued reaches A's run while its model is still replying (A learns of B's queue
+    when it renews its lease), not only at a tool boundary that may be far away."""
+    slow = text_turn(split_tokens("a long reply")).pause(after_events=3)
+    cluster.fake.script([slow, text_turn(["next"])])
+    body = orjson.dumps(v1(run_input("t-x-heard", "r1", user("go", "u1"))))
+    headers = {**cluster.a.headers, "Content-Type": "application/json"}
+    followed: list[Any] = []
+    seen = bytearray()
+    with httpx.stream("POST", f"{cluster.a.url}/agui/coder", content=body, headers=headers, timeout=30) as resp:
+        chunks = resp.iter_raw()
+        assert slow.paused.wait(10)
+        queued = v1(run_input("t-x-heard", "r2", user("go", "u1"), user("and more", "u2")))
+        sender = threading.Thread(
+            target=lambda: followed.append(post_run(cluster.b.url, "coder", queued, token=cluster.b.token, timeout=60))
+        )
+        sender.start()
+        # Heard while the model is still paused mid-reply (the stream's read timeout bounds the wait).
+        while b"threadline.message_queued" not in seen:
+            seen += next(chunks)
+        slow.resume.set()
+        for chunk in chunks:
+            seen += chunk
+    sender.join(60)
+    heard = [f for f in bytes(seen).split(b"\n\n") if b"threadline.message_queued" in f]
+    assert len(heard) == 1 and b'"requestId":"r2"' in heard[0] and b'"display":"and more"' in heard[0]
+    (stream,) = followed
+    assert stream.events[-1]["runId"] == "r2" and _queued_on(cluster, "t-x-heard") == ["started"]
