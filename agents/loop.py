@@ -253,6 +253,14 @@ class AgentLoop:
             )
             return batch
 
+        def goes_on() -> bool:
+            """Whether the next iteration will call the model (the checks at its top)."""
+            if not self.listener.should_continue():
+                return False
+            if config.wall_clock_seconds and time.monotonic() - started >= config.wall_clock_seconds:
+                return False
+            return not (config.token_budget and tokens >= config.token_budget)
+
         if resume is not None:
             # The model's last turn asked for the calls the checkpoint holds: finish them first.
             calls = [b for b in turns[-1]["content"] if b.get("type") == "tool_use"]
@@ -268,7 +276,8 @@ class AgentLoop:
             turns, _ = heal_turns(turns)
             await self.store.commit(turns, [], TokenCount())
         # Messages queued behind the one that started the run (or sent while it waited) join it now.
-        await self._read_inbox(turns)
+        if goes_on():
+            await self._read_inbox(turns)
         counted = 0  # prompt tokens the model reported for the turns before ``counted_upto``
         counted_upto = 0
         for iteration in range(first, config.max_iterations):
@@ -321,7 +330,8 @@ class AgentLoop:
                 return await self._wait(turns, batch.messages, checkpoint_of(batch.waiting, iteration))
             turns.append({"role": "user", "content": batch.results})
             await self.store.commit(turns, list(batch.messages), TokenCount())
-            if iteration + 1 < config.max_iterations:  # else it starts the next run, not a paused one
+            # Only when the run goes on to answer it; else the message starts the next run.
+            if iteration + 1 < config.max_iterations and goes_on():
                 await self._read_inbox(turns)
         return await self._pause(PauseReason.MAX_ITERATIONS)
 

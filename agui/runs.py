@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonpatch
 import orjson
 from django.conf import settings
 
@@ -68,6 +69,11 @@ def _events_of(chunk: bytes) -> list[dict[str, Any]]:
         if found:
             events.append(orjson.loads(data))
     return events
+
+
+def _v1_only(event: dict[str, Any]) -> bool:
+    """Events a 0.x client does not know: sub-agents' (agui/translate.py gives 0.x runs none)."""
+    return "subagentRunId" in event or event["type"].startswith("SUBAGENT_")
 
 
 class AguiRun:
@@ -149,6 +155,7 @@ class AguiRun:
         frames = live.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS) if live else follow_stored_run(run, 0)
         joined = from_start
         open_steps: list[str] = []
+        state: Any = None  # the state document as the events so far left it, until the join
         publish = self.stream.publish
         async for chunk in frames:
             for event in _events_of(chunk):
@@ -158,6 +165,10 @@ class AguiRun:
                         open_steps.append(event["stepName"])
                     elif kind == "STEP_FINISHED" and event["stepName"] in open_steps:
                         open_steps.remove(event["stepName"])
+                    elif kind == "STATE_SNAPSHOT":
+                        state = event["snapshot"]
+                    elif kind == "STATE_DELTA" and state is not None:
+                        state = jsonpatch.apply_patch(state, event["delta"])
                     elif kind in TERMINAL_TYPES:
                         return False
                     elif (
@@ -165,12 +176,16 @@ class AguiRun:
                         and event.get("name") == QUEUED_MESSAGES_READ
                         and request_id in event["value"]["requestIds"]
                     ):
+                        # The join point: the client gets the document the deltas from here apply
+                        # to, and the steps open here, before the rest.
                         joined = True
+                        if state is not None:
+                            publish({"type": "STATE_SNAPSHOT", "snapshot": state})
                         for step in open_steps:
                             publish({"type": "STEP_STARTED", "stepName": step})
                         publish(event)
                     continue
-                if kind == "RUN_STARTED":
+                if kind == "RUN_STARTED" or (not self.v1 and _v1_only(event)):
                     continue
                 if kind in TERMINAL_TYPES:
                     publish(self._own_terminal(event))

@@ -452,8 +452,9 @@ class RunHost:
         finally:
             surface.close(failed=failed)
             self.registry.forget(live)
-        if not failed:
-            # A message queued while the run worked, and not read by it, starts the next run.
+        if not failed and checkpoint is None:
+            # A message queued while the run worked, and not read by it, starts the next run. A run
+            # that waits for an answer keeps it: the run that goes on once answered reads it.
             await self._hand_over(live.agui_thread_id)
 
     # -- deadlines --------------------------------------------------------
@@ -522,6 +523,10 @@ class RunHost:
                     return
                 # That run ended without reading it: whoever is first hands the message over.
                 await asyncio.sleep(0.05)
+                continue
+            if fate.behind_question:
+                # Queued before the run put its question: it waits for the answer, then joins.
+                await asyncio.sleep(settings.WAIT_SWEEP_SECONDS)
                 continue
             # Nothing runs: start the message's run here, unless another process is first.
             started = await self._hand_over(agui_thread_id)

@@ -18,7 +18,8 @@ import pytest
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import eventually, run_input, user, v1
-from threads.models import Message, QueuedMessage, Run
+from tests.sse import post_run
+from threads.models import Message, QueuedMessage, Run, Thread
 
 HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
 QUEUED, READ = "threadline.message_queued", "threadline.queued_messages_read"
@@ -124,6 +125,9 @@ def test_a_message_sent_mid_run_is_read_at_the_next_tool_boundary(server, fake_a
     assert _custom(two_events, READ) == [{"requestIds": ["r2"]}]
     text = "".join(e["delta"] for e in two_events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "read it, and noted the second ask"
+    # It joined with the state document as it stood there, so its client's copy is the thread's.
+    assert [e["type"] for e in two_events].index("STATE_SNAPSHOT") < [e["type"] for e in two_events].index("CUSTOM", 2)
+    assert two["state"] == Thread.objects.get(agui_thread_id=thread).state
     assert not any(e["type"] == "TOOL_CALL_START" for e in two_events)  # the call came before it joined
 
 
@@ -174,3 +178,67 @@ def test_the_same_queued_message_sent_twice_is_queued_once(server, fake_api):
     assert QueuedMessage.objects.filter(thread__agui_thread_id="t-twice").count() == 1
     assert Message.objects.filter(thread__agui_thread_id="t-twice", message_id="u2").count() == 1
     assert len(fake_api.requests) == 2
+
+
+def test_a_message_queued_before_a_question_waits_for_its_answer_and_does_not_supersede_it(server, fake_api):
+    """The run asks for an approval after the message was queued: the person still gets to answer,
+    and the run that goes on reads the message with the call's result."""
+    slow_write = tool_turn("file_write", {"path": "notes.txt", "content": "x\n"}, id="toolu_w").pause(after_events=2)
+    fake_api.script([slow_write, text_turn(["Written; and brief it is."])])
+    url = f"{server.url}/agui/coder"
+    first = Posted(url, v1(run_input("t-behind-q", "r1", user("write it", "u1"))))
+    assert slow_write.paused.wait(10)
+    second = Posted(url, v1(run_input("t-behind-q", "r2", user("write it", "u1"), user("be brief", "u2"))))
+    eventually(lambda: _queued("t-behind-q"), what="the message to be queued")
+    slow_write.resume.set()
+    asked = first.events()
+    (interrupt,) = asked[-1]["outcome"]["interrupts"]
+    server.drain()
+    approval = Run.objects.get(agui_run_id="r1").approvals.get()
+    assert approval.decision == "pending"  # not superseded by a message sent before it was asked
+    queued = _queued("t-behind-q")
+    assert queued is not None and queued.status == QueuedMessage.Status.QUEUED
+    answered = post_run(
+        server.url,
+        "coder",
+        {
+            **v1(run_input("t-behind-q", "r3", user("write it", "u1"))),
+            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}],
+        },
+    )
+    assert answered.types[-1] == "RUN_FINISHED"
+    followed = second.events()
+    server.drain()
+    assert followed[-1]["type"] == "RUN_FINISHED" and followed[-1]["runId"] == "r2"
+    assert "".join(e.get("delta", "") for e in followed if e["type"] == "TEXT_MESSAGE_CONTENT") == (
+        "Written; and brief it is."
+    )
+    last_turn = fake_api.requests[1].body["messages"][-1]
+    assert [b["type"] for b in last_turn["content"]] == ["tool_result", "text"]
+    queued.refresh_from_db()
+    assert queued.status == QueuedMessage.Status.READ
+    approval.refresh_from_db()
+    assert approval.decision == "approved"
+
+
+def test_a_run_that_stops_at_its_limit_leaves_the_message_for_the_next_run(server, fake_api, coder, workspace):
+    """Past its token budget the run will not call the model again, so it does not read the
+    message (nobody would answer it); the message starts the next run instead."""
+    (workspace / "notes.md").write_text("n\n")
+    coder.token_budget = 10  # the first model call spends more than this
+    coder.save()
+    reading = tool_turn("file_read", {"path": "notes.md"}, id="toolu_r").pause(after_events=2)
+    fake_api.script([reading, text_turn(["Answered in a run of its own."])])
+    url = f"{server.url}/agui/coder"
+    first = Posted(url, v1(run_input("t-limit", "r1", user("read", "u1"))))
+    assert reading.paused.wait(10)
+    second = Posted(url, v1(run_input("t-limit", "r2", user("read", "u1"), user("and then?", "u2"))))
+    eventually(lambda: _queued("t-limit"), what="the message to be queued")
+    reading.resume.set()
+    one, two = first.events(), second.events()
+    server.drain()
+    assert _custom(one, "threadline.paused") and not _custom(one, READ)
+    assert two[-1]["type"] == "RUN_FINISHED" and two[-1]["runId"] == "r2"
+    queued = _queued("t-limit")
+    assert queued is not None and queued.status == QueuedMessage.Status.STARTED
+    assert Run.objects.get(agui_run_id="r1").status == Run.Status.PAUSED

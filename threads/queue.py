@@ -109,6 +109,8 @@ class Fate:
     status: str
     run_pk: Any  # the run that took it (read or started), or None
     busy_run_pk: Any  # while it waits: the run in flight on its thread, or None when none is
+    # While it waits: the thread's run waits for an answer (the run that goes on will read it).
+    behind_question: bool = False
 
 
 def queue_fate(*, queued_pk: Any) -> Fate | None:
@@ -116,15 +118,17 @@ def queue_fate(*, queued_pk: Any) -> Fate | None:
     if row is None:
         return None
     status, run_pk, thread_pk = row
-    busy = None
-    if status == QueuedMessage.Status.QUEUED:
-        now = timezone.now()
-        for pk, owner, lease in Run.objects.filter(thread_id=thread_pk, status=Run.Status.RUNNING).values_list(
-            "id", "owner", "lease_expires_at"
-        ):
-            if not leases.owner_is_gone(owner, lease, now):
-                busy = pk
-    return Fate(status=status, run_pk=run_pk, busy_run_pk=busy)
+    if status != QueuedMessage.Status.QUEUED:
+        return Fate(status=status, run_pk=run_pk, busy_run_pk=None)
+    busy, waiting = None, False
+    now = timezone.now()
+    open_runs = Run.objects.filter(thread_id=thread_pk, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
+    for pk, run_status, owner, lease in open_runs.values_list("id", "status", "owner", "lease_expires_at"):
+        if run_status == Run.Status.WAITING:
+            waiting = True
+        elif not leases.owner_is_gone(owner, lease, now):
+            busy = pk
+    return Fate(status=status, run_pk=run_pk, busy_run_pk=busy, behind_question=waiting)
 
 
 @dataclass(slots=True, frozen=True)
@@ -203,8 +207,8 @@ def queue_mark_announced(*, queued_pk: Any) -> None:
 
 
 def queue_stranded(*, older_than: float) -> list[str]:
-    """Threads with a message queued for a while and no live run to read it (its process died
-    between queueing and handing over): the sweep hands them over."""
+    """Threads with a message queued for a while and no run to read it, neither live nor waiting
+    for an answer (its process died between queueing and handing over): the sweep hands them over."""
     since = timezone.now() - timedelta(seconds=older_than)
     threads = set(
         QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, queued_at__lt=since).values_list(
@@ -214,9 +218,10 @@ def queue_stranded(*, older_than: float) -> list[str]:
     now = timezone.now()
     stranded = []
     for thread_pk, agui_thread_id in threads:
-        running = Run.objects.filter(thread_id=thread_pk, status=Run.Status.RUNNING).values_list(
-            "owner", "lease_expires_at"
-        )
-        if all(leases.owner_is_gone(owner, lease, now) for owner, lease in running):
+        open_runs = Run.objects.filter(thread_id=thread_pk, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
+        if all(
+            status == Run.Status.RUNNING and leases.owner_is_gone(owner, lease, now)
+            for status, owner, lease in open_runs.values_list("status", "owner", "lease_expires_at")
+        ):
             stranded.append(agui_thread_id)
     return stranded

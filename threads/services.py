@@ -217,7 +217,9 @@ def _run_open(
         runs_heal(run_ids=gone, now=now)
         _interrupt_subagents(thread, gone, now)
     busy = len(gone) < len(running)
-    if from_queue is None and (busy or queue):
+    # A message sent after a question was put supersedes it (below); one queued before it was put
+    # waits for its answer, and the run that goes on reads it.
+    if from_queue is None and (busy or (queue and waiting is None)):
         # One active run per thread (DESIGN.md §2): the message joins the run in flight, or the
         # next run after the messages queued before it; it is never interleaved into a turn.
         queued = queue_message(
@@ -230,8 +232,9 @@ def _run_open(
         )
         return OpenedThread(thread, session, stored, None, agent, queued=queued)
     claimed = queue_claim(thread, queued_pk=from_queue) if from_queue is not None else None
-    if from_queue is not None and (busy or claimed is None):
-        return OpenedThread(thread, session, stored, None, agent)  # taken already, or a run reads it
+    if from_queue is not None and (busy or claimed is None or waiting is not None):
+        # Taken already, or a run will read it: the one in flight, or the waiting one once answered.
+        return OpenedThread(thread, session, stored, None, agent)
     if not thread.title:
         thread.title = _title_from(new_user_message)
         thread.save(update_fields=["title"])
