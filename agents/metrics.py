@@ -27,7 +27,9 @@ TOOL_SECONDS = Histogram(
     ["tool", "outcome"],
     buckets=(0.005, 0.02, 0.1, 0.5, 1, 5, 30, 120, 600),
 )
-MODEL_CALLS = Counter("threadline_model_calls_total", "Model calls that returned a reply.", ["model"])
+# ``agent`` attributes usage to the agent it served (seeds/003, SetAgentName); a sub-agent's
+# calls count on its parent's agent, whose run started them.
+MODEL_CALLS = Counter("threadline_model_calls_total", "Model calls that returned a reply.", ["agent", "model"])
 MODEL_SECONDS = Histogram(
     "threadline_model_call_duration_seconds",
     "Time a model call took, stream included.",
@@ -37,7 +39,7 @@ MODEL_SECONDS = Histogram(
 MODEL_TOKENS = Counter(
     "threadline_model_tokens_total",
     "Tokens of model calls; kind is input (uncached), cache_read, cache_write or output.",
-    ["model", "kind"],
+    ["agent", "model", "kind"],
 )
 COMPACTIONS = Counter("threadline_compactions_total", "Times a session's older turns were summarised.")
 COMPACTED_TURNS = Counter("threadline_compacted_turns_total", "Turns that compactions replaced by a summary.")
@@ -87,6 +89,9 @@ def record_approval(tool: str, answer: Answer, waited_seconds: float) -> None:
 
 
 class MetricsListener(BaseListener):
+    def __init__(self, agent: str = "") -> None:
+        self.agent = agent
+
     def on_event(self, event: RunEvent) -> None:
         kind = type(event)
         if kind is ToolResult:
@@ -100,7 +105,7 @@ class MetricsListener(BaseListener):
             COMPACTION_SECONDS.observe(event.duration_seconds)
 
     def on_usage(self, usage: Usage) -> None:
-        MODEL_CALLS.labels(usage.model).inc()
+        MODEL_CALLS.labels(self.agent, usage.model).inc()
         MODEL_SECONDS.labels(usage.model).observe(usage.duration_seconds)
         for kind, count in (
             ("input", usage.input_tokens),
@@ -109,7 +114,7 @@ class MetricsListener(BaseListener):
             ("output", usage.output_tokens),
         ):
             if count:
-                MODEL_TOKENS.labels(usage.model, kind).inc(count)
+                MODEL_TOKENS.labels(self.agent, usage.model, kind).inc(count)
 
     def on_subagent(self, event: SubAgentEvent) -> None:
         # A child's tool calls count as tools like any other; its model calls reach on_usage.

@@ -390,7 +390,7 @@ class RunHost:
                 tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id),
                 config=loop_config(agent, provider, grounding=session.grounding_override),
                 store=DbSessionStore(session_id=session.pk, run_pk=live.run_pk, turns=session.turns),
-                listener=(listeners := Listeners(listener, MetricsListener(), _CancelWatch(live))),
+                listener=(listeners := Listeners(listener, MetricsListener(agent.name), _CancelWatch(live))),
                 approver=PolicyApprover(agent_name=agent.name, thread_id=thread.agui_thread_id, session_id=session.pk),
                 subagent_stores=lambda started, params: DbSubAgentStore(
                     thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk, started=started, params=params
@@ -399,6 +399,14 @@ class RunHost:
                 inbox=DbInbox(thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk),
             )
             live.listener = listeners
+            log.info(
+                "run %s of thread %s: agent %s, scenario %s%s",
+                agui_run_id,
+                thread.agui_thread_id,
+                agent.name,
+                request.scenario.name,
+                ", going on after a wait" if resume else "",
+            )
             outcome = await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume)
             if outcome is Outcome.WAITING:
                 checkpoint = loop.waiting

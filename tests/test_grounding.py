@@ -90,7 +90,7 @@ def test_a_question_in_the_report_is_put_to_the_user(server, fake_api, enforced)
 
 
 @pytest.mark.parametrize("version", ["1", "0"])
-def test_with_human_in_the_loop_off_a_question_in_the_report_is_not_asked(server, fake_api, enforced, version):
+def test_with_human_in_the_loop_off_a_question_in_the_report_is_not_asked(server, fake_api, enforced, version, caplog):
     """Where nobody watches the chat, the report's question is recorded as what is missing and the
     model is told to go on; the run ends without an interrupt for a person who is not there."""
     fake_api.script(
@@ -114,6 +114,8 @@ def test_with_human_in_the_loop_off_a_question_in_the_report_is_not_asked(server
     assert result["messages"][-1]["content"] == "Could not tell which notes file; nothing was changed."
     grounding = Thread.objects.get(agui_thread_id=f"t-ground-unattended-{version}").state["grounding"]
     assert grounding["missingInfo"] == "Which notes file?" and "question" not in grounding
+    # The run's log line names its scenario (seeds/004: a scenario's name is for logs and surfaces).
+    assert f"run r1 of thread t-ground-unattended-{version}: agent coder, scenario unattended" in caplog.text
 
 
 def test_the_gate_opens_anyway_after_its_iterations(server, fake_api, enforced):

@@ -41,8 +41,9 @@ def test_a_run_is_counted(server, fake_api):
     model = "claude-sonnet-5-5"
     assert _delta(before, after, "threadline_tool_duration_seconds_count", tool="file_read", outcome="ok") == 1
     assert _delta(before, after, "threadline_tool_duration_seconds_count", tool="file_read", outcome="error") == 1
-    assert _delta(before, after, "threadline_model_calls_total", model=model) == 3
-    assert _delta(before, after, "threadline_model_tokens_total", model=model, kind="cache_read") == 90
+    # Usage is attributed to the agent the run served.
+    assert _delta(before, after, "threadline_model_calls_total", agent="coder", model=model) == 3
+    assert _delta(before, after, "threadline_model_tokens_total", agent="coder", model=model, kind="cache_read") == 90
     assert _delta(before, after, "threadline_runs_total", outcome="success") == 1
 
 
