@@ -168,7 +168,10 @@ class AguiRun:
                     elif kind == "STATE_SNAPSHOT":
                         state = event["snapshot"]
                     elif kind == "STATE_DELTA" and state is not None:
-                        state = jsonpatch.apply_patch(state, event["delta"])
+                        try:
+                            state = jsonpatch.apply_patch(state, event["delta"])
+                        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+                            state = None  # no snapshot is better than a wrong one
                     elif kind in TERMINAL_TYPES:
                         return False
                     elif (

@@ -36,7 +36,16 @@ from runhost.registry import LiveRun, RunRegistry
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.models import QueuedMessage, Run, Session, Thread
-from threads.queue import DbInbox, HandOver, display_of, queue_fate, queue_mark_announced, queue_next, queue_stranded
+from threads.queue import (
+    DbInbox,
+    HandOver,
+    display_of,
+    queue_fate,
+    queue_mark_announced,
+    queue_next,
+    queue_refuse,
+    queue_stranded,
+)
 from threads.services import (
     AgentUnavailable,
     OpenedThread,
@@ -253,17 +262,25 @@ class RunHost:
                 client_tools=start.client_tools,
                 from_queue=start.from_queue,
             )
-        except AgentUnavailable as exc:
-            return self._refuse(live, surface, "unknown_agent", str(exc))
-        except ThreadConflict as exc:
-            return self._refuse(live, surface, "conflict", str(exc))
+        except (AgentUnavailable, ThreadConflict) as exc:
+            code = "unknown_agent" if isinstance(exc, AgentUnavailable) else "conflict"
+            if start.from_queue is not None:
+                # It will not open on a retry either: the requests that follow the message are told.
+                await on_db_thread(queue_refuse, queued_pk=start.from_queue, error=f"{code}: {exc}")
+            return self._refuse(live, surface, code, str(exc))
         except Exception:
+            # A queued message stays queued: the sweep, or its request, tries again.
             log.exception("could not open run %s of thread %s", start.agui_run_id, start.agui_thread_id)
             return self._refuse(live, surface, "internal", "the server could not open the thread")
         live.message_ids |= opened.stored_message_ids
         if opened.queued is not None:
             self.registry.forget(live)
-            await self._follow(opened.queued, start.agui_thread_id, surface)
+            try:
+                await self._follow(opened.queued, start.agui_thread_id, surface)
+            except Exception:
+                # The message is stored and will be taken; only this request's view of it failed.
+                log.exception("could not follow the message queued on thread %s", start.agui_thread_id)
+                surface.refused("internal", "the server could not follow the run that takes the queued message")
             return
         if opened.run is None and start.from_queue is not None:
             self.registry.forget(live)  # another request or process took the message first
@@ -521,6 +538,9 @@ class RunHost:
             fate = await on_db_thread(queue_fate, queued_pk=queued.pk)
             if fate is None:
                 return surface.refused("internal", "the queued message is gone")
+            if fate.status == QueuedMessage.Status.REFUSED:
+                code, _, message = fate.error.partition(": ")
+                return surface.refused(code, message)
             if fate.run_pk is not None:
                 started = fate.status == QueuedMessage.Status.STARTED
                 if not await surface.relay(fate.run_pk, request_id=request_id, from_start=started):

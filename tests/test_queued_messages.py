@@ -242,3 +242,40 @@ def test_a_run_that_stops_at_its_limit_leaves_the_message_for_the_next_run(serve
     queued = _queued("t-limit")
     assert queued is not None and queued.status == QueuedMessage.Status.STARTED
     assert Run.objects.get(agui_run_id="r1").status == Run.Status.PAUSED
+
+
+def test_a_queued_run_id_cannot_be_taken_by_another_message(server, fake_api):
+    slow = text_turn(["slow"]).pause(after_events=3)
+    fake_api.script([slow, text_turn(["done"])])
+    url = f"{server.url}/agui/coder"
+    first = Posted(url, v1(run_input("t-rid", "r1", user("one", "u1"))))
+    assert slow.paused.wait(10)
+    second = Posted(url, v1(run_input("t-rid", "r2", user("one", "u1"), user("two", "u2"))))
+    eventually(lambda: _queued("t-rid"), what="the message to be queued")
+    clash = post_run(server.url, "coder", v1(run_input("t-rid", "r2", user("one", "u1"), user("three", "u3"))))
+    assert clash.types == ["RUN_STARTED", "RUN_ERROR"] and clash.events[1]["code"] == "conflict"
+    slow.resume.set()
+    first.events()
+    assert second.events()[-1]["runId"] == "r2"
+    server.drain()
+    assert not QueuedMessage.objects.filter(message_id="u3").exists()
+    assert not Message.objects.filter(message_id="u3").exists()
+
+
+def test_a_queued_message_whose_agent_was_disabled_meanwhile_ends_its_stream_with_the_reason(server, fake_api, coder):
+    slow = text_turn(["slow"]).pause(after_events=3)
+    fake_api.script([slow])
+    url = f"{server.url}/agui/coder"
+    first = Posted(url, v1(run_input("t-gone-agent", "r1", user("one", "u1"))))
+    assert slow.paused.wait(10)
+    second = Posted(url, v1(run_input("t-gone-agent", "r2", user("one", "u1"), user("two", "u2"))))
+    eventually(lambda: _queued("t-gone-agent"), what="the message to be queued")
+    coder.enabled = False
+    coder.save()
+    slow.resume.set()
+    first.events()
+    events = second.events()
+    server.drain()
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "unknown_agent"
+    queued = _queued("t-gone-agent")
+    assert queued is not None and queued.status == QueuedMessage.Status.REFUSED and "coder" in queued.error

@@ -270,6 +270,8 @@ class QueuedMessage(models.Model):
         QUEUED = "queued", "Queued"
         READ = "read", "Read into the run in flight"
         STARTED = "started", "Started the next run"
+        # Its run could not be opened (its agent was disabled, its runId taken meanwhile): ``error``.
+        REFUSED = "refused", "Refused"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="queued_messages")
@@ -289,6 +291,7 @@ class QueuedMessage(models.Model):
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="queued_messages")
     queued_at = models.DateTimeField(auto_now_add=True)
     taken_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["thread", "queued_at"]

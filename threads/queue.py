@@ -111,15 +111,16 @@ class Fate:
     busy_run_pk: Any  # while it waits: the run in flight on its thread, or None when none is
     # While it waits: the thread's run waits for an answer (the run that goes on will read it).
     behind_question: bool = False
+    error: str = ""  # why its run could not be opened (refused)
 
 
 def queue_fate(*, queued_pk: Any) -> Fate | None:
-    row = QueuedMessage.objects.filter(pk=queued_pk).values_list("status", "run_id", "thread_id").first()
+    row = QueuedMessage.objects.filter(pk=queued_pk).values_list("status", "run_id", "thread_id", "error").first()
     if row is None:
         return None
-    status, run_pk, thread_pk = row
+    status, run_pk, thread_pk, error = row
     if status != QueuedMessage.Status.QUEUED:
-        return Fate(status=status, run_pk=run_pk, busy_run_pk=None)
+        return Fate(status=status, run_pk=run_pk, busy_run_pk=None, error=error)
     busy, waiting = None, False
     now = timezone.now()
     open_runs = Run.objects.filter(thread_id=thread_pk, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
@@ -182,6 +183,14 @@ def queue_claim(thread: Thread, *, queued_pk: Any) -> QueuedMessage | None:
 def queue_started(row: QueuedMessage, *, run_pk: uuid.UUID) -> None:
     QueuedMessage.objects.filter(pk=row.pk).update(
         status=QueuedMessage.Status.STARTED, run_id=run_pk, taken_at=timezone.now(), announced=True
+    )
+
+
+def queue_refuse(*, queued_pk: Any, error: str) -> None:
+    """The queued message's run could not be opened, for a reason that will not pass: its request
+    is told, and nothing retries it."""
+    QueuedMessage.objects.filter(pk=queued_pk, status=QueuedMessage.Status.QUEUED).update(
+        status=QueuedMessage.Status.REFUSED, error=error, taken_at=timezone.now()
     )
 
 

@@ -195,13 +195,18 @@ def _run_open(
     # One read for both: is anything queued, and was this very message queued already?
     queue = list(
         QueuedMessage.objects.filter(thread=thread)
-        .filter(Q(status=QueuedMessage.Status.QUEUED) | Q(message_id=new_user_message["id"]))
-        .values_list("pk", "message_id")
+        .filter(
+            Q(status=QueuedMessage.Status.QUEUED) | Q(message_id=new_user_message["id"]) | Q(agui_run_id=agui_run_id)
+        )
+        .values_list("pk", "message_id", "agui_run_id", "status")
     )
-    already = [pk for pk, message_id in queue if message_id == new_user_message["id"]]
+    already = [pk for pk, message_id, _, _ in queue if message_id == new_user_message["id"]]
     if from_queue is None and already:
         # The request that queued it, sent again: it follows the message where it went.
         return OpenedThread(thread, session, stored, None, agent, queued=QueuedMessage.objects.get(pk=already[0]))
+    if from_queue is None and any(run_id == agui_run_id for _, _, run_id, _ in queue):
+        raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
+    queue = [row for row in queue if row[3] == QueuedMessage.Status.QUEUED]
     reused = Run.objects.filter(thread=thread, agui_run_id=agui_run_id)
     if waiting is not None:
         reused = reused.exclude(pk=waiting.pk)  # CopilotKit sends a new message with the waiting run's id
