@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import IntegrityError
 
-from threads.eventlog import EventLogWriter
+from threads.eventlog import EventLogWriter, insert_events
 from threads.models import Run, RunEvent, Thread
 
 
@@ -35,3 +36,17 @@ async def test_close_waits_until_everything_is_durable(run):
     async with asyncio.timeout(2):
         await writer.close()  # does not wait for the 10 s flush interval
     assert await RunEvent.objects.filter(run=run).acount() == 1
+
+
+def test_a_batch_longer_than_one_statement_keeps_every_row_and_its_values(run):
+    rows = [(seq, "TEXT_MESSAGE_CONTENT", f'{{"delta":"{seq} 100%s \\t"}}') for seq in range(1, 251)]
+    insert_events(run.pk, rows)
+    stored = list(RunEvent.objects.filter(run=run).values_list("seq", "type", "payload"))
+    assert stored == rows
+
+
+def test_a_seq_written_twice_is_refused_and_the_whole_batch_with_it(run):
+    insert_events(run.pk, [(1, "RUN_STARTED", "{}")])
+    with pytest.raises(IntegrityError):
+        insert_events(run.pk, [(seq, "CUSTOM", "{}") for seq in range(2, 150)] + [(1, "CUSTOM", "{}")])
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [1]
