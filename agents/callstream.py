@@ -59,16 +59,18 @@ class CallStream:
         emit = self.emit
         if type(item) is BlockDelta:
             kind = self.kinds[item.index]
-            if not item.text:
+            text = item.text
+            if not text:
                 return
             if kind == "text":
-                self.segment.text.append(item.text)
-                emit(TextDelta(self.segment.message_id, item.text))
+                segment = self.segments[-1]
+                segment.text.append(text)
+                emit(TextDelta(segment.message_id, text))
             elif kind == "thinking":
                 assert self.reasoning_id is not None
-                emit(ReasoningDelta(self.reasoning_id, item.text))
+                emit(ReasoningDelta(self.reasoning_id, text))
             elif kind == "tool_use":
-                emit(ToolCallArgs(self.tool_ids[item.index], item.text))
+                emit(ToolCallArgs(self.tool_ids[item.index], text))
             return
         self.emitted = True
         if type(item) is BlockStart:

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import IntegrityError
 
-from threads.eventlog import EventLogWriter
+from threads.eventlog import EventLogWriter, insert_event_chunks, insert_events
 from threads.models import Run, RunEvent, Thread
 
 
@@ -35,3 +36,47 @@ async def test_close_waits_until_everything_is_durable(run):
     async with asyncio.timeout(2):
         await writer.close()  # does not wait for the 10 s flush interval
     assert await RunEvent.objects.filter(run=run).acount() == 1
+
+
+def test_a_batch_longer_than_one_statement_keeps_every_row_and_its_values(run):
+    rows = [(seq, "TEXT_MESSAGE_CONTENT", f'{{"delta":"{seq} 100%s \\t"}}') for seq in range(1, 251)]
+    insert_events(run.pk, rows)
+    stored = list(RunEvent.objects.filter(run=run).values_list("seq", "type", "payload"))
+    assert stored == rows
+
+
+def test_a_seq_written_twice_is_refused_and_the_whole_batch_with_it(run):
+    insert_events(run.pk, [(1, "RUN_STARTED", "{}")])
+    with pytest.raises(IntegrityError):
+        insert_events(run.pk, [(seq, "CUSTOM", "{}") for seq in range(2, 150)] + [(1, "CUSTOM", "{}")])
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [1]
+
+
+def test_chunks_of_several_runs_written_together_fail_alone(run):
+    other = Run.objects.create(thread=run.thread, agui_run_id="r-log-2")
+    insert_events(other.pk, [(1, "RUN_STARTED", "{}")])
+    errors = insert_event_chunks(
+        [
+            (run.pk, [(1, "RUN_STARTED", "{}"), (2, "CUSTOM", "{}")]),
+            (other.pk, [(2, "CUSTOM", "{}"), (1, "CUSTOM", "{}")]),
+        ]
+    )
+    assert errors[0] is None
+    assert isinstance(errors[1], IntegrityError)
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [1, 2]
+    assert list(RunEvent.objects.filter(run=other).values_list("seq", flat=True)) == [1]
+
+
+async def test_writers_of_runs_streaming_at_once_all_become_durable(run):
+    others = [await Run.objects.acreate(thread_id=run.thread_id, agui_run_id=f"r-many-{n}") for n in range(5)]
+    writers = [EventLogWriter(r.pk, flush_seconds=0.001, batch=2000) for r in [run, *others]]
+    for seq in range(1, 301):
+        for writer in writers:
+            writer.append(seq, "TEXT_MESSAGE_CONTENT", f'{{"delta":"{seq}"}}')
+        if seq % 50 == 0:
+            await asyncio.sleep(0.002)
+    await asyncio.gather(*(writer.close() for writer in writers))
+    assert [writer.written for writer in writers] == [300] * 6
+    for r in [run, *others]:
+        seqs = await sync_to_async(lambda r=r: list(RunEvent.objects.filter(run=r).values_list("seq", flat=True)))()
+        assert seqs == list(range(1, 301))

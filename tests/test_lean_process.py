@@ -1,5 +1,6 @@
 """A server process loads only what its requests use: the AG-UI path on the demo model needs
-neither the anthropic SDK, nor the REST API and admin, nor daphne's Twisted (issue #14)."""
+neither the anthropic SDK, nor the REST API and admin, nor daphne's Twisted, nor the web
+tools' httpx and BeautifulSoup (issue #14)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ async def main():
     from runhost.host import HOST
     await HOST.drain()
     heavy = ("anthropic", "rest_framework.views", "drf_spectacular.views", "threads.api_urls", "twisted")
+    heavy += ("httpx", "bs4")
     loaded = [name for name in heavy if name in sys.modules]
     print(json.dumps({"loaded": loaded, "missing": [status, missing.decode()]}))
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.events import BaseListener, Listeners, Outcome, RunInfo, Usage
+from agents.events import BaseListener, Listeners, Outcome, RunEvent, RunInfo, TextDelta, Usage
 from agents.loop import AgentLoop, LoopConfig
 from agents.providers.anthropic import AnthropicProvider
 from agents.request import RunRequest
@@ -280,3 +280,26 @@ def test_a_listener_joining_a_finished_run_is_told_at_once():
     listeners.subscribe(late)
     assert late.calls == [("subscribe", None), ("finished", Outcome.CANCELLED)]
     assert late not in listeners.listeners
+
+
+class Stopper(BaseListener):
+    """Hears the stream's events and, once it has heard one, asks the run to stop."""
+
+    def __init__(self) -> None:
+        self.heard: list[RunEvent] = []
+
+    def on_event(self, event: RunEvent) -> None:
+        self.heard.append(event)
+
+    def should_continue(self) -> bool:
+        return not self.heard
+
+
+def test_a_listener_joining_in_flight_hears_the_next_event_and_is_asked_whether_to_go_on():
+    listeners = Listeners(Recorder(), BaseListener())
+    assert listeners.should_continue()
+    stopper = Stopper()
+    listeners.subscribe(stopper)
+    listeners.on_event(TextDelta("msg_1", "hi"))
+    assert stopper.heard == [TextDelta("msg_1", "hi")]
+    assert not listeners.should_continue()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
@@ -85,7 +86,7 @@ class EventLogWriter:
         delay = 0.1
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
-                await sync_to_async(insert_events)(self.run_pk, chunk)
+                await _group_commit().write(self.run_pk, chunk)
             except IntegrityError:
                 # The batch is atomic: a duplicate seq means an earlier attempt
                 # committed before its connection failed.
@@ -110,6 +111,83 @@ class EventLogWriter:
         self._closing.set()
         self._wake.set()
         await asyncio.shield(self._task)
+
+
+class _GroupCommit:
+    """The chunks every run's writer hands over while the database thread is busy, written
+    together in one transaction. With a hundred runs streaming at once, each writer's chunk
+    was a few rows, and a transaction per chunk kept the one database thread busy for most
+    of the runs' time (bench/stream.py --concurrent, py-spy)."""
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[object, Rows, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def write(self, run_pk: object, rows: Rows) -> None:
+        """Returns once ``rows`` are committed; raises what writing them alone would have raised."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._queue.append((run_pk, rows, done))
+        if self._task is None or self._task.done():
+            # A fresh context, so the database work goes to asgiref's process-wide thread.
+            self._task = loop.create_task(self._drain(), name="eventlog-group-commit", context=contextvars.Context())
+        await done
+
+    async def _drain(self) -> None:
+        while self._queue:
+            queued, self._queue = self._queue, []
+            errors: list[Exception | None]
+            try:
+                errors = await sync_to_async(insert_event_chunks)([(run_pk, rows) for run_pk, rows, _ in queued])
+            except Exception as exc:
+                errors = [exc] * len(queued)
+            except BaseException:
+                for *_, done in queued:
+                    done.cancel()  # the loop is going away: so are the writers waiting here
+                raise
+            for (_, _, done), error in zip(queued, errors, strict=True):
+                if done.done():
+                    continue  # its writer was cancelled
+                if error is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(error)
+
+
+_group_commits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _GroupCommit] = weakref.WeakKeyDictionary()
+
+
+def _group_commit() -> _GroupCommit:
+    loop = asyncio.get_running_loop()
+    group = _group_commits.get(loop)
+    if group is None:
+        group = _group_commits[loop] = _GroupCommit()
+    return group
+
+
+def insert_event_chunks(chunks: list[tuple[object, Rows]]) -> list[Exception | None]:
+    """Writes each run's chunk of rows; returns, per chunk, None once it is committed or the
+    error it met. Several chunks go in one transaction; if that fails, each is written in a
+    transaction of its own, so one run's bad chunk (a duplicate, a run deleted meanwhile)
+    fails as it would have alone and takes no other run's rows with it."""
+    if len(chunks) > 1:
+        try:
+            with transaction.atomic():
+                for run_pk, rows in chunks:
+                    insert_events(run_pk, rows)
+        except Exception:
+            pass
+        else:
+            return [None] * len(chunks)
+    errors: list[Exception | None] = []
+    for run_pk, rows in chunks:
+        try:
+            insert_events(run_pk, rows)
+        except Exception as exc:
+            errors.append(exc)
+        else:
+            errors.append(None)
+    return errors
 
 
 def insert_events(run_pk: object, rows: Rows) -> None:

@@ -34,7 +34,8 @@ class BlockStart:
     tool_name: str = ""
 
 
-@dataclass(slots=True, frozen=True)
+# Not frozen, like the run's per-token events (agents/events.py): one is made per streamed token.
+@dataclass(slots=True)
 class BlockDelta:
     index: int
     text: str  # text, thinking, or a fragment of a tool call's JSON arguments
