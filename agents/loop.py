@@ -201,7 +201,6 @@ class AgentLoop:
         outcome = Outcome.ERROR
         try:
             listener.on_start(RunInfo(run_id=run_id, thread_id=thread_id, model=self.config.model))
-            listener.on_model(self.config.model)
             outcome = await self._run(request, resume)
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED

@@ -40,7 +40,7 @@ from agents.events import (
     Usage,
 )
 from agents.providers.base import TokenCount
-from agents.request import SUB_AGENT, RunRequest
+from agents.request import DELEGATION, RunRequest
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from agents.verdict import REPORT_INSTRUCTION
 from agents.waits import ChildCheckpoint, Resumption
@@ -433,7 +433,7 @@ async def _drive(
     child_request = RunRequest(
         request_id=task_id,
         text=text if resume is None else "",
-        scenario=SUB_AGENT,
+        scenario=DELEGATION,
         parent_request_id=request.request_id,
         description=params.role,
         user_id=request.user_id,
