@@ -15,7 +15,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agents.models import Agent, PermissionRule
-from agents.permissions import KNOWN_TOOLS, Verdict, evaluate, memory_key, primary_argument, rules_for
+from agents.permissions import Verdict, evaluate, memory_key, primary_argument, rules_for
+from agents.tools.catalog import KNOWN_TOOLS
 
 
 class AgentForm(forms.ModelForm):

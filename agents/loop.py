@@ -57,7 +57,7 @@ from agents.subagents import (
     run_sub_agent,
 )
 from agents.tools.ask import ASK_USER
-from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+from agents.tools.base import Tool, ToolContext, ToolKind, ToolOutput, ToolRegistry
 from agents.tools.grounding import GROUNDING_REPORT, gate_allows, gate_refusal, grounding_prompt
 from agents.tools.subagent import SUB_AGENT
 from agents.waits import Checkpoint, ChildCheckpoint, Counters, DoneCall, OpenCall, Resumption, WaitKind
@@ -609,7 +609,7 @@ class AgentLoop:
                 output = ToolOutput("tool arguments must be a JSON object", True)
             elif (tool := self.tools.get(call["name"])) is None or not request.scenario.offers(tool):
                 output = ToolOutput(f"unknown tool {call['name']!r}", True)
-            elif tool.frontend:
+            elif tool.kind is ToolKind.CLIENT:
                 if not self.approver.can_wait:
                     output = ToolOutput("no client is there to run it", True)
                 else:

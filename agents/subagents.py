@@ -41,7 +41,7 @@ from agents.events import (
 )
 from agents.providers.base import TokenCount
 from agents.request import DELEGATION, RunRequest
-from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+from agents.tools.base import Tool, ToolContext, ToolKind, ToolOutput, ToolRegistry
 from agents.verdict import REPORT_INSTRUCTION
 from agents.waits import ChildCheckpoint, Resumption
 
@@ -178,7 +178,7 @@ def child_registry(
     available = {
         name: tool
         for name, tool in parent.tools.items()
-        if not tool.frontend and name not in _NEVER_DELEGATED and delegable(tool)
+        if tool.kind is not ToolKind.CLIENT and name not in _NEVER_DELEGATED and delegable(tool)
     }
     if not allowed:
         return ToolRegistry(available), ()
