@@ -192,7 +192,7 @@ INSTALLED_APPS = [
     "agents",
     "threads",
     "agui",
-    "project",  # manage.py serve: it serves the whole site, so it is the project's command
+    "project",  # manage.py serve and the admin of agents/ (project/admin.py): both serve the whole site
 ]
 
 # daphne serves `manage.py runserver` (its app must come before staticfiles). As an
