@@ -62,7 +62,7 @@ async def close_providers() -> None:
             await close()
 
 
-def tools_for(agent: Agent) -> ToolRegistry:
+def tools_for() -> ToolRegistry:
     """The agent's tools: the catalogue's, with web_search only with a Brave key, the mutating tools
     unless switched off, and bash only where it can run sandboxed, or where AGENT_BASH_SANDBOX=off
     says it may run without."""
