@@ -8,7 +8,7 @@ O(n) to observe.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -225,7 +225,6 @@ class RunInfo:
     run_id: str
     thread_id: str
     model: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 RunEvent = (
@@ -265,7 +264,6 @@ class RunListener(Protocol):
 
     def on_start(self, run: RunInfo) -> None: ...
     def on_subscribe(self) -> None: ...
-    def on_model(self, model: str) -> None: ...
     def on_event(self, event: RunEvent) -> None: ...
     def on_message(self, message: AssistantMessage | ToolMessage) -> None: ...
     def on_usage(self, usage: Usage) -> None: ...
@@ -309,10 +307,6 @@ class Listeners:
     def on_subscribe(self) -> None:
         for listener in self.listeners:
             listener.on_subscribe()
-
-    def on_model(self, model: str) -> None:
-        for listener in self.listeners:
-            listener.on_model(model)
 
     def on_event(self, event: RunEvent) -> None:
         for listener in self._hearing:
@@ -362,9 +356,6 @@ class BaseListener:
         pass
 
     def on_subscribe(self) -> None:
-        pass
-
-    def on_model(self, model: str) -> None:
         pass
 
     def on_event(self, event: RunEvent) -> None:

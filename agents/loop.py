@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -20,6 +21,17 @@ from typing import Any, Protocol
 from agents.approvals import AllowAll, Answer, Approver, Ask
 from agents.callstream import CallStream
 from agents.compaction import SUMMARY_PROMPT, compacted, estimate_tokens, render_for_summary, split_point
+from agents.dispatch import (
+    ApprovedCall,
+    ClientCall,
+    Delegate,
+    GroundingReport,
+    Question,
+    Refused,
+    WorkspaceCall,
+    approved_call,
+    classify,
+)
 from agents.environment import environment_block
 from agents.events import (
     AssistantMessage,
@@ -50,7 +62,10 @@ from agents.queued import Inbox, join_queued
 from agents.request import RunRequest, render_prompt
 from agents.subagents import (
     DEFAULT_SUBAGENT_LIMITS,
+    ChildSpec,
+    Delegated,
     MemorySubAgentStore,
+    Parent,
     SubAgentLimits,
     SubAgentStores,
     resume_sub_agent,
@@ -58,7 +73,7 @@ from agents.subagents import (
 )
 from agents.tools.ask import ASK_USER
 from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
-from agents.tools.grounding import GROUNDING_REPORT, gate_allows, gate_refusal, grounding_prompt
+from agents.tools.grounding import GROUNDING_REPORT, gate_allows, grounding_prompt
 from agents.tools.subagent import SUB_AGENT
 from agents.waits import Checkpoint, ChildCheckpoint, Counters, DoneCall, OpenCall, Resumption, WaitKind
 
@@ -184,6 +199,58 @@ class AgentLoop:
         self._child_tokens += usage.input_tokens + usage.output_tokens
         self.tokens_spent += usage.input_tokens + usage.output_tokens
 
+    def as_parent(self, request: RunRequest) -> Parent:
+        """What a sub-agent this run delegates to now sees of it (agents/subagents.py)."""
+        budget = self.config.token_budget
+        return Parent(
+            listener=self.listener,
+            tools=self.tools,
+            delegable=frozenset(name for name, tool in self.tools.tools.items() if self.delegable(tool, request)),
+            limits=self.subagent_limits,
+            stores=self.subagent_stores,
+            depth=self.depth,
+            task_id=self.task_id,
+            thread_id=self.thread_id,
+            model=self.config.model,
+            request=request,
+            make_id=self.make_id,
+            budget_spent=bool(budget) and self.tokens_spent >= budget,
+        )
+
+    def new_child(self, spec: ChildSpec) -> AgentLoop:
+        """A sub-agent's loop: this run's model, approver and workspace (with a context of its own),
+        the child's tools, conversation and prompt, and what this run's token budget has left."""
+        budget = self.config.token_budget
+        config = dataclasses.replace(
+            self.config,
+            system_prompt=spec.system_prompt,
+            max_iterations=spec.max_iterations,
+            wall_clock_seconds=0.0,  # the sub-agent's timeout bounds it
+            # Bounded by what its parent has left (seeds/003, SetMaxContextTokens); 0: the parent has no budget.
+            token_budget=budget - self.tokens_spent if budget else 0,
+            grounding="prompt",  # advisory: the parent has scoped the task, the child still reads first
+        )
+        context = self.tool_context
+        return AgentLoop(
+            provider=self.provider,
+            tools=spec.tools,
+            tool_context=ToolContext(
+                workspace=context.workspace,
+                output_limits=context.output_limits,
+                write_lock=context.write_lock,
+                web=context.web,
+            ),
+            config=config,
+            store=spec.store,
+            listener=spec.listener,
+            approver=self.approver,
+            make_id=self.make_id,
+            depth=spec.depth,
+            task_id=spec.task_id,
+            subagent_stores=self.subagent_stores,
+            subagent_limits=self.subagent_limits,
+        )
+
     def _todos_changed(self, todos: list[dict[str, str]]) -> None:
         self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
 
@@ -201,7 +268,6 @@ class AgentLoop:
         outcome = Outcome.ERROR
         try:
             listener.on_start(RunInfo(run_id=run_id, thread_id=thread_id, model=self.config.model))
-            listener.on_model(self.config.model)
             outcome = await self._run(request, resume)
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED
@@ -553,17 +619,26 @@ class AgentLoop:
                 OpenCall(call["id"], call["name"], kind, answer_id, arguments=call.get("input") or {}, **details)
             )
 
-        async def run_approved(call: dict[str, Any], tool: Tool, arguments: dict[str, Any]) -> ToolOutput | None:
-            if tool is SUB_AGENT:
-                delegated = await run_sub_agent(self, tool_call_id=call["id"], arguments=arguments, request=request)
-                if isinstance(delegated, ChildCheckpoint):
-                    open_call(call, WaitKind.CHILD, delegated.task_id, child=delegated)
-                    return None
-                return delegated
-            return await self.tools.call(call["name"], arguments, self.tool_context)
+        def delegated(call: dict[str, Any], child: Delegated) -> ToolOutput | None:
+            """A sub_agent call's output, or None when its child waits (the call waits with it)."""
+            self.add_child_tokens(child.spent)
+            if isinstance(child.output, ChildCheckpoint):
+                open_call(call, WaitKind.CHILD, child.output.task_id, child=child.output)
+                return None
+            return child.output
 
-        async def decide_and_run(call: dict[str, Any], tool: Tool, arguments: dict[str, Any]) -> ToolOutput | None:
-            decision = await self.approver.decide(tool, call["id"], arguments)
+        async def run_approved(call: dict[str, Any], step: ApprovedCall) -> ToolOutput | None:
+            match step:
+                case Delegate(arguments=arguments):
+                    parent = self.as_parent(request)
+                    child = await run_sub_agent(parent, self.new_child, tool_call_id=call["id"], arguments=arguments)
+                    return delegated(call, child)
+                case WorkspaceCall(tool=tool, arguments=arguments):
+                    return await self.tools.call(tool.name, arguments, self.tool_context)
+
+        async def decide_and_run(call: dict[str, Any], step: ApprovedCall) -> ToolOutput | None:
+            tool = step.tool
+            decision = await self.approver.decide(tool, call["id"], step.arguments)
             if isinstance(decision, Ask):
                 if not self.approver.can_wait:
                     return ToolOutput(f"not run: nobody is there to approve this {tool.name} call", True)
@@ -578,7 +653,7 @@ class AgentLoop:
                 return None
             if not decision.approved:
                 return ToolOutput(decision.refusal(tool.name), True)
-            return await run_approved(call, tool, arguments)
+            return await run_approved(call, step)
 
         async def answer(call: dict[str, Any], before: OpenCall) -> tuple[ToolOutput | None, str]:
             """An open call of the checkpoint, with its answer: the output, or None (waits again)."""
@@ -586,22 +661,55 @@ class AgentLoop:
             arguments = call.get("input") or {}
             if before.kind is WaitKind.CHILD:
                 assert before.child is not None
-                resumed = await resume_sub_agent(self, before.child, resume.answers, request=request)
-                if isinstance(resumed, ChildCheckpoint):
-                    open_call(call, WaitKind.CHILD, resumed.task_id, child=resumed)
-                    return None, ""
-                return resumed, ""
+                parent = self.as_parent(request)
+                child = await resume_sub_agent(parent, self.new_child, before.child, resume.answers)
+                return delegated(call, child), ""
             given = resume.answers.get(before.answer_id) or Answer(approved=False, timed_out=True)
             if before.kind is not WaitKind.APPROVAL:
                 return self._answered(before, given), given.message_id if before.kind is WaitKind.CLIENT else ""
             tool = self.tools.get(call["name"])
             if not given.approved or tool is None:
                 return ToolOutput(given.refusal(call["name"]), True), ""
-            return await run_approved(call, tool, arguments), ""
+            return await run_approved(call, approved_call(tool, arguments)), ""
+
+        def question(call: dict[str, Any], asked: str | ToolOutput) -> ToolOutput | None:
+            """Puts ``asked`` to the person (the call waits for the reply), or returns why it cannot be."""
+            if isinstance(asked, ToolOutput):
+                return asked
+            seconds = self.approver.approval_seconds
+            open_call(
+                call, WaitKind.QUESTION, self.make_id("question"), message=asked, expires_at=self._deadline(seconds)
+            )
+            return None
+
+        async def dispatch(call: dict[str, Any]) -> ToolOutput | None:
+            """Runs a call of the model's turn: its output, or None when it waits for an answer."""
+            step = classify(
+                call,
+                tools=self.tools,
+                scenario=request.scenario,
+                grounded=self._grounded,
+                looping=call["id"] in looping,
+                repeat_limit=self.config.repeat_limit,
+            )
+            match step:
+                case Refused(output=output):
+                    return output
+                case ClientCall():
+                    if not self.approver.can_wait:
+                        return ToolOutput("no client is there to run it", True)
+                    seconds = self.approver.client_tool_seconds
+                    open_call(call, WaitKind.CLIENT, call["id"], expires_at=self._deadline(seconds))
+                    return None
+                case Question(arguments=arguments):
+                    return question(call, self._question(arguments))
+                case GroundingReport(arguments=arguments):
+                    return question(call, self._grounding_report(arguments))
+                case Delegate() | WorkspaceCall():
+                    return await decide_and_run(call, step)
 
         async def run_one(call: dict[str, Any]) -> None:
             began = time.monotonic()
-            arguments = call.get("input")
             client_message_id = ""
             output: ToolOutput | None
             if earlier is not None and call["id"] in earlier.done:
@@ -609,37 +717,8 @@ class AgentLoop:
                 return  # reported and stored before the run waited
             if call["id"] in open_before:
                 output, client_message_id = await answer(call, open_before[call["id"]])
-            elif call["id"] in looping:
-                output = ToolOutput(
-                    f"stopped: this is the same {call['name']} call with the same arguments "
-                    f"{self.config.repeat_limit} times in a row, which looks like a loop. "
-                    "Its result would not change; try something different or explain what is blocking you.",
-                    True,
-                )
-            elif not isinstance(arguments, dict):
-                output = ToolOutput("tool arguments must be a JSON object", True)
-            elif (tool := self.tools.get(call["name"])) is None or not request.scenario.offers(tool):
-                output = ToolOutput(f"unknown tool {call['name']!r}", True)
-            elif tool.frontend:
-                if not self.approver.can_wait:
-                    output = ToolOutput("no client is there to run it", True)
-                else:
-                    seconds = self.approver.client_tool_seconds
-                    open_call(call, WaitKind.CLIENT, call["id"], expires_at=self._deadline(seconds))
-                    output = None
-            elif tool is ASK_USER or tool is GROUNDING_REPORT:
-                asked = self._question(arguments) if tool is ASK_USER else self._grounding_report(arguments)
-                if isinstance(asked, str):
-                    seconds = self.approver.approval_seconds
-                    message = {"message": asked, "expires_at": self._deadline(seconds)}
-                    open_call(call, WaitKind.QUESTION, self.make_id("question"), **message)
-                    output = None
-                else:
-                    output = asked
-            elif not gate_allows(tool, grounded=self._grounded):
-                output = gate_refusal(tool)
             else:
-                output = await decide_and_run(call, tool, arguments)
+                output = await dispatch(call)
             if output is None:
                 return  # waits for an answer
             message_id = client_message_id or self.make_id("tool")

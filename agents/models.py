@@ -4,6 +4,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from agents.tools.catalog import KNOWN_TOOLS
+from agents.tools.targets import glob_error
+
 
 class Agent(models.Model):
     """An agent served at /agui/<name>: its model, its prompt and its limits."""
@@ -60,7 +63,8 @@ class Agent(models.Model):
 class PermissionRule(models.Model):
     """One line of the permission policy: for calls of ``tool`` (or any tool) whose primary argument
     matches the glob ``match``, the decision is ``decision``. Rules are tried in ``position`` order and
-    the first that matches decides; agents/permissions.py evaluates them."""
+    the first that matches decides; agents/permissions.py evaluates them, each tool says what its glob
+    is matched against (agents/tools/targets.py)."""
 
     class Decision(models.TextChoices):
         ALLOW = "allow", "Allow"
@@ -126,9 +130,6 @@ class PermissionRule(models.Model):
         return f"#{self.pk} {self.decision} {self.tool or 'any tool'} `{self.match or '*'}`"
 
     def clean(self) -> None:
-        # agents.permissions imports this module; the glob rules and tool names live there.
-        from agents.permissions import KNOWN_TOOLS, glob_error
-
         errors: dict[str, str] = {}
         if self.scope == self.Scope.AGENT and self.agent_id is None:
             errors["agent"] = "A rule scoped to one agent needs that agent."

@@ -33,8 +33,8 @@ INTERACTIVE = Scenario("interactive")
 UNATTENDED = Scenario("unattended", denied_tools=frozenset({"ask_user"}))
 # Scheduled or triggered runs: no approver is watching, and each starts from nothing.
 BACKGROUND = Scenario("background", conversation_memory=False, mutating_tools=False)
-# A child run working for a parent: its own memory, and nobody to put questions to.
-SUB_AGENT = Scenario("sub-agent", conversation_memory=False, denied_tools=frozenset({"ask_user"}))
+# A child run working for a parent (the sub_agent tool): its own memory, and nobody to put questions to.
+DELEGATION = Scenario("delegation", conversation_memory=False, denied_tools=frozenset({"ask_user"}))
 
 
 @dataclass(slots=True, frozen=True)

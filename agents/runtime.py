@@ -13,15 +13,12 @@ from agents.permissions import ScopedRules
 from agents.providers.base import ModelProvider
 from agents.providers.demo import DemoProvider
 from agents.subagents import SubAgentLimits
-from agents.tools.ask import ASK_USER
 from agents.tools.base import Tool, ToolContext, ToolRegistry
-from agents.tools.grounding import GROUNDING_REPORT
-from agents.tools.mutating import BASH, MUTATING_TOOLS
+from agents.tools.catalog import SERVER_TOOLS
+from agents.tools.mutating import BASH
 from agents.tools.netguard import WebConfig
-from agents.tools.readonly import READ_ONLY_TOOLS
 from agents.tools.shaping import OutputLimits
-from agents.tools.subagent import SUB_AGENT
-from agents.tools.web import WEB_FETCH, WEB_SEARCH
+from agents.tools.web import WEB_SEARCH
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +62,21 @@ async def close_providers() -> None:
             await close()
 
 
-def tools_for(agent: Agent) -> ToolRegistry:
-    """The agent's tools: web_search only with a Brave key, the mutating tools unless switched off,
-    and bash only where it can run sandboxed, or where AGENT_BASH_SANDBOX=off says it may run without."""
-    web: tuple[Tool, ...] = (WEB_SEARCH, WEB_FETCH) if settings.BRAVE_API_KEY else (WEB_FETCH,)
-    mutating: tuple[Tool, ...] = ()
-    if settings.AGENT_MUTATING_TOOLS != "off":
-        mutating = tuple(tool for tool in MUTATING_TOOLS if tool is not BASH or bash_choice().offered)
-    return ToolRegistry.of((*READ_ONLY_TOOLS, *web, ASK_USER, GROUNDING_REPORT, SUB_AGENT, *mutating))
+def tools_for() -> ToolRegistry:
+    """The agent's tools: the catalogue's, with web_search only with a Brave key, the mutating tools
+    unless switched off, and bash only where it can run sandboxed, or where AGENT_BASH_SANDBOX=off
+    says it may run without."""
+    return ToolRegistry.of(tool for tool in SERVER_TOOLS if _offered(tool))
+
+
+def _offered(tool: Tool) -> bool:
+    if tool is WEB_SEARCH:
+        return bool(settings.BRAVE_API_KEY)
+    if tool.read_only:
+        return True
+    if settings.AGENT_MUTATING_TOOLS == "off":
+        return False
+    return tool is not BASH or bash_choice().offered
 
 
 def subagent_limits() -> SubAgentLimits:

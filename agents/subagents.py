@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agents.events import (
     AssistantMessage,
@@ -40,13 +40,10 @@ from agents.events import (
     Usage,
 )
 from agents.providers.base import TokenCount
-from agents.request import SUB_AGENT, RunRequest
-from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+from agents.request import DELEGATION, RunRequest
+from agents.tools.base import ToolKind, ToolOutput, ToolRegistry
 from agents.verdict import REPORT_INSTRUCTION
-from agents.waits import ChildCheckpoint, Resumption
-
-if TYPE_CHECKING:
-    from agents.loop import AgentLoop
+from agents.waits import Checkpoint, ChildCheckpoint, Resumption
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +109,61 @@ class SubAgentStore(Protocol):
 SubAgentStores = Callable[[SubAgentStarted, SubAgentParams], SubAgentStore]
 
 
+@dataclass(slots=True, frozen=True)
+class Parent:
+    """What a sub-agent sees of the run that delegates to it, as that run was when it delegated."""
+
+    listener: RunListener  # hears the child's activity, usage and end
+    tools: ToolRegistry  # the parent's tools
+    delegable: frozenset[str]  # the names of those it may hand on now (its scenario, its grounding gate)
+    limits: SubAgentLimits
+    stores: SubAgentStores
+    depth: int
+    task_id: str  # "" for a top-level run
+    thread_id: str
+    model: str
+    request: RunRequest
+    make_id: Callable[[str], str]
+    budget_spent: bool  # its token budget is spent: no child may start
+
+
+@dataclass(slots=True, frozen=True)
+class ChildSpec:
+    """A child run as its parent's sub_agent call shapes it; the parent's ``ChildFactory`` makes the
+    loop, with the parent's model, approver and workspace and what the parent's budget has left."""
+
+    tools: ToolRegistry
+    store: SubAgentStore
+    listener: RunListener
+    system_prompt: str
+    max_iterations: int
+    depth: int
+    task_id: str
+
+
+class ChildRun(Protocol):
+    """The child's loop, as its parent drives it."""
+
+    @property
+    def waiting(self) -> Checkpoint | None: ...
+
+    async def run(
+        self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
+    ) -> Outcome: ...
+
+
+ChildFactory = Callable[[ChildSpec], ChildRun]
+
+
+@dataclass(slots=True)
+class Delegated:
+    """What a sub_agent call gives its parent: what the parent's model reads, or the child's
+    checkpoint when it waits, and the tokens the child spent, which count on the parent's."""
+
+    output: ToolOutput | ChildCheckpoint
+    spent: TokenCount = field(default_factory=TokenCount)
+
+
 class MemorySubAgentStore:
     """A child's conversation kept in memory only (the default where nothing persists)."""
 
@@ -167,7 +219,7 @@ def parse_params(arguments: dict[str, Any]) -> SubAgentParams | ToolOutput:
 
 
 def child_registry(
-    parent: ToolRegistry, allowed: tuple[str, ...], *, delegable: Callable[[Tool], bool]
+    parent: ToolRegistry, allowed: tuple[str, ...], *, delegable: frozenset[str]
 ) -> tuple[ToolRegistry, tuple[str, ...]]:
     """The child's tools and the names of ``allowed`` it cannot have: those of the parent it asked
     for (all it may have when none are named), only those ``delegable`` (the parent's scenario and
@@ -178,7 +230,7 @@ def child_registry(
     available = {
         name: tool
         for name, tool in parent.tools.items()
-        if not tool.frontend and name not in _NEVER_DELEGATED and delegable(tool)
+        if tool.kind is not ToolKind.CLIENT and name not in _NEVER_DELEGATED and name in delegable
     }
     if not allowed:
         return ToolRegistry(available), ()
@@ -328,30 +380,27 @@ def _output(task_id: str, role: str, result: SubAgentResult) -> ToolOutput:
 
 
 async def run_sub_agent(
-    parent: AgentLoop, *, tool_call_id: str, arguments: dict[str, Any], request: RunRequest
-) -> ToolOutput | ChildCheckpoint:
+    parent: Parent, new_child: ChildFactory, *, tool_call_id: str, arguments: dict[str, Any]
+) -> Delegated:
     """Runs one child to its end and returns what its parent's model is told, or the child's
     checkpoint when it waits for an answer."""
-    limits = parent.subagent_limits
+    limits = parent.limits
     depth = parent.depth + 1
     if depth > limits.max_depth:
-        return refusal(
-            "max_depth",
-            f"sub-agents may be nested at most {limits.max_depth} deep; do this task yourself",
-            depth=depth,
-            maxDepth=limits.max_depth,
+        return Delegated(
+            refusal(
+                "max_depth",
+                f"sub-agents may be nested at most {limits.max_depth} deep; do this task yourself",
+                depth=depth,
+                maxDepth=limits.max_depth,
+            )
         )
     params = parse_params(arguments)
     if isinstance(params, ToolOutput):
-        return params
-    tools, skipped = child_registry(
-        parent.tools,
-        params.allowed_tools,
-        delegable=lambda tool: parent.delegable(tool, request),
-    )
-    budget = parent.config.token_budget
-    if budget and parent.tokens_spent >= budget:
-        return refusal("token_budget", "this run's token budget is spent; finish the task or stop here")
+        return Delegated(params)
+    tools, skipped = child_registry(parent.tools, params.allowed_tools, delegable=parent.delegable)
+    if parent.budget_spent:
+        return Delegated(refusal("token_budget", "this run's token budget is spent; finish the task or stop here"))
     task_id = parent.make_id("sub")
     started = SubAgentStarted(
         task_id=task_id,
@@ -359,81 +408,63 @@ async def run_sub_agent(
         tool_call_id=tool_call_id,
         role=params.role,
         prompt=params.task,
-        model=parent.config.model,
+        model=parent.model,
         depth=depth,
     )
-    store = parent.subagent_stores(started, params)
+    store = parent.stores(started, params)
     await store.begin()
     parent.listener.on_subagent(started)
     listener = _ChildListener(parent.listener, task_id)
-    return await _drive(parent, started, params, tools, store, listener, request, resume=None, skipped=skipped)
+    return await _drive(parent, new_child, started, params, tools, store, listener, resume=None, skipped=skipped)
 
 
 async def resume_sub_agent(
-    parent: AgentLoop, waited: ChildCheckpoint, answers: dict[str, Any], *, request: RunRequest
-) -> ToolOutput | ChildCheckpoint:
+    parent: Parent, new_child: ChildFactory, waited: ChildCheckpoint, answers: dict[str, Any]
+) -> Delegated:
     """A child that waited goes on from its checkpoint with the answers (by answer id)."""
     params = SubAgentParams(**{**waited.params, "allowed_tools": tuple(waited.params.get("allowed_tools", ()))})
     started = waited.subagent_started()
     tools = ToolRegistry({name: tool for name in waited.allowed_tools if (tool := parent.tools.get(name))})
-    store = parent.subagent_stores(started, params)
+    store = parent.stores(started, params)
     store.turns = list(waited.turns)
     earlier = waited.checkpoint
     parent.listener.on_subagent(SubAgentResumed(started, (*earlier.done, *(c.call_id for c in earlier.open))))
     listener = _ChildListener(parent.listener, started.task_id, waited)
     resume = Resumption(waited.checkpoint, answers)
-    return await _drive(parent, started, params, tools, store, listener, request, resume=resume)
+    return await _drive(parent, new_child, started, params, tools, store, listener, resume=resume)
 
 
 async def _drive(
-    parent: AgentLoop,
+    parent: Parent,
+    new_child: ChildFactory,
     started: SubAgentStarted,
     params: SubAgentParams,
     tools: ToolRegistry,
     store: SubAgentStore,
     child_listener: _ChildListener,
-    request: RunRequest,
     *,
     resume: Resumption | None,
     skipped: tuple[str, ...] = (),
-) -> ToolOutput | ChildCheckpoint:
-    limits = parent.subagent_limits
+) -> Delegated:
+    limits = parent.limits
     task_id = started.task_id
-    budget = parent.config.token_budget
-    config = dataclasses.replace(
-        parent.config,
-        system_prompt=(params.system_prompt or DEFAULT_SYSTEM_PROMPT) + REPORT_INSTRUCTION,
-        max_iterations=limits.max_iterations,
-        wall_clock_seconds=0.0,  # the timeout below bounds it
-        # Bounded by what its parent has left (seeds/003, SetMaxContextTokens); 0: the parent has no budget.
-        token_budget=budget - parent.tokens_spent if budget else 0,
-        grounding="prompt",  # advisory: the parent has scoped the task, the child still reads first
+    child = new_child(
+        ChildSpec(
+            tools=tools,
+            store=store,
+            listener=child_listener,
+            system_prompt=(params.system_prompt or DEFAULT_SYSTEM_PROMPT) + REPORT_INSTRUCTION,
+            max_iterations=limits.max_iterations,
+            depth=started.depth,
+            task_id=task_id,
+        )
     )
-    context = parent.tool_context
-    child = type(parent)(
-        provider=parent.provider,
-        tools=tools,
-        tool_context=ToolContext(
-            workspace=context.workspace,
-            output_limits=context.output_limits,
-            write_lock=context.write_lock,
-            web=context.web,
-        ),
-        config=config,
-        store=store,
-        listener=child_listener,
-        approver=parent.approver,
-        make_id=parent.make_id,
-        depth=started.depth,
-        task_id=task_id,
-        subagent_stores=parent.subagent_stores,
-        subagent_limits=limits,
-    )
+    request = parent.request
     text = params.task if not params.context else f"{params.task}\n\n<context>\n{params.context}\n</context>"
     child_request = RunRequest(
         request_id=task_id,
         text=text if resume is None else "",
-        scenario=SUB_AGENT,
+        scenario=DELEGATION,
         parent_request_id=request.request_id,
         description=params.role,
         user_id=request.user_id,
@@ -449,13 +480,12 @@ async def _drive(
         timed_out = True
     except asyncio.CancelledError:
         cancelled = _result(child_listener, limits, timed_out=False, cancelled=True, skipped=skipped)
-        await _end(parent, store, child_listener, cancelled)
+        await _end(parent.listener, store, child_listener, cancelled)
         raise
     spent = _since(child_listener.usage, child_listener.usage_before)
-    parent.add_child_tokens(spent)
     if child_listener.outcome is Outcome.WAITING and child.waiting is not None and not timed_out:
         usage = child_listener.usage
-        return ChildCheckpoint(
+        checkpoint = ChildCheckpoint(
             **dataclasses.asdict(started),
             params={**dataclasses.asdict(params), "allowed_tools": list(params.allowed_tools)},
             allowed_tools=list(tools.tools),
@@ -466,13 +496,14 @@ async def _drive(
             tool_calls=list(child_listener.tool_calls.values()),
             usage=dataclasses.asdict(usage),
         )
+        return Delegated(checkpoint, spent)
     result = _result(child_listener, limits, timed_out=timed_out, cancelled=False, skipped=skipped)
-    await _end(parent, store, child_listener, result)
-    return _output(task_id, params.role, result)
+    await _end(parent.listener, store, child_listener, result)
+    return Delegated(_output(task_id, params.role, result), spent)
 
 
-async def _end(parent: AgentLoop, store: SubAgentStore, child: _ChildListener, result: SubAgentResult) -> None:
-    parent.listener.on_subagent(
+async def _end(listener: RunListener, store: SubAgentStore, child: _ChildListener, result: SubAgentResult) -> None:
+    listener.on_subagent(
         SubAgentFinished(
             child.task_id, result.status, result.summary, result.conclusion, result.error, tuple(result.tool_calls)
         )

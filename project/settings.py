@@ -128,9 +128,8 @@ if not AGENT_WORKSPACE.is_dir():
     raise ImproperlyConfigured(f"AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} is not a directory")
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 # The tools that change the workspace (file_write, file_edit, apply_patch, bash, todo_write).
-# Off until approvals exist: with "on" they run without asking anyone.
-# "ask": offered, and each call waits for a person's approval; "on": offered and run
-# without asking; "off": not offered.
+# "ask": offered, and a call no permission rule allows waits for a person's approval; "on":
+# offered and auto-approved (an ask rule still asks, a deny rule still denies); "off": not offered.
 AGENT_MUTATING_TOOLS = env_str("AGENT_MUTATING_TOOLS", "ask").lower()
 if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
     raise ImproperlyConfigured(f"AGENT_MUTATING_TOOLS={AGENT_MUTATING_TOOLS!r} must be 'off', 'ask' or 'on'")
@@ -193,7 +192,7 @@ INSTALLED_APPS = [
     "agents",
     "threads",
     "agui",
-    "project",  # manage.py serve: it serves the whole site, so it is the project's command
+    "project",  # manage.py serve and the admin of agents/ (project/admin.py): both serve the whole site
 ]
 
 # daphne serves `manage.py runserver` (its app must come before staticfiles). As an

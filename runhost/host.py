@@ -399,7 +399,7 @@ class RunHost:
         listener: RunListener | None = None
         try:
             listener = surface.attach(context)
-            tools = tools_for(agent)
+            tools = tools_for()
             add_client_tools(tools, client_tools)
             loop = AgentLoop(
                 provider=provider,

@@ -18,9 +18,11 @@ from agents.permissions import (
     primary_argument,
     rules_for,
 )
-from agents.tools.base import Tool
+from agents.tools.base import Tool, ToolOutput
 from agents.tools.mutating import APPLY_PATCH, BASH, FILE_EDIT, FILE_WRITE, TODO_WRITE
 from agents.tools.readonly import FILE_READ, GLOB, GREP
+from agents.tools.targets import CommandTargets, PathTarget
+from agents.tools.workspace import Workspace
 
 
 @pytest.fixture
@@ -399,3 +401,29 @@ def test_memory_key_of_a_patch_names_its_files_sorted():
 def test_a_yes_always_for_one_command_does_not_cover_another_program():
     assert memory_key("bash", {"command": "rm -rf build"}) != memory_key("bash", {"command": "rm -rf /"})
     assert memory_key("bash", {"command": "git status"}) != memory_key("bash", {"command": "git push"})
+
+
+# A tool's targets, not its name, decide what the globs see
+
+
+def test_a_new_tool_is_matched_by_the_targets_it_declares_not_by_its_name(tmp_path):
+    async def run(arguments: dict[str, Any], context: Any) -> ToolOutput:
+        return ToolOutput("")
+
+    runner = Tool("task_run", "", {"type": "object"}, run, read_only=False, targets=CommandTargets())
+    viewer = Tool("file_view", "", {"type": "object"}, run, targets=PathTarget())
+    deny_rm = PermissionRule(position=1, decision="deny", tool="task_run", match="rm *")
+    deny_secrets = PermissionRule(position=1, decision="deny", match="secrets/**")
+    workspace = Workspace(tmp_path)
+
+    def decide(tool: Tool, rules: list[PermissionRule], **arguments: Any) -> str:
+        found = evaluate(
+            rules, tool=tool, arguments=arguments, remembered=False, auto_approve=False, workspace=workspace
+        )
+        return str(found.decision)
+
+    assert decide(runner, [deny_rm], command="make && rm -rf build") == "deny"  # cut at its breaks, as bash
+    assert decide(runner, [deny_rm], command="make") == "ask"
+    assert decide(viewer, [deny_secrets], path="./secrets//key.pem") == "deny"  # normalised, as file_read
+    assert decide(viewer, [deny_secrets], path="src/app.py") == "allow"
+    assert memory_key("todo_write", {"todos": [1]}) == memory_key("todo_write", {"todos": [2]}) == "todo_write"

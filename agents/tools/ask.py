@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from agents.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 
 
 async def _answered_by_the_loop(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -27,4 +27,5 @@ ASK_USER = Tool(
         "required": ["question"],
     },
     func=_answered_by_the_loop,
+    kind=ToolKind.RUN,
 )

@@ -6,14 +6,16 @@ import asyncio
 import errno
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from agents.tools.errors import ToolError
 from agents.tools.netguard import WebConfig
 from agents.tools.shaping import OutputLimits, shape_tool_output
+from agents.tools.targets import NO_TARGETS, Targets
 from agents.tools.workspace import Workspace
 
-__all__ = ["Tool", "ToolContext", "ToolError", "ToolOutput", "ToolRegistry", "Workspace"]
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolKind", "ToolOutput", "ToolRegistry", "Workspace"]
 
 
 @dataclass(slots=True)
@@ -52,6 +54,17 @@ class ToolContext:
 ToolFunc = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
 
 
+class ToolKind(StrEnum):
+    """Who carries out a call of the tool."""
+
+    # Its function runs here, on the workspace or the web, once the permission rules allow it.
+    WORKSPACE = "workspace"
+    # The run itself answers it (ask_user, grounding_report, sub_agent); its function is never called.
+    RUN = "run"
+    # Declared by the client (AG-UI frontend tools): the client runs it and sends the result.
+    CLIENT = "client"
+
+
 @dataclass(slots=True, frozen=True)
 class Tool:
     name: str
@@ -59,8 +72,10 @@ class Tool:
     input_schema: dict[str, Any]
     func: ToolFunc
     read_only: bool = True
-    # Declared by the client (AG-UI frontend tools): the client runs it and sends the result.
-    frontend: bool = False
+    kind: ToolKind = ToolKind.WORKSPACE
+    # What a permission rule's glob is matched against, and what a yes-always remembers
+    # (agents/tools/targets.py).
+    targets: Targets = NO_TARGETS
     # Reaches the network (web_search, web_fetch): with no rule matching, each call asks, even
     # though it changes nothing in the workspace (agents/permissions.py).
     network: bool = False

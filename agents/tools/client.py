@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
+from agents.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolRegistry
 
 
 async def _run_by_the_client(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -29,5 +29,5 @@ def add_client_tools(registry: ToolRegistry, declared: list[dict[str, Any]]) -> 
             input_schema=schema if isinstance(schema, dict) and schema else {"type": "object"},
             func=_run_by_the_client,
             read_only=True,  # it changes nothing on the server; the client decides what it does
-            frontend=True,
+            kind=ToolKind.CLIENT,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
+from agents.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolRegistry
 
 
 async def _answered_by_the_loop(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -42,6 +42,7 @@ GROUNDING_REPORT = Tool(
         "required": ["understood"],
     },
     func=_answered_by_the_loop,
+    kind=ToolKind.RUN,
 )
 
 # What the gate lets through while it is closed, by name (the seed's list, with this project's

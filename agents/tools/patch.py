@@ -18,6 +18,7 @@ from unidiff.patch import Hunk, PatchedFile, PatchSet
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from agents.tools.ledger import ensure_fresh, forget, remember
+from agents.tools.targets import PatchTargets
 from agents.tools.workspace import PathGuard
 
 DEV_NULL = "/dev/null"
@@ -228,5 +229,6 @@ APPLY_PATCH = Tool(
         "required": ["patch"],
     },
     func=apply_patch_tool,
+    targets=PatchTargets(),
     read_only=False,
 )

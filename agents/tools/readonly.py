@@ -23,6 +23,7 @@ from wcmatch import glob as wcglob
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
 from agents.tools.ledger import remember_hash
+from agents.tools.targets import PathTarget
 from agents.tools.workspace import Entry, Located, PathGuard, Workspace
 
 
@@ -295,6 +296,7 @@ GLOB = Tool(
         "required": ["pattern"],
     },
     func=glob_tool,
+    targets=PathTarget(default="."),
 )
 
 GREP = Tool(
@@ -314,6 +316,7 @@ GREP = Tool(
         "required": ["pattern"],
     },
     func=grep_tool,
+    targets=PathTarget(default="."),
 )
 
 FILE_READ = Tool(
@@ -329,6 +332,7 @@ FILE_READ = Tool(
         "required": ["path"],
     },
     func=file_read_tool,
+    targets=PathTarget(),
 )
 
 READ_ONLY_TOOLS = (GLOB, GREP, FILE_READ)

@@ -23,6 +23,7 @@ from typing import Any
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from agents.tools.sandbox import Sandbox
 from agents.tools.shaping import OutputLimits, ShapedOutput, StreamShaper
+from agents.tools.targets import CommandTargets
 
 DEFAULT_TIMEOUT_SECONDS = 120
 MAX_TIMEOUT_SECONDS = 600
@@ -204,5 +205,6 @@ BASH = Tool(
         "required": ["command"],
     },
     func=bash_tool,
+    targets=CommandTargets(),
     read_only=False,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from agents.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 
 
 async def _run_by_the_loop(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
@@ -39,6 +39,7 @@ SUB_AGENT = Tool(
         "required": ["task"],
     },
     func=_run_by_the_loop,
+    kind=ToolKind.RUN,
     # It changes nothing itself: each of the child's calls is decided as the parent's are, and a
     # child gets only the tools its parent could use at that moment.
     read_only=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.tools.base import TodoItem, Tool, ToolContext, ToolError, ToolOutput
+from agents.tools.targets import NoTargets
 
 STATUSES = ("pending", "in_progress", "completed")
 MAX_TODOS = 100
@@ -89,5 +90,7 @@ TODO_WRITE = Tool(
         "required": ["todos"],
     },
     func=todo_write_tool,
+    # The list is the run's own plan: a yes-always covers every later update of it.
+    targets=NoTargets(remember_tool=True),
     read_only=False,
 )

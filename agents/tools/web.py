@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
 from agents.tools.netguard import HostRefused, check_host, is_public
+from agents.tools.targets import TextTarget, UrlTarget
 
 # httpx (whose package import brings its command line's rich and click) and BeautifulSoup are
 # imported by the calls that use them: together they were 15 MiB of every process's RSS
@@ -38,20 +39,6 @@ _BLOCK_TAGS = (
     "article", "header", "footer", "nav", "main", "table", "ul", "ol", "dl", "dt", "dd", "hr", "form",
 )  # fmt: skip
 _MAX_SEARCH_RESULTS = 20
-
-
-def fetch_target(arguments: dict[str, Any]) -> str:
-    """The URL a web_fetch call names, stripped; "" when it is missing or not a string."""
-    url = arguments.get("url")
-    return url.strip() if isinstance(url, str) else ""
-
-
-def url_host(url: str) -> str:
-    """The lower-case host of ``url`` ("" when it has none)."""
-    try:
-        return (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return ""
 
 
 def _checked_url(url: str) -> httpx.URL:
@@ -230,6 +217,7 @@ WEB_FETCH = Tool(
         "required": ["url"],
     },
     func=_web_fetch,
+    targets=UrlTarget(),
     network=True,
 )
 
@@ -245,6 +233,7 @@ WEB_SEARCH = Tool(
         "required": ["query"],
     },
     func=_web_search,
+    targets=TextTarget("query"),
     network=True,
 )
 

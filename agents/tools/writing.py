@@ -8,6 +8,7 @@ from typing import Any
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from agents.tools.ledger import ensure_fresh, remember
+from agents.tools.targets import PathTarget
 from agents.tools.workspace import PathGuard
 
 
@@ -118,6 +119,7 @@ FILE_WRITE = Tool(
         "required": ["path", "content"],
     },
     func=file_write_tool,
+    targets=PathTarget(),
     read_only=False,
 )
 
@@ -139,5 +141,6 @@ FILE_EDIT = Tool(
         "required": ["path", "old_string", "new_string"],
     },
     func=file_edit_tool,
+    targets=PathTarget(),
     read_only=False,
 )

@@ -1,3 +1,7 @@
+"""The admin of the agents app: agents, the permission rules and the page that tries a tool call
+against them. It lives here, not in agents/, because it is an HTTP surface and agents/ knows nothing
+of HTTP (DESIGN.md §1); "project" is an installed app so that the admin finds this module."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +19,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agents.models import Agent, PermissionRule
-from agents.permissions import KNOWN_TOOLS, Verdict, evaluate, memory_key, primary_argument, rules_for
+from agents.permissions import Verdict, evaluate, memory_key, primary_argument, rules_for
+from agents.tools.catalog import KNOWN_TOOLS
 
 
 class AgentForm(forms.ModelForm):
