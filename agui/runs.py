@@ -28,7 +28,7 @@ from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
 from threads.models import Run, Thread
-from threads.services import OpenedThread
+from threads.services.runs import OpenedThread
 from threads.waits import waiting_checkpoint
 
 # The streams of the runs this process executes, by Run pk, for a reattach in this process.

@@ -36,8 +36,8 @@ from runhost.registry import LiveRun, RunRegistry
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.models import QueuedMessage, Run, Session, Thread
-from threads.queue import DbInbox, HandOver, display_of, queue_fate, queue_mark_announced, queue_next, queue_stranded
-from threads.services import (
+from threads.queue import DbInbox, HandOver, queue_fate, queue_mark_announced, queue_next, queue_stranded
+from threads.services.runs import (
     AgentUnavailable,
     OpenedThread,
     RunNotCancellable,
@@ -46,6 +46,7 @@ from threads.services import (
     run_finish,
     run_open,
 )
+from threads.services.transcript import message_preview
 from threads.store import DbSessionStore, DbSubAgentStore
 from threads.waits import (
     ClaimAs,
@@ -514,7 +515,7 @@ class RunHost:
     async def _follow(self, queued: QueuedMessage, agui_thread_id: str, surface: RunSurface) -> None:
         """Streams into the request that carried a queued message: the run in flight from where it
         reads the message, or the run the message starts once that one has ended without it."""
-        surface.queued(display_of(queued.body))
+        surface.queued(message_preview(queued.body))
         self._announce(queued, agui_thread_id)
         request_id = queued.agui_run_id
         while True:
@@ -546,7 +547,7 @@ class RunHost:
         live = self.registry.live_for_thread(agui_thread_id)
         if live is None or live.listener is None:
             return
-        live.listener.on_message_queued(queued.agui_run_id, display_of(queued.body))
+        live.listener.on_message_queued(queued.agui_run_id, message_preview(queued.body))
         self._spawn_quiet(on_db_thread(queue_mark_announced, queued_pk=queued.pk))
 
     def _spawn_quiet(self, work: Any) -> None:

@@ -12,7 +12,7 @@ from agents.approvals import Answer, Ask
 from agents.permissions import Decision, arules_for, evaluate, memory_key
 from agents.tools.base import Tool
 from threads.dbthread import on_db_thread
-from threads.services import session_approved_always
+from threads.services.approvals import session_approved_always
 
 
 class PolicyApprover:

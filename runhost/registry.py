@@ -12,7 +12,7 @@ from agents.events import RunListener
 from threads.dbthread import on_db_thread
 from threads.leases import lease_length
 from threads.queue import queue_announce
-from threads.services import leases_renew
+from threads.services.runs import leases_renew
 
 log = logging.getLogger(__name__)
 

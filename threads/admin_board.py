@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threads.models import Run, SubAgentTask, Thread
-from threads.services import OPEN_STATUSES
+from threads.services.runs import OPEN_STATUSES
 from threads.timeline import Liveness
 
 

@@ -1,6 +1,6 @@
 """Messages sent while a run is in flight (seeds/004, FireOrQueue), in the database.
 
-``run_open`` (threads/services.py) queues a new message when its thread is busy,
+``run_open`` (threads/services/runs.py) queues a new message when its thread is busy,
 under the thread's row lock. From there a message is taken exactly once:
 - the run in flight reads it at its next tool boundary (``DbInbox.take``), or
 - it starts the next run (``queue_hand_over``, through ``run_open`` and the same
@@ -22,15 +22,7 @@ from django.utils import timezone
 from agents.queued import Queued, join_queued
 from threads import leases
 from threads.models import QueuedMessage, Run, Session, Thread
-
-
-def display_of(body: dict[str, Any]) -> str:
-    """One line that names a message for listeners: a preview of its text, not the body."""
-    content = body.get("content")
-    if isinstance(content, list):
-        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    text = " ".join(str(content or "").split())
-    return text[:80] + ("…" if len(text) > 80 else "")
+from threads.services.transcript import message_preview, messages_append
 
 
 def queue_message(
@@ -47,7 +39,7 @@ def queue_message(
         thread=thread,
         message_id=message["id"],
         body=message,
-        content=content if content is not None else display_of(message),
+        content=content if content is not None else message_preview(message),
         agui_run_id=agui_run_id,
         protocol_version=protocol_version,
         client_tools=client_tools,
@@ -56,7 +48,7 @@ def queue_message(
 
 def _queued(row: QueuedMessage) -> Queued:
     return Queued(
-        request_id=row.agui_run_id, display=display_of(row.body), content=row.content, announced=row.announced
+        request_id=row.agui_run_id, display=message_preview(row.body), content=row.content, announced=row.announced
     )
 
 
@@ -81,8 +73,6 @@ def queue_take(*, thread_pk: Any, session_id: Any, run_pk: Any, turns: list[dict
     # Asked at every tool boundary: one indexed read when nothing waits, no transaction.
     if not QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, thread_id=thread_pk).exists():
         return []
-    from threads.services import _append_messages  # services queues through this module
-
     with transaction.atomic():
         rows = list(
             QueuedMessage.objects.select_for_update()
@@ -95,7 +85,7 @@ def queue_take(*, thread_pk: Any, session_id: Any, run_pk: Any, turns: list[dict
         session = Session.objects.select_for_update().get(pk=session_id)
         session.turns = [*turns[:-1], join_queued(turns[-1], queued)]
         session.save(update_fields=["turns", "updated_at"])
-        _append_messages(thread_pk, [row.body for row in rows])
+        messages_append(thread_id=thread_pk, bodies=[row.body for row in rows])
         QueuedMessage.objects.filter(pk__in=[row.pk for row in rows]).update(
             status=QueuedMessage.Status.READ, run_id=run_pk, taken_at=timezone.now(), announced=True
         )
@@ -199,7 +189,7 @@ def queue_announce(*, run_ids: list[Any]) -> list[tuple[Any, str, str]]:
     if not rows:
         return []
     QueuedMessage.objects.filter(pk__in=[row[0] for row in rows]).update(announced=True)
-    return [(run_pk, request_id, display_of(body)) for _pk, run_pk, request_id, body in rows if run_pk in run_ids]
+    return [(run_pk, request_id, message_preview(body)) for _pk, run_pk, request_id, body in rows if run_pk in run_ids]
 
 
 def queue_mark_announced(*, queued_pk: Any) -> None:

@@ -26,7 +26,7 @@ import orjson
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from threads.models import Approval, Run, RunEvent, Session, SubAgentTask
-from threads.services import OPEN_STATUSES
+from threads.services.runs import OPEN_STATUSES
 
 TEXT_CAP = 20_000  # characters of one message, argument list or result kept for the page
 # Events read for one page: about 1.5 s of work. A longer log shows its beginning and says so;
