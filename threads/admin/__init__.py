@@ -15,11 +15,12 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from threads.admin_board import board_liveness, thread_board
-from threads.admin_display import message_html, pretty_json
+from threads.admin.board import board_liveness, thread_board
+from threads.admin.display import message_html, pretty_json
+from threads.admin.liveness import Liveness
+from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel_request
-from threads.timeline import Liveness, run_liveness, run_timeline
 from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator, wait_cancel
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
