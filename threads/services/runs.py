@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,22 @@ class AgentUnavailable(Exception):
     """No enabled agent has that name (HTTP 404)."""
 
 
+def _again_after_a_race[**P, R](open_: Callable[P, R]) -> Callable[P, R]:
+    """Two first requests of one new thread race to create it: the loser's insert fails, and
+    it tries once more, now finding the thread and taking the path for an existing one."""
+
+    @functools.wraps(open_)
+    def once_more(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return open_(*args, **kwargs)
+        except IntegrityError:
+            return open_(*args, **kwargs)
+
+    return once_more
+
+
+@_again_after_a_race
+@transaction.atomic
 def run_open(
     *,
     agent_name: str,
@@ -69,7 +86,7 @@ def run_open(
     owner_id: int | None = None,
     content: Any = None,
     client_tools: list[dict[str, Any]] | None = None,
-    from_queue: Any = None,
+    from_queue: uuid.UUID | None = None,
 ) -> OpenedThread:
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
@@ -90,43 +107,6 @@ def run_open(
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
     """
-    attempt = functools.partial(
-        _run_open,
-        agent_name=agent_name,
-        agui_thread_id=agui_thread_id,
-        agui_run_id=agui_run_id,
-        new_user_message=new_user_message,
-        protocol_version=protocol_version,
-        live_run_ids=live_run_ids,
-        run_pk=run_pk,
-        owner_id=owner_id,
-        content=content,
-        client_tools=client_tools or [],
-        from_queue=from_queue,
-    )
-    try:
-        return attempt()
-    except IntegrityError:
-        # Two first requests of one new thread raced to create it; the loser
-        # now finds it and takes the path for an existing thread.
-        return attempt()
-
-
-@transaction.atomic
-def _run_open(
-    *,
-    agent_name: str,
-    agui_thread_id: str,
-    agui_run_id: str,
-    new_user_message: dict[str, Any] | None,
-    protocol_version: str,
-    live_run_ids: set[uuid.UUID],
-    run_pk: uuid.UUID | None,
-    owner_id: int | None,
-    content: Any,
-    client_tools: list[dict[str, Any]],
-    from_queue: Any,
-) -> OpenedThread:
     agent = agent_get(name=agent_name)
     if agent is None:
         raise AgentUnavailable(f"no agent named {agent_name!r}")
@@ -208,7 +188,7 @@ def _run_open(
             content=content,
             agui_run_id=agui_run_id,
             protocol_version=protocol_version,
-            client_tools=client_tools,
+            client_tools=client_tools or [],
         )
         return OpenedThread(thread, session, stored, None, agent, queued=queued)
     claimed = queue_claim(thread, queued_pk=from_queue) if from_queue is not None else None
