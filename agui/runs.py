@@ -9,6 +9,7 @@ client that goes away does not stop it, and a reattach can follow it.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import jsonpatch
@@ -38,7 +39,7 @@ LIVE_STREAMS: dict[Any, RunStream] = {}
 _V0_ROLES = ("user", "assistant", "tool", "system", "developer")
 
 
-def new_log(run_pk: Any) -> EventLogWriter:
+def new_log(run_pk: uuid.UUID) -> EventLogWriter:
     layer = shared_layer()
     return EventLogWriter(
         run_pk,
@@ -88,9 +89,9 @@ class AguiRun:
         self.stream.publish(run_started(thread_id, run_id, v1=v1))
         self.translator: AguiTranslator | None = None
         self._thread: Any = None
-        self._run_pk: Any = None
+        self._run_pk: uuid.UUID | None = None
 
-    def _state(self, thread: Any, session_id: Any, agent: str, model: Any) -> ThreadState:
+    def _state(self, thread: Any, session_id: uuid.UUID, agent: str, model: Any) -> ThreadState:
         return ThreadState.for_run(
             STATE_CACHE.get(self.thread_id, thread.state),
             thread_id=self.thread_id,

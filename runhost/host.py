@@ -83,7 +83,7 @@ class RunContext:
 
     agui_thread_id: str
     agui_run_id: str
-    run_pk: Any
+    run_pk: uuid.UUID
     thread: Thread
     session: Session
     agent: Agent
@@ -495,7 +495,7 @@ class RunHost:
             except Exception:
                 log.exception("the sweep of waiting runs failed")
 
-    async def _take_due(self, run_id: Any) -> bool:
+    async def _take_due(self, run_id: uuid.UUID) -> bool:
         """Claims a due waiting run and goes on with it in the background, streamed to its
         thread's event log (a reattach follows it). False when another process was first."""
         if self._background is None:

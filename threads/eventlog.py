@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
@@ -37,7 +38,7 @@ class EventLogWriter:
 
     def __init__(
         self,
-        run_pk: object,
+        run_pk: uuid.UUID,
         *,
         flush_seconds: float,
         batch: int,

@@ -55,7 +55,7 @@ def _queued(row: QueuedMessage) -> Queued:
 class DbInbox:
     """A run's inbox (agents/queued.py): the messages queued on its thread."""
 
-    def __init__(self, *, thread_pk: Any, session_id: Any, run_pk: Any) -> None:
+    def __init__(self, *, thread_pk: uuid.UUID, session_id: uuid.UUID, run_pk: uuid.UUID) -> None:
         self.thread_pk = thread_pk
         self.session_id = session_id
         self.run_pk = run_pk
@@ -97,13 +97,13 @@ class Fate:
     """Where a queued message stands, for the request that carried it."""
 
     status: str
-    run_pk: Any  # the run that took it (read or started), or None
-    busy_run_pk: Any  # while it waits: the run in flight on its thread, or None when none is
+    run_pk: uuid.UUID | None  # the run that took it (read or started), or None
+    busy_run_pk: uuid.UUID | None  # while it waits: the run in flight on its thread, or None when none is
     # While it waits: the thread's run waits for an answer (the run that goes on will read it).
     behind_question: bool = False
 
 
-def queue_fate(*, queued_pk: Any) -> Fate | None:
+def queue_fate(*, queued_pk: uuid.UUID) -> Fate | None:
     row = QueuedMessage.objects.filter(pk=queued_pk).values_list("status", "run_id", "thread_id").first()
     if row is None:
         return None
@@ -125,7 +125,7 @@ def queue_fate(*, queued_pk: Any) -> Fate | None:
 class HandOver:
     """The oldest message still queued on a thread that nothing runs on: what its run starts with."""
 
-    queued_pk: Any
+    queued_pk: uuid.UUID
     agent_name: str
     agui_run_id: str
     protocol_version: str
@@ -158,7 +158,7 @@ def queue_next(*, agui_thread_id: str) -> HandOver | None:
     )
 
 
-def queue_claim(thread: Thread, *, queued_pk: Any) -> QueuedMessage | None:
+def queue_claim(thread: Thread, *, queued_pk: uuid.UUID) -> QueuedMessage | None:
     """Under the thread's lock: the queued message, if it is still the oldest one waiting."""
     oldest = (
         QueuedMessage.objects.select_for_update()
@@ -175,7 +175,7 @@ def queue_started(row: QueuedMessage, *, run_pk: uuid.UUID) -> None:
     )
 
 
-def queue_announce(*, run_ids: list[Any]) -> list[tuple[Any, str, str]]:
+def queue_announce(*, run_ids: list[uuid.UUID]) -> list[tuple[uuid.UUID, str, str]]:
     """Messages queued on the threads of these runs that their run has not been told of yet:
     (run pk, request id, display) each, now marked as told."""
     rows = list(
@@ -192,7 +192,7 @@ def queue_announce(*, run_ids: list[Any]) -> list[tuple[Any, str, str]]:
     return [(run_pk, request_id, message_preview(body)) for _pk, run_pk, request_id, body in rows if run_pk in run_ids]
 
 
-def queue_mark_announced(*, queued_pk: Any) -> None:
+def queue_mark_announced(*, queued_pk: uuid.UUID) -> None:
     QueuedMessage.objects.filter(pk=queued_pk).update(announced=True)
 
 
