@@ -144,7 +144,7 @@ class AguiRun:
         value = {"requestId": self.run_id, "display": display}
         self.stream.publish({"type": "CUSTOM", "name": MESSAGE_QUEUED, "value": value})
 
-    async def relay(self, run_pk: Any, *, request_id: str, from_start: bool) -> bool:
+    async def relay(self, run_pk: uuid.UUID, *, request_id: str, from_start: bool) -> bool:
         """Another run's events, as this request's run: its RUN_STARTED is this stream's own (sent
         already), its terminal event carries this request's runId. Joined mid-run (from where it
         read this request's message), the steps open at that point are opened here first, so the

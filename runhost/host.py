@@ -130,7 +130,7 @@ class RunSurface(Protocol):
         """The request's message was queued for the run in flight; this stream will follow it."""
         ...
 
-    async def relay(self, run_pk: Any, *, request_id: str, from_start: bool) -> bool:
+    async def relay(self, run_pk: uuid.UUID, *, request_id: str, from_start: bool) -> bool:
         """Follows another run's events into this stream, until that run ends: all of them
         (``from_start``: the run the queued message started), or those from where the run read
         the message ``request_id``. True when this stream ended with it; False when the run ended

@@ -68,7 +68,9 @@ class DbInbox:
         )
 
 
-def queue_take(*, thread_pk: Any, session_id: Any, run_pk: Any, turns: list[dict[str, Any]]) -> list[Queued]:
+def queue_take(
+    *, thread_pk: uuid.UUID, session_id: uuid.UUID, run_pk: uuid.UUID, turns: list[dict[str, Any]]
+) -> list[Queued]:
     """What the run reads at a tool boundary, with the turns and transcript saved to match."""
     # Asked at every tool boundary: one indexed read when nothing waits, no transaction.
     if not QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, thread_id=thread_pk).exists():
