@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,11 +30,11 @@ POLL_SECONDS = 0.25
 REPLAY_PAGE = 2000
 
 
-def _run_status(*, run_pk: Any) -> tuple[str, int, str, Any] | None:
+def _run_status(*, run_pk: uuid.UUID) -> tuple[str, int, str, Any] | None:
     return Run.objects.filter(pk=run_pk).values_list("status", "event_count", "owner", "lease_expires_at").first()
 
 
-def group_name(run_pk: Any) -> str:
+def group_name(run_pk: uuid.UUID) -> str:
     return f"run.{run_pk.hex if hasattr(run_pk, 'hex') else run_pk}"
 
 
@@ -46,7 +47,7 @@ def shared_layer() -> BaseChannelLayer | None:
 class RunRelay:
     """The owner's side: each durable batch goes to the run's group."""
 
-    def __init__(self, layer: BaseChannelLayer, run_pk: Any) -> None:
+    def __init__(self, layer: BaseChannelLayer, run_pk: uuid.UUID) -> None:
         self.layer = layer
         self.group = group_name(run_pk)
 

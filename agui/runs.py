@@ -9,6 +9,7 @@ client that goes away does not stop it, and a reattach can follow it.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import jsonpatch
@@ -28,7 +29,7 @@ from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
 from threads.models import Run, Thread
-from threads.services import OpenedThread
+from threads.services.runs import OpenedThread
 from threads.waits import waiting_checkpoint
 
 # The streams of the runs this process executes, by Run pk, for a reattach in this process.
@@ -38,7 +39,7 @@ LIVE_STREAMS: dict[Any, RunStream] = {}
 _V0_ROLES = ("user", "assistant", "tool", "system", "developer")
 
 
-def new_log(run_pk: Any) -> EventLogWriter:
+def new_log(run_pk: uuid.UUID) -> EventLogWriter:
     layer = shared_layer()
     return EventLogWriter(
         run_pk,
@@ -88,9 +89,9 @@ class AguiRun:
         self.stream.publish(run_started(thread_id, run_id, v1=v1))
         self.translator: AguiTranslator | None = None
         self._thread: Any = None
-        self._run_pk: Any = None
+        self._run_pk: uuid.UUID | None = None
 
-    def _state(self, thread: Any, session_id: Any, agent: str, model: Any) -> ThreadState:
+    def _state(self, thread: Any, session_id: uuid.UUID, agent: str, model: Any) -> ThreadState:
         return ThreadState.for_run(
             STATE_CACHE.get(self.thread_id, thread.state),
             thread_id=self.thread_id,
@@ -143,7 +144,7 @@ class AguiRun:
         value = {"requestId": self.run_id, "display": display}
         self.stream.publish({"type": "CUSTOM", "name": MESSAGE_QUEUED, "value": value})
 
-    async def relay(self, run_pk: Any, *, request_id: str, from_start: bool) -> bool:
+    async def relay(self, run_pk: uuid.UUID, *, request_id: str, from_start: bool) -> bool:
         """Another run's events, as this request's run: its RUN_STARTED is this stream's own (sent
         already), its terminal event carries this request's runId. Joined mid-run (from where it
         read this request's message), the steps open at that point are opened here first, so the

@@ -22,7 +22,7 @@ from agui.state import model_entry
 from runhost.host import HOST, Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
-from threads.services import RunNotCancellable
+from threads.services.runs import RunNotCancellable
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:

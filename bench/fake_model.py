@@ -1,4 +1,4 @@
-"""FakeAnthropic (tests/fakes/anthropic_api.py) in a process of its own, scripted over stdin.
+"""FakeAnthropic (tests/fakes/anthropic_api/) in a process of its own, scripted over stdin.
 
 Prints its base URL on the first line of stdout, then reads commands, one a line,
 and answers each with ``ok``:

@@ -11,7 +11,7 @@ server software (uvicorn with uvloop and httptools; ``--server daphne`` for daph
   django    baseline 2: a plain Django async view, StreamingHttpResponse over an async
             generator, served by Django's standard ASGIHandler (bench/django_min.py)
   sdk       the full stack (fresh data dir, migrated SQLite, event log on) with the real
-            anthropic SDK talking to tests/fakes/anthropic_api.py FakeAnthropic
+            anthropic SDK talking to tests/fakes/anthropic_api/ FakeAnthropic
   scripted  the full stack with an in-process scripted model (bench/servers.py swaps
             provider_for in the server subprocess only)
 

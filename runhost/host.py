@@ -39,14 +39,13 @@ from threads.models import QueuedMessage, Run, Session, Thread
 from threads.queue import (
     DbInbox,
     HandOver,
-    display_of,
     queue_fate,
     queue_mark_announced,
     queue_next,
     queue_refuse,
     queue_stranded,
 )
-from threads.services import (
+from threads.services.runs import (
     AgentUnavailable,
     OpenedThread,
     RunNotCancellable,
@@ -55,6 +54,7 @@ from threads.services import (
     run_finish,
     run_open,
 )
+from threads.services.transcript import message_preview
 from threads.store import DbSessionStore, DbSubAgentStore
 from threads.waits import (
     ClaimAs,
@@ -91,7 +91,7 @@ class RunContext:
 
     agui_thread_id: str
     agui_run_id: str
-    run_pk: Any
+    run_pk: uuid.UUID
     thread: Thread
     session: Session
     agent: Agent
@@ -138,7 +138,7 @@ class RunSurface(Protocol):
         """The request's message was queued for the run in flight; this stream will follow it."""
         ...
 
-    async def relay(self, run_pk: Any, *, request_id: str, from_start: bool) -> bool:
+    async def relay(self, run_pk: uuid.UUID, *, request_id: str, from_start: bool) -> bool:
         """Follows another run's events into this stream, until that run ends: all of them
         (``from_start``: the run the queued message started), or those from where the run read
         the message ``request_id``. True when this stream ended with it; False when the run ended
@@ -511,7 +511,7 @@ class RunHost:
             except Exception:
                 log.exception("the sweep of waiting runs failed")
 
-    async def _take_due(self, run_id: Any) -> bool:
+    async def _take_due(self, run_id: uuid.UUID) -> bool:
         """Claims a due waiting run and goes on with it in the background, streamed to its
         thread's event log (a reattach follows it). False when another process was first."""
         if self._background is None:
@@ -531,7 +531,7 @@ class RunHost:
     async def _follow(self, queued: QueuedMessage, agui_thread_id: str, surface: RunSurface) -> None:
         """Streams into the request that carried a queued message: the run in flight from where it
         reads the message, or the run the message starts once that one has ended without it."""
-        surface.queued(display_of(queued.body))
+        surface.queued(message_preview(queued.body))
         self._announce(queued, agui_thread_id)
         request_id = queued.agui_run_id
         while True:
@@ -566,7 +566,7 @@ class RunHost:
         live = self.registry.live_for_thread(agui_thread_id)
         if live is None or live.listener is None:
             return
-        live.listener.on_message_queued(queued.agui_run_id, display_of(queued.body))
+        live.listener.on_message_queued(queued.agui_run_id, message_preview(queued.body))
         self._spawn_quiet(on_db_thread(queue_mark_announced, queued_pk=queued.pk))
 
     def _spawn_quiet(self, work: Any) -> None:

@@ -3,6 +3,7 @@ what a person is asked when a rule or a tool's class says ask."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -12,7 +13,7 @@ from agents.approvals import Answer, Ask
 from agents.permissions import Decision, arules_for, evaluate, memory_key
 from agents.tools.base import Tool
 from threads.dbthread import on_db_thread
-from threads.services import session_approved_always
+from threads.services.approvals import session_approved_always
 
 
 class PolicyApprover:
@@ -21,7 +22,7 @@ class PolicyApprover:
 
     can_wait = True
 
-    def __init__(self, *, agent_name: str, thread_id: str, session_id: Any) -> None:
+    def __init__(self, *, agent_name: str, thread_id: str, session_id: uuid.UUID) -> None:
         self.agent_name = agent_name
         self.thread_id = thread_id
         self.session_id = session_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,14 +13,14 @@ from agents.events import RunListener
 from threads.dbthread import on_db_thread
 from threads.leases import lease_length
 from threads.queue import queue_announce
-from threads.services import leases_renew
+from threads.services.runs import leases_renew
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class LiveRun:
-    run_pk: Any
+    run_pk: uuid.UUID
     agui_thread_id: str
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
@@ -71,13 +72,13 @@ class RunRegistry:
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)
 
-    def live_by_pk(self, run_pk: Any) -> LiveRun | None:
+    def live_by_pk(self, run_pk: uuid.UUID) -> LiveRun | None:
         for live in self.by_thread.values():
             if live.run_pk == run_pk:
                 return live
         return self.finishing.get(run_pk)
 
-    def live_run_pks(self) -> set[Any]:
+    def live_run_pks(self) -> set[uuid.UUID]:
         return {r.run_pk for r in self.by_thread.values()} | set(self.finishing)
 
     def release(self, live: LiveRun) -> None:

@@ -17,7 +17,7 @@ from agents.models import Agent
 from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
-from threads.admin_board import thread_board
+from threads.admin.board import thread_board
 from threads.models import Run, SubAgentTask, Thread
 from threads.waits import wait_claim_due
 

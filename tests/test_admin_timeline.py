@@ -13,8 +13,9 @@ from django.test import Client
 from django.utils import timezone
 
 from agents.models import Agent
+from threads.admin.timeline_fold import TEXT_CAP, Kind
+from threads.admin.timeline_reads import run_timeline
 from threads.models import Approval, Run, RunEvent, Session, SubAgentTask, Thread
-from threads.timeline import TEXT_CAP, Kind, run_timeline
 
 
 @pytest.fixture

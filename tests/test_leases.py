@@ -46,7 +46,7 @@ def test_a_waiting_run_outlives_its_process_and_a_new_message_supersedes_its_que
     from agents.models import Agent
     from agents.waits import Checkpoint, OpenCall, WaitKind
     from threads.models import Approval, Run, Session, Thread
-    from threads.services import run_open
+    from threads.services.runs import run_open
 
     thread = Thread.objects.create(agui_thread_id="t-heal-approval", agent=Agent.objects.get(name="coder"))
     call = {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}

@@ -15,7 +15,7 @@ from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.sse import EVENT, get_stream, post_run
 from threads.models import Approval, Message, Run, Thread
-from threads.services import ThreadNotReachable, run_open
+from threads.services.runs import ThreadNotReachable, run_open
 
 pytestmark = pytest.mark.clients
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable
 
@@ -38,7 +39,7 @@ class EventLogWriter:
 
     def __init__(
         self,
-        run_pk: object,
+        run_pk: uuid.UUID,
         *,
         flush_seconds: float,
         batch: int,

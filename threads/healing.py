@@ -7,6 +7,7 @@ RUN_ERROR appended to its log, so a reattaching client is never left waiting.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -76,7 +77,7 @@ _TRACKED = frozenset(
 )
 
 
-def runs_heal(*, run_ids: list[Any], now: datetime) -> None:
+def runs_heal(*, run_ids: list[uuid.UUID], now: datetime) -> None:
     """Marks the runs interrupted and ends their logs. Idempotent: a run already ended, or whose log
     already ends with a terminal event, keeps it."""
     for run_id in run_ids:

@@ -1,6 +1,6 @@
 """Messages sent while a run is in flight (seeds/004, FireOrQueue), in the database.
 
-``run_open`` (threads/services.py) queues a new message when its thread is busy,
+``run_open`` (threads/services/runs.py) queues a new message when its thread is busy,
 under the thread's row lock. From there a message is taken exactly once:
 - the run in flight reads it at its next tool boundary (``DbInbox.take``), or
 - it starts the next run (``queue_hand_over``, through ``run_open`` and the same
@@ -22,15 +22,7 @@ from django.utils import timezone
 from agents.queued import Queued, join_queued
 from threads import leases
 from threads.models import QueuedMessage, Run, Session, Thread
-
-
-def display_of(body: dict[str, Any]) -> str:
-    """One line that names a message for listeners: a preview of its text, not the body."""
-    content = body.get("content")
-    if isinstance(content, list):
-        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    text = " ".join(str(content or "").split())
-    return text[:80] + ("…" if len(text) > 80 else "")
+from threads.services.transcript import message_preview, messages_append
 
 
 def queue_message(
@@ -47,7 +39,7 @@ def queue_message(
         thread=thread,
         message_id=message["id"],
         body=message,
-        content=content if content is not None else display_of(message),
+        content=content if content is not None else message_preview(message),
         agui_run_id=agui_run_id,
         protocol_version=protocol_version,
         client_tools=client_tools,
@@ -56,14 +48,14 @@ def queue_message(
 
 def _queued(row: QueuedMessage) -> Queued:
     return Queued(
-        request_id=row.agui_run_id, display=display_of(row.body), content=row.content, announced=row.announced
+        request_id=row.agui_run_id, display=message_preview(row.body), content=row.content, announced=row.announced
     )
 
 
 class DbInbox:
     """A run's inbox (agents/queued.py): the messages queued on its thread."""
 
-    def __init__(self, *, thread_pk: Any, session_id: Any, run_pk: Any) -> None:
+    def __init__(self, *, thread_pk: uuid.UUID, session_id: uuid.UUID, run_pk: uuid.UUID) -> None:
         self.thread_pk = thread_pk
         self.session_id = session_id
         self.run_pk = run_pk
@@ -76,13 +68,13 @@ class DbInbox:
         )
 
 
-def queue_take(*, thread_pk: Any, session_id: Any, run_pk: Any, turns: list[dict[str, Any]]) -> list[Queued]:
+def queue_take(
+    *, thread_pk: uuid.UUID, session_id: uuid.UUID, run_pk: uuid.UUID, turns: list[dict[str, Any]]
+) -> list[Queued]:
     """What the run reads at a tool boundary, with the turns and transcript saved to match."""
     # Asked at every tool boundary: one indexed read when nothing waits, no transaction.
     if not QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, thread_id=thread_pk).exists():
         return []
-    from threads.services import _append_messages  # services queues through this module
-
     with transaction.atomic():
         rows = list(
             QueuedMessage.objects.select_for_update()
@@ -95,7 +87,7 @@ def queue_take(*, thread_pk: Any, session_id: Any, run_pk: Any, turns: list[dict
         session = Session.objects.select_for_update().get(pk=session_id)
         session.turns = [*turns[:-1], join_queued(turns[-1], queued)]
         session.save(update_fields=["turns", "updated_at"])
-        _append_messages(thread_pk, [row.body for row in rows])
+        messages_append(thread_id=thread_pk, bodies=[row.body for row in rows])
         QueuedMessage.objects.filter(pk__in=[row.pk for row in rows]).update(
             status=QueuedMessage.Status.READ, run_id=run_pk, taken_at=timezone.now(), announced=True
         )
@@ -107,14 +99,14 @@ class Fate:
     """Where a queued message stands, for the request that carried it."""
 
     status: str
-    run_pk: Any  # the run that took it (read or started), or None
-    busy_run_pk: Any  # while it waits: the run in flight on its thread, or None when none is
+    run_pk: uuid.UUID | None  # the run that took it (read or started), or None
+    busy_run_pk: uuid.UUID | None  # while it waits: the run in flight on its thread, or None when none is
     # While it waits: the thread's run waits for an answer (the run that goes on will read it).
     behind_question: bool = False
     error: str = ""  # why its run could not be opened (refused)
 
 
-def queue_fate(*, queued_pk: Any) -> Fate | None:
+def queue_fate(*, queued_pk: uuid.UUID) -> Fate | None:
     row = QueuedMessage.objects.filter(pk=queued_pk).values_list("status", "run_id", "thread_id", "error").first()
     if row is None:
         return None
@@ -136,7 +128,7 @@ def queue_fate(*, queued_pk: Any) -> Fate | None:
 class HandOver:
     """The oldest message still queued on a thread that nothing runs on: what its run starts with."""
 
-    queued_pk: Any
+    queued_pk: uuid.UUID
     agent_name: str
     agui_run_id: str
     protocol_version: str
@@ -169,7 +161,7 @@ def queue_next(*, agui_thread_id: str) -> HandOver | None:
     )
 
 
-def queue_claim(thread: Thread, *, queued_pk: Any) -> QueuedMessage | None:
+def queue_claim(thread: Thread, *, queued_pk: uuid.UUID) -> QueuedMessage | None:
     """Under the thread's lock: the queued message, if it is still the oldest one waiting."""
     oldest = (
         QueuedMessage.objects.select_for_update()
@@ -186,7 +178,7 @@ def queue_started(row: QueuedMessage, *, run_pk: uuid.UUID) -> None:
     )
 
 
-def queue_refuse(*, queued_pk: Any, error: str) -> None:
+def queue_refuse(*, queued_pk: uuid.UUID, error: str) -> None:
     """The queued message's run could not be opened, for a reason that will not pass: its request
     is told, and nothing retries it."""
     QueuedMessage.objects.filter(pk=queued_pk, status=QueuedMessage.Status.QUEUED).update(
@@ -194,7 +186,7 @@ def queue_refuse(*, queued_pk: Any, error: str) -> None:
     )
 
 
-def queue_announce(*, run_ids: list[Any]) -> list[tuple[Any, str, str]]:
+def queue_announce(*, run_ids: list[uuid.UUID]) -> list[tuple[uuid.UUID, str, str]]:
     """Messages queued on the threads of these runs that their run has not been told of yet:
     (run pk, request id, display) each, now marked as told."""
     rows = list(
@@ -208,10 +200,10 @@ def queue_announce(*, run_ids: list[Any]) -> list[tuple[Any, str, str]]:
     if not rows:
         return []
     QueuedMessage.objects.filter(pk__in=[row[0] for row in rows]).update(announced=True)
-    return [(run_pk, request_id, display_of(body)) for _pk, run_pk, request_id, body in rows if run_pk in run_ids]
+    return [(run_pk, request_id, message_preview(body)) for _pk, run_pk, request_id, body in rows if run_pk in run_ids]
 
 
-def queue_mark_announced(*, queued_pk: Any) -> None:
+def queue_mark_announced(*, queued_pk: uuid.UUID) -> None:
     QueuedMessage.objects.filter(pk=queued_pk).update(announced=True)
 
 

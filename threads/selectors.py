@@ -73,7 +73,7 @@ def thread_latest_run(*, thread: Thread) -> Run | None:
 class OpenRun:
     """The thread's run that is not over: running somewhere, or waiting for answers."""
 
-    pk: Any
+    pk: uuid.UUID
     status: str
     held: bool  # running, and its process still holds it
 
@@ -96,7 +96,7 @@ def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[
     return list(events[:limit] if limit else events)
 
 
-def run_status(*, run_pk: Any) -> str | None:
+def run_status(*, run_pk: uuid.UUID) -> str | None:
     return Run.objects.filter(pk=run_pk).values_list("status", flat=True).first()
 
 

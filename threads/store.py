@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from agents.events import AssistantMessage, PauseReason, SubAgentStarted, ToolMessage
@@ -9,11 +10,12 @@ from agents.providers.base import TokenCount
 from agents.subagents import SubAgentParams, SubAgentResult
 from agents.verdict import conclusion_of
 from threads.dbthread import on_db_thread
-from threads.services import session_commit, session_pause, subagent_begin, subagent_commit, subagent_end
+from threads.services.sessions import session_commit, session_pause
+from threads.services.subagents import subagent_begin, subagent_commit, subagent_end
 
 
 class DbSessionStore:
-    def __init__(self, *, session_id: Any, run_pk: Any, turns: list[dict[str, Any]]) -> None:
+    def __init__(self, *, session_id: uuid.UUID, run_pk: uuid.UUID, turns: list[dict[str, Any]]) -> None:
         self.session_id = session_id
         self.run_pk = run_pk
         self.turns = turns
@@ -43,9 +45,9 @@ class DbSubAgentStore:
     def __init__(
         self,
         *,
-        thread_pk: Any,
-        session_id: Any,
-        run_pk: Any,
+        thread_pk: uuid.UUID,
+        session_id: uuid.UUID,
+        run_pk: uuid.UUID,
         started: SubAgentStarted,
         params: SubAgentParams,
     ) -> None:

@@ -9,6 +9,7 @@ from the checkpoint in a new Run row, the waiting run's child.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ from agents.permissions import memory_key
 from agents.waits import Checkpoint, OpenCall, WaitKind
 from threads import leases
 from threads.models import Approval, Run, Session, Thread
+from threads.services.approvals import session_remember_approval
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,7 +79,7 @@ def waiting_checkpoint(run: Run) -> Checkpoint:
 
 def run_wait(
     *,
-    run_id: Any,
+    run_id: uuid.UUID,
     checkpoint: Checkpoint,
     client_tools: list[dict[str, Any]],
     event_count: int,
@@ -194,7 +196,7 @@ def _close(approval: Approval, decision: str, reason: str, now: datetime) -> Non
 class ClaimAs:
     """The new Run row the claiming process goes on in."""
 
-    run_pk: Any
+    run_pk: uuid.UUID
     agui_run_id: str
     protocol_version: str
 
@@ -237,15 +239,6 @@ def _waiting_run(*, agui_thread_id: str) -> Run | None:
     )
 
 
-def _remember(run: Run, approval: Approval) -> None:
-    """A "yes, always" is kept for the session at once, whoever goes on with the run."""
-    session = Session.objects.select_for_update().get(thread_id=run.thread_id)
-    key = memory_key(approval.tool, approval.arguments)
-    if key not in session.approved_always:
-        session.approved_always = [*session.approved_always, key]
-        session.save(update_fields=["approved_always"])
-
-
 def _record(run: Run, interrupt_id: str, decided: Decided, answered_by: str, now: datetime) -> bool:
     """Writes one answer unless the interrupt already has one (the first answer wins)."""
     approval = Approval.objects.filter(pk=interrupt_id, run=run).first()
@@ -256,7 +249,8 @@ def _record(run: Run, interrupt_id: str, decided: Decided, answered_by: str, now
         decision=decided.decision, reason=stored, always=decided.always, answered_by=answered_by, answered_at=now
     )
     if updated and decided.always and decided.decision == Approval.Decision.APPROVED:
-        _remember(run, approval)
+        # A "yes, always" is kept for the session at once, whoever goes on with the run.
+        session_remember_approval(thread_id=run.thread_id, key=memory_key(approval.tool, approval.arguments))
     return bool(updated)
 
 
@@ -334,7 +328,7 @@ class ApprovalAbandoned(Exception):
 ABANDONED = "the run that asked has ended: it no longer waits for this answer"
 
 
-def wait_claim_due(*, run_id: Any, run_pk: Any) -> Claimed | None:
+def wait_claim_due(*, run_id: uuid.UUID, run_pk: uuid.UUID) -> Claimed | None:
     """The sweep: a waiting run whose deadline has come, or that has every answer, goes on here
     (answers past their deadline are recorded as timed out), unless another process was first."""
     now = timezone.now()
@@ -352,7 +346,7 @@ def wait_claim_due(*, run_id: Any, run_pk: Any) -> Claimed | None:
         return claimed if isinstance(claimed, Claimed) else None
 
 
-def waiting_runs_due(*, limit: int = 50) -> list[Any]:
+def waiting_runs_due(*, limit: int = 50) -> list[uuid.UUID]:
     return list(
         Run.objects.filter(status=Run.Status.WAITING, wait_deadline__lte=timezone.now())
         .order_by("wait_deadline")
@@ -372,7 +366,7 @@ def wait_supersede(run: Run, *, message: str, now: datetime) -> tuple[Checkpoint
     return waiting_checkpoint(run), answers
 
 
-def wait_cancel(*, run_id: Any) -> bool:
+def wait_cancel(*, run_id: uuid.UUID) -> bool:
     """A cancel of a waiting run: it ends here, and its questions with it."""
     now = timezone.now()
     with transaction.atomic():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from threads.admin.liveness import Liveness
 from threads.models import Run, SubAgentTask, Thread
-from threads.services import OPEN_STATUSES
-from threads.timeline import Liveness
+from threads.services.runs import OPEN_STATUSES
 
 
 @dataclass(slots=True, frozen=True)
@@ -76,8 +75,7 @@ def _thread_has_live_run(thread: Thread) -> bool:
 def _liveness(thread: Thread, fingerprints: list[tuple[Any, ...]]) -> Liveness:
     running = any(f[1] == SubAgentTask.Status.RUNNING for f in fingerprints)
     live = running or _thread_has_live_run(thread)
-    digest = hashlib.sha1(repr((live, fingerprints)).encode(), usedforsecurity=False).hexdigest()[:16]
-    return Liveness(live=live, version=digest)
+    return Liveness.of(live=live, fingerprint=repr((live, fingerprints)))
 
 
 _FINGERPRINT = ("id", "status", "iterations", "input_tokens", "output_tokens", "finished_at")

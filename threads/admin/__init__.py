@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib import admin, messages
@@ -14,11 +15,12 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from threads.admin_board import board_liveness, thread_board
-from threads.admin_display import message_html, pretty_json
+from threads.admin.board import board_liveness, thread_board
+from threads.admin.display import message_html, pretty_json
+from threads.admin.liveness import Liveness
+from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
-from threads.services import LIVE_STATUSES, RunNotCancellable, run_cancel_request
-from threads.timeline import Liveness, run_liveness, run_timeline
+from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel_request
 from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator, wait_cancel
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
@@ -37,15 +39,15 @@ def _poll_response(liveness: Liveness) -> JsonResponse:
     return JsonResponse({"live": liveness.live, "version": liveness.version})
 
 
-def runs_url(thread_pk: Any) -> str:
+def runs_url(thread_pk: uuid.UUID) -> str:
     return f"{reverse('admin:threads_run_changelist')}?thread__id__exact={thread_pk}"
 
 
-def board_url(thread_pk: Any) -> str:
+def board_url(thread_pk: uuid.UUID) -> str:
     return reverse("admin:threads_thread_subagents", args=[thread_pk])
 
 
-def timeline_url(run_pk: Any) -> str:
+def timeline_url(run_pk: uuid.UUID) -> str:
     return reverse("admin:threads_run_timeline", args=[run_pk])
 
 

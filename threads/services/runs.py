@@ -1,27 +1,28 @@
-"""Writes that touch several models: opening runs, committing a session, finishing runs."""
+"""Writes of a run's life: opening its thread and run, renewing its lease, cancelling and finishing it."""
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.approvals import Answer
-from agents.events import AssistantMessage, ToolMessage
 from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
-from agents.providers.base import TokenCount
-from agents.verdict import conclusion_of
 from agents.waits import Checkpoint
 from threads import fastsql, leases
 from threads.healing import runs_heal
-from threads.models import Message, QueuedMessage, Run, Session, SubAgentTask, Thread
+from threads.models import Message, QueuedMessage, Run, Session, Thread
 from threads.queue import queue_claim, queue_message, queue_started
 from threads.selectors import agent_get
+from threads.services.subagents import subagents_interrupt
+from threads.services.transcript import message_preview, messages_append
 from threads.waits import wait_supersede
 
 # A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
@@ -49,27 +50,6 @@ class OpenedThread:
     queued: QueuedMessage | None = None
 
 
-def _title_from(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    text = " ".join(str(content or "").split())
-    return text[:80] + ("…" if len(text) > 80 else "")
-
-
-def _append_messages(thread_id: Any, bodies: list[dict[str, Any]]) -> None:
-    if not bodies:
-        return
-    last = Message.objects.filter(thread_id=thread_id).aggregate(last=Max("position"))["last"]
-    start = 0 if last is None else last + 1
-    Message.objects.bulk_create(
-        [
-            Message(thread_id=thread_id, position=start + i, message_id=body["id"], role=body["role"], body=body)
-            for i, body in enumerate(bodies)
-        ]
-    )
-
-
 class ThreadNotReachable(ThreadConflict):
     """The thread belongs to another user (HTTP 404 before a stream starts; RUN_ERROR after)."""
 
@@ -78,6 +58,22 @@ class AgentUnavailable(Exception):
     """No enabled agent has that name (HTTP 404)."""
 
 
+def _again_after_a_race[**P, R](open_: Callable[P, R]) -> Callable[P, R]:
+    """Two first requests of one new thread race to create it: the loser's insert fails, and
+    it tries once more, now finding the thread and taking the path for an existing one."""
+
+    @functools.wraps(open_)
+    def once_more(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return open_(*args, **kwargs)
+        except IntegrityError:
+            return open_(*args, **kwargs)
+
+    return once_more
+
+
+@_again_after_a_race
+@transaction.atomic
 def run_open(
     *,
     agent_name: str,
@@ -85,12 +81,12 @@ def run_open(
     agui_run_id: str,
     new_user_message: dict[str, Any] | None,
     protocol_version: str,
-    live_run_ids: set[Any],
-    run_pk: Any = None,
+    live_run_ids: set[uuid.UUID],
+    run_pk: uuid.UUID | None = None,
     owner_id: int | None = None,
     content: Any = None,
     client_tools: list[dict[str, Any]] | None = None,
-    from_queue: Any = None,
+    from_queue: uuid.UUID | None = None,
 ) -> OpenedThread:
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
@@ -111,42 +107,6 @@ def run_open(
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
     """
-    arguments = {
-        "agent_name": agent_name,
-        "agui_thread_id": agui_thread_id,
-        "agui_run_id": agui_run_id,
-        "new_user_message": new_user_message,
-        "protocol_version": protocol_version,
-        "live_run_ids": live_run_ids,
-        "run_pk": run_pk,
-        "owner_id": owner_id,
-        "content": content,
-        "client_tools": client_tools or [],
-        "from_queue": from_queue,
-    }
-    try:
-        return _run_open(**arguments)
-    except IntegrityError:
-        # Two first requests of one new thread raced to create it; the loser
-        # now finds it and takes the path for an existing thread.
-        return _run_open(**arguments)
-
-
-@transaction.atomic
-def _run_open(
-    *,
-    agent_name: str,
-    agui_thread_id: str,
-    agui_run_id: str,
-    new_user_message: dict[str, Any] | None,
-    protocol_version: str,
-    live_run_ids: set[Any],
-    run_pk: Any,
-    owner_id: int | None,
-    content: Any,
-    client_tools: list[dict[str, Any]],
-    from_queue: Any,
-) -> OpenedThread:
     agent = agent_get(name=agent_name)
     if agent is None:
         raise AgentUnavailable(f"no agent named {agent_name!r}")
@@ -158,7 +118,7 @@ def _run_open(
         .order_by()[:1]
     )
     if not found:
-        title = _title_from(new_user_message) if new_user_message else ""
+        title = message_preview(new_user_message) if new_user_message else ""
         thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title, owner_id=owner_id)
         session = Session(thread=thread)
         thread.session = session
@@ -220,7 +180,7 @@ def _run_open(
     gone = [pk for pk, owner, lease in running if pk not in live_run_ids and leases.owner_is_gone(owner, lease, now)]
     if gone:
         runs_heal(run_ids=gone, now=now)
-        _interrupt_subagents(thread, gone, now)
+        subagents_interrupt(thread=thread, run_ids=gone, now=now)
     busy = len(gone) < len(running)
     # A message sent after a question was put supersedes it (below); one queued before it was put
     # waits for its answer, and the run that goes on reads it.
@@ -233,7 +193,7 @@ def _run_open(
             content=content,
             agui_run_id=agui_run_id,
             protocol_version=protocol_version,
-            client_tools=client_tools,
+            client_tools=client_tools or [],
         )
         return OpenedThread(thread, session, stored, None, agent, queued=queued)
     claimed = queue_claim(thread, queued_pk=from_queue) if from_queue is not None else None
@@ -241,13 +201,13 @@ def _run_open(
         # Taken already, or a run will read it: the one in flight, or the waiting one once answered.
         return OpenedThread(thread, session, stored, None, agent)
     if not thread.title:
-        thread.title = _title_from(new_user_message)
+        thread.title = message_preview(new_user_message)
         thread.save(update_fields=["title"])
     superseded = None
     if waiting is not None:
         # The user wrote instead of answering: the open calls are closed as superseded and the
         # agent run goes on from its checkpoint with this message (DESIGN.md §3, interrupts).
-        superseded = wait_supersede(waiting, message=_title_from(new_user_message), now=now)
+        superseded = wait_supersede(waiting, message=message_preview(new_user_message), now=now)
         if superseded is None:
             raise ThreadConflict(f"the run waiting on thread {agui_thread_id} was just taken by another request")
     healed, closed = heal_turns(session.turns) if superseded is None else (session.turns, [])
@@ -262,7 +222,7 @@ def _run_open(
             {"id": f"tool_{uuid.uuid4().hex}", "role": "tool", "content": INTERRUPTED, "toolCallId": call_id}
             for call_id in closed
         ]
-        _append_messages(thread.pk, closings)
+        messages_append(thread_id=thread.pk, bodies=closings)
         stored |= {closing["id"] for closing in closings}
     run = _new_run(thread, agui_run_id, run_pk, protocol_version)
     if superseded is not None:
@@ -277,7 +237,7 @@ def _run_open(
     return OpenedThread(thread, session, stored | {message_id}, run, agent, superseded=superseded)
 
 
-def _new_run(thread: Thread, agui_run_id: str, run_pk: Any, protocol_version: str) -> Run:
+def _new_run(thread: Thread, agui_run_id: str, run_pk: uuid.UUID | None, protocol_version: str) -> Run:
     return Run(
         id=run_pk or uuid.uuid4(),
         thread=thread,
@@ -288,7 +248,7 @@ def _new_run(thread: Thread, agui_run_id: str, run_pk: Any, protocol_version: st
     )
 
 
-def leases_renew(*, run_ids: list[Any]) -> list[Any]:
+def leases_renew(*, run_ids: list[uuid.UUID]) -> list[uuid.UUID]:
     """Extends this process's claim on the runs it is running; returns those asked to cancel."""
     running = Run.objects.filter(id__in=run_ids, status__in=LIVE_STATUSES)
     running.update(lease_expires_at=leases.lease_until())
@@ -299,67 +259,17 @@ class RunNotCancellable(Exception):
     """The run has already ended (HTTP 409)."""
 
 
-def run_cancel_request(*, run_id: Any) -> None:
+def run_cancel_request(*, run_id: uuid.UUID) -> None:
     """Asks the run to stop at its next safe point, whichever process owns it."""
     updated = Run.objects.filter(pk=run_id, status__in=LIVE_STATUSES).update(cancel_requested=True)
     if not updated:
         raise RunNotCancellable("the run has already ended")
 
 
-def _transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
-    if isinstance(message, ToolMessage):
-        # Keys in the order of the protocol's ToolMessage, so a replayed snapshot
-        # is byte for byte what the official models encode.
-        return {
-            "id": message.message_id,
-            "role": "tool",
-            "content": message.content,
-            "toolCallId": message.tool_call_id,
-        }
-    body: dict[str, Any] = {"id": message.message_id, "role": "assistant"}
-    if message.content:
-        body["content"] = message.content
-    if message.tool_calls:
-        body["toolCalls"] = [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-            for call_id, name, arguments in message.tool_calls
-        ]
-    return body
-
-
 @transaction.atomic
-def session_commit(
-    *,
-    session_id: Any,
-    run_id: Any,
-    turns: list[dict[str, Any]],
-    messages: list[AssistantMessage | ToolMessage],
-    usage: TokenCount,
+def run_finish(
+    *, run_id: uuid.UUID, status: str, outcome: str, error: str, event_count: int, state: dict[str, Any]
 ) -> None:
-    """Saves the model's view of the conversation and appends the new transcript messages."""
-    session = Session.objects.select_for_update().get(pk=session_id)
-    session.turns = turns
-    session.input_tokens = F("input_tokens") + usage.input_tokens
-    session.output_tokens = F("output_tokens") + usage.output_tokens
-    session.cache_read_tokens = F("cache_read_tokens") + usage.cache_read_tokens
-    session.cache_write_tokens = F("cache_write_tokens") + usage.cache_write_tokens
-    session.save()
-    Run.objects.filter(pk=run_id).update(
-        input_tokens=F("input_tokens") + usage.input_tokens,
-        output_tokens=F("output_tokens") + usage.output_tokens,
-        cache_read_tokens=F("cache_read_tokens") + usage.cache_read_tokens,
-        cache_write_tokens=F("cache_write_tokens") + usage.cache_write_tokens,
-    )
-    _append_messages(session.thread_id, [_transcript_body(m) for m in messages])
-
-
-def session_pause(*, session_id: Any, reason: str) -> None:
-    """Marks the session paused by a limit; its committed turns are the checkpoint."""
-    Session.objects.filter(pk=session_id).update(paused_reason=reason)
-
-
-@transaction.atomic
-def run_finish(*, run_id: Any, status: str, outcome: str, error: str, event_count: int, state: dict[str, Any]) -> None:
     run = Run.objects.select_for_update().get(pk=run_id)
     run.status = status
     run.outcome = outcome
@@ -368,122 +278,3 @@ def run_finish(*, run_id: Any, status: str, outcome: str, error: str, event_coun
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "outcome", "error", "event_count", "finished_at"])
     Thread.objects.filter(pk=run.thread_id).update(state=state, updated_at=timezone.now())
-
-
-def session_approved_always(*, session_id: Any) -> set[str]:
-    keys = Session.objects.filter(pk=session_id).values_list("approved_always", flat=True).first()
-    return set(keys or [])
-
-
-@transaction.atomic
-def session_remember_approval(*, session_id: Any, key: str) -> None:
-    """Remembers a "yes, always" for the session, so the same kind of call is not asked again."""
-    session = Session.objects.select_for_update().get(pk=session_id)
-    if key not in session.approved_always:
-        session.approved_always = [*session.approved_always, key]
-        session.save(update_fields=["approved_always"])
-
-
-def _interrupt_subagents(thread: Thread, run_ids: list[Any], now: Any) -> None:
-    """The sub-agents of runs whose process is gone stopped with them: on the record and on the
-    board (where a task the dead process had not yet saved in the document is added)."""
-    stopped = list(SubAgentTask.objects.filter(run_id__in=run_ids, status=SubAgentTask.Status.RUNNING))
-    if not stopped:
-        return
-    why = "the server stopped while it ran"
-    SubAgentTask.objects.filter(id__in=[task.id for task in stopped]).update(
-        status=SubAgentTask.Status.INTERRUPTED, conclusion=conclusion_of("interrupted", ""), error=why, finished_at=now
-    )
-    state = thread.state if isinstance(thread.state, dict) else {}
-    board = state.setdefault("subAgents", [])
-    on_board = {entry.get("id"): entry for entry in board if isinstance(entry, dict)}
-    for task in stopped:
-        entry = on_board.get(task.id)
-        if entry is None:
-            entry = {
-                "id": task.id,
-                "role": task.role,
-                "prompt": task.prompt,
-                "model": task.model,
-                "depth": task.depth,
-                "toolCallId": task.tool_call_id,
-                "summary": task.summary,
-            }
-            if task.parent_task_id:
-                entry["parentId"] = task.parent_task_id
-            board.append(entry)
-        entry.update(status="interrupted", conclusion=conclusion_of("interrupted", ""), error=why)
-    thread.state = state
-    thread.save(update_fields=["state"])
-
-
-def subagent_begin(
-    *,
-    task_id: str,
-    thread_id: Any,
-    run_id: Any,
-    parent_task_id: str,
-    tool_call_id: str,
-    depth: int,
-    role: str,
-    prompt: str,
-    context: str,
-    system_prompt: str,
-    allowed_tools: list[str],
-    model: str,
-) -> None:
-    SubAgentTask.objects.create(
-        id=task_id,
-        thread_id=thread_id,
-        run_id=run_id,
-        parent_task_id=parent_task_id or None,
-        tool_call_id=tool_call_id,
-        depth=depth,
-        role=role,
-        prompt=prompt,
-        context=context,
-        system_prompt=system_prompt,
-        allowed_tools=allowed_tools,
-        model=model,
-    )
-
-
-@transaction.atomic
-def subagent_commit(
-    *, session_id: Any, run_id: Any, task_id: str, messages: list[AssistantMessage | ToolMessage], usage: TokenCount
-) -> None:
-    """A sub-agent's new messages join the thread's transcript, marked as its own (``subagentRunId``,
-    first, as the protocol's models order it); its tokens count on the session, the run and the task."""
-    session = Session.objects.select_for_update().only("thread_id").get(pk=session_id)
-    tokens = {
-        "input_tokens": F("input_tokens") + usage.input_tokens,
-        "output_tokens": F("output_tokens") + usage.output_tokens,
-        "cache_read_tokens": F("cache_read_tokens") + usage.cache_read_tokens,
-        "cache_write_tokens": F("cache_write_tokens") + usage.cache_write_tokens,
-    }
-    if usage.input_tokens or usage.output_tokens or usage.cache_read_tokens or usage.cache_write_tokens:
-        Session.objects.filter(pk=session_id).update(**tokens)
-        Run.objects.filter(pk=run_id).update(**tokens)
-        SubAgentTask.objects.filter(pk=task_id).update(**tokens)
-    _append_messages(session.thread_id, [{"subagentRunId": task_id, **_transcript_body(m)} for m in messages])
-
-
-def subagent_end(
-    *,
-    task_id: str,
-    status: str,
-    summary: str,
-    conclusion: str,
-    error: str,
-    tool_calls: list[dict[str, Any]],
-    iterations: int,
-) -> None:
-    SubAgentTask.objects.filter(pk=task_id).update(
-        status=status,
-        summary=summary,
-        conclusion=conclusion[:300],
-        error=error,
-        tool_calls=tool_calls,
-        iterations=iterations,
-        finished_at=timezone.now(),
-    )

@@ -1,4 +1,5 @@
-"""A run's event log read as a timeline, for the admin.
+"""A run's event log folded into the entries of its timeline page, for the admin (the reads that
+feed it are in timeline_reads.py).
 
 The log holds one row per streamed delta, so a run of a few messages is
 thousands of rows. The timeline folds them back into what happened: each text
@@ -9,29 +10,25 @@ line. Every piece of text is capped, so a huge argument or result cannot make
 the page unreadable.
 
 A run that waited for an answer goes on in another Run row (its child, see
-agui/segments.py), so the timeline of a run covers that run and the runs that
-continued it: the answer's effect is on the same page as the question.
+threads/waits.py), so the timeline of a run covers that run and the runs that
+continued it, each a segment: the answer's effect is on the same page as the question.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import orjson
-from django.db.models import Case, IntegerField, QuerySet, Value, When
 
-from threads.models import Approval, Run, RunEvent, Session, SubAgentTask
-from threads.services import OPEN_STATUSES
+from threads.admin.liveness import Liveness
+from threads.models import Approval, Run, SubAgentTask
 
 TEXT_CAP = 20_000  # characters of one message, argument list or result kept for the page
-# Events read for one page: about 1.5 s of work. A longer log shows its beginning and says so;
-# the REST API pages through all of it.
-EVENT_SCAN_CAP = 100_000
 QUIET_ITEMS_CAP = 12  # distinct items one folded bookkeeping line names
 
 
@@ -130,12 +127,6 @@ class Entry:
             return self.body.text
 
 
-@dataclass(slots=True, frozen=True)
-class Liveness:
-    live: bool
-    version: str  # changes whenever what the page shows would change
-
-
 @dataclass(slots=True)
 class Timeline:
     run: Run
@@ -151,92 +142,6 @@ class Timeline:
         return self.liveness.live
 
 
-def run_segments(*, run: Run) -> list[Segment]:
-    """The run and the Run rows that continued it, in order (one query, whatever their number)."""
-    later = Run.objects.filter(thread_id=run.thread_id, parent__isnull=False, started_at__gte=run.started_at)
-    child_of: dict[Any, Run] = {}
-    for candidate in later.order_by("-started_at"):
-        child_of[candidate.parent_id] = candidate  # the earliest child wins
-    chain = [run]
-    while (child := child_of.get(chain[-1].pk)) is not None and len(chain) <= len(child_of):
-        chain.append(child)
-    return [Segment(r, continued=i < len(chain) - 1) for i, r in enumerate(chain)]
-
-
-def _version(segments: list[Segment], event_count: int, answered: int) -> Liveness:
-    tail = segments[-1].run
-    fingerprint = "|".join([*(f"{s.run.pk}:{s.status}" for s in segments), str(event_count), str(answered)])
-    return Liveness(
-        live=tail.status in OPEN_STATUSES,
-        version=hashlib.sha1(fingerprint.encode(), usedforsecurity=False).hexdigest()[:16],
-    )
-
-
-def run_liveness(*, run: Run) -> Liveness:
-    """What the timeline's live refresh polls: three small queries."""
-    segments = run_segments(run=run)
-    ids = [s.run.pk for s in segments]
-    event_count = RunEvent.objects.filter(run_id__in=ids).count()
-    answered = Approval.objects.filter(run_id__in=ids).exclude(decision=Approval.Decision.PENDING).count()
-    return _version(segments, event_count, answered)
-
-
-def run_timeline(*, run: Run, event_cap: int = EVENT_SCAN_CAP) -> Timeline:
-    """The timeline of ``run`` and of the runs that continued it, from at most ``event_cap`` events,
-    built in a fixed number of queries."""
-    segments = run_segments(run=run)
-    ids = [s.run.pk for s in segments]
-    approvals = list(Approval.objects.filter(run_id__in=ids).order_by("requested_at"))
-    tasks = {t.tool_call_id: t for t in SubAgentTask.objects.filter(run_id__in=ids)}
-    builder = _Builder(
-        segments=segments,
-        approvals={a.tool_call_id: a for a in approvals},
-        tasks=tasks,
-        failed_calls=_failed_tool_calls(run),
-    )
-    events_read = builder.read(_events(ids, event_cap))
-    event_count = events_read if events_read < event_cap else RunEvent.objects.filter(run_id__in=ids).count()
-    builder.attach_orphan_approvals(approvals)
-    answered = sum(1 for a in approvals if a.decision != Approval.Decision.PENDING)
-    return Timeline(
-        run=run,
-        previous=run.parent,
-        segments=segments,
-        entries=builder.entries,
-        event_count=event_count,
-        events_read=events_read,
-        liveness=_version(segments, event_count, answered),
-    )
-
-
-def _events(run_ids: list[Any], cap: int) -> Iterator[tuple[int, int, str, str]]:
-    """(segment index, seq, type, payload) in timeline order. The index rather than the run's key:
-    converting a UUID per row costs more than the rest of the reading."""
-    events: QuerySet[RunEvent] = RunEvent.objects.filter(run_id__in=run_ids)
-    if len(run_ids) > 1:
-        segment = Case(*(When(run_id=pk, then=i) for i, pk in enumerate(run_ids)), output_field=IntegerField())
-        events = events.annotate(segment=segment).order_by("segment", "seq")
-    else:
-        events = events.annotate(segment=Value(0, output_field=IntegerField())).order_by("seq")
-    return events.values_list("segment", "seq", "type", "payload")[:cap].iterator(chunk_size=2000)
-
-
-def _failed_tool_calls(run: Run) -> set[str]:
-    """The tool calls whose result was an error. AG-UI's TOOL_CALL_RESULT has no error flag, so
-    the log cannot tell; the session's turns (the model's view) keep ``is_error``. Turns that
-    compaction summarised are gone, and their calls are shown without the mark."""
-    turns = Session.objects.filter(thread_id=run.thread_id).values_list("turns", flat=True).first() or []
-    failed: set[str] = set()
-    for turn in turns:
-        content = turn.get("content") if isinstance(turn, dict) else None
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error"):
-                failed.add(str(block.get("tool_use_id", "")))
-    return failed
-
-
 # Events that are bookkeeping for the client: folded into one quiet line when they follow each other.
 _QUIET = {"RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT"}
 # Events whose payload the timeline does not need (snapshots can be megabytes).
@@ -244,7 +149,9 @@ _UNREAD = {"STATE_SNAPSHOT", "MESSAGES_SNAPSHOT", "REASONING_START", "REASONING_
 _WARNING_CUSTOM = {"threadline.paused", "threadline.cancelled", "threadline.interrupted"}
 
 
-class _Builder:
+class TimelineFold:
+    """Folds the events of a timeline's segments, in order, into its entries."""
+
     def __init__(
         self,
         *,
@@ -263,8 +170,8 @@ class _Builder:
         self.reasoning: dict[str, Entry] = {}
         self.tools: dict[str, Entry] = {}
         self.quiet: Entry | None = None
-        self.run_pk: Any = None
-        self.started: set[Any] = set()
+        self.run_pk: uuid.UUID = segments[0].run.pk  # the segment being read
+        self.started: set[uuid.UUID] = set()
 
     def read(self, events: Iterable[tuple[int, int, str, str]]) -> int:
         count = 0
@@ -309,7 +216,7 @@ class _Builder:
 
     # -- helpers --------------------------------------------------------
 
-    def _segment(self, run_pk: Any, seq: int) -> None:
+    def _segment(self, run_pk: uuid.UUID, seq: int) -> None:
         self.run_pk = run_pk
         self.started.add(run_pk)
         self.quiet = None
@@ -355,50 +262,43 @@ class _Builder:
         entry.events += 1
         entry.last_seq = seq
 
-    def _text_start(self, seq: int, data: dict[str, Any]) -> Entry:
+    def _message(self, opened: dict[str, Entry], kind: Kind, role: str, seq: int, data: dict[str, Any]) -> Entry:
+        """The text or reasoning message ``data`` names, opened by its first event of any kind."""
         message_id = str(data.get("messageId", ""))
-        entry = self.texts.get(message_id)
+        entry = opened.get(message_id)
         if entry is None:
-            role = str(data.get("role") or "assistant")
-            entry = self._add(Entry(Kind.TEXT, seq=seq, run=self._run(), role=role, body=Capped()), data)
-            self.texts[message_id] = entry
-        else:
+            entry = self._add(Entry(kind, seq=seq, run=self._run(), role=role, body=Capped()), data)
+            opened[message_id] = entry
+        elif entry.last_seq != seq:
             self._grow(entry, seq)
         return entry
+
+    def _message_end(self, opened: dict[str, Entry], seq: int, data: dict[str, Any]) -> None:
+        if (entry := opened.get(str(data.get("messageId", "")))) is not None:
+            self._grow(entry, seq)
+            entry.ended = True
+
+    def _text_start(self, seq: int, data: dict[str, Any]) -> None:
+        self._message(self.texts, Kind.TEXT, str(data.get("role") or "assistant"), seq, data)
 
     def _text_content(self, seq: int, data: dict[str, Any]) -> None:
-        entry = self.texts.get(str(data.get("messageId", ""))) or self._text_start(seq, data)
-        if entry.last_seq != seq:
-            self._grow(entry, seq)
-        assert entry.body is not None
-        entry.body.add(str(data.get("delta", "")))
+        body = self._message(self.texts, Kind.TEXT, str(data.get("role") or "assistant"), seq, data).body
+        assert body is not None
+        body.add(str(data.get("delta", "")))
 
     def _text_end(self, seq: int, data: dict[str, Any]) -> None:
-        if (entry := self.texts.get(str(data.get("messageId", "")))) is not None:
-            self._grow(entry, seq)
-            entry.ended = True
+        self._message_end(self.texts, seq, data)
 
-    def _reasoning_start(self, seq: int, data: dict[str, Any]) -> Entry:
-        message_id = str(data.get("messageId", ""))
-        entry = self.reasoning.get(message_id)
-        if entry is None:
-            entry = self._add(Entry(Kind.REASONING, seq=seq, run=self._run(), role="reasoning", body=Capped()), data)
-            self.reasoning[message_id] = entry
-        else:
-            self._grow(entry, seq)
-        return entry
+    def _reasoning_start(self, seq: int, data: dict[str, Any]) -> None:
+        self._message(self.reasoning, Kind.REASONING, "reasoning", seq, data)
 
     def _reasoning_content(self, seq: int, data: dict[str, Any]) -> None:
-        entry = self.reasoning.get(str(data.get("messageId", ""))) or self._reasoning_start(seq, data)
-        if entry.last_seq != seq:
-            self._grow(entry, seq)
-        assert entry.body is not None
-        entry.body.add(str(data.get("delta", "")))
+        body = self._message(self.reasoning, Kind.REASONING, "reasoning", seq, data).body
+        assert body is not None
+        body.add(str(data.get("delta", "")))
 
     def _reasoning_end(self, seq: int, data: dict[str, Any]) -> None:
-        if (entry := self.reasoning.get(str(data.get("messageId", "")))) is not None:
-            self._grow(entry, seq)
-            entry.ended = True
+        self._message_end(self.reasoning, seq, data)
 
     def _tool(self, seq: int, data: dict[str, Any], name: str = "") -> Entry:
         call_id = str(data.get("toolCallId", ""))
@@ -491,26 +391,26 @@ def _pretty(value: Any) -> str:
     return text if len(text) <= TEXT_CAP else f"{text[:TEXT_CAP]}\n… ({len(text) - TEXT_CAP:,} more characters)"
 
 
-_HANDLERS: dict[str, Callable[[_Builder, int, dict[str, Any]], object]] = {
-    "TEXT_MESSAGE_START": _Builder._text_start,
-    "TEXT_MESSAGE_CONTENT": _Builder._text_content,
-    "TEXT_MESSAGE_CHUNK": _Builder._text_content,
-    "TEXT_MESSAGE_END": _Builder._text_end,
-    "REASONING_MESSAGE_START": _Builder._reasoning_start,
-    "REASONING_MESSAGE_CONTENT": _Builder._reasoning_content,
-    "REASONING_MESSAGE_CHUNK": _Builder._reasoning_content,
-    "REASONING_MESSAGE_END": _Builder._reasoning_end,
-    "REASONING_START": _Builder._span,
-    "REASONING_END": _Builder._span,
-    "TOOL_CALL_START": _Builder._tool_start,
-    "TOOL_CALL_ARGS": _Builder._tool_args,
-    "TOOL_CALL_CHUNK": _Builder._tool_args,
-    "TOOL_CALL_END": _Builder._tool_end,
-    "TOOL_CALL_RESULT": _Builder._tool_result,
-    "RUN_FINISHED": _Builder._finished,
-    "RUN_ERROR": _Builder._error,
-    "CUSTOM": _Builder._custom,
-    "SUBAGENT_STARTED": _Builder._subagent,
-    "SUBAGENT_FINISHED": _Builder._subagent,
-    "SUBAGENT_ERROR": _Builder._subagent,
+_HANDLERS: dict[str, Callable[[TimelineFold, int, dict[str, Any]], object]] = {
+    "TEXT_MESSAGE_START": TimelineFold._text_start,
+    "TEXT_MESSAGE_CONTENT": TimelineFold._text_content,
+    "TEXT_MESSAGE_CHUNK": TimelineFold._text_content,
+    "TEXT_MESSAGE_END": TimelineFold._text_end,
+    "REASONING_MESSAGE_START": TimelineFold._reasoning_start,
+    "REASONING_MESSAGE_CONTENT": TimelineFold._reasoning_content,
+    "REASONING_MESSAGE_CHUNK": TimelineFold._reasoning_content,
+    "REASONING_MESSAGE_END": TimelineFold._reasoning_end,
+    "REASONING_START": TimelineFold._span,
+    "REASONING_END": TimelineFold._span,
+    "TOOL_CALL_START": TimelineFold._tool_start,
+    "TOOL_CALL_ARGS": TimelineFold._tool_args,
+    "TOOL_CALL_CHUNK": TimelineFold._tool_args,
+    "TOOL_CALL_END": TimelineFold._tool_end,
+    "TOOL_CALL_RESULT": TimelineFold._tool_result,
+    "RUN_FINISHED": TimelineFold._finished,
+    "RUN_ERROR": TimelineFold._error,
+    "CUSTOM": TimelineFold._custom,
+    "SUBAGENT_STARTED": TimelineFold._subagent,
+    "SUBAGENT_FINISHED": TimelineFold._subagent,
+    "SUBAGENT_ERROR": TimelineFold._subagent,
 }
