@@ -131,7 +131,7 @@ def test_a_message_sent_mid_run_is_read_at_the_next_tool_boundary(server, fake_a
     assert not any(e["type"] == "TOOL_CALL_START" for e in two_events)  # the call came before it joined
 
 
-def test_a_message_queued_when_the_run_ends_first_starts_the_next_run(server, fake_api):
+def test_a_message_queued_when_the_run_ends_first_starts_the_next_run(server, fake_api, admin_client):
     slow = text_turn(["slow ", "reply"]).pause(after_events=4)
     fake_api.script([slow, text_turn(["the ", "second"])])
     url = f"{server.url}/agui/coder"
@@ -158,6 +158,9 @@ def test_a_message_queued_when_the_run_ends_first_starts_the_next_run(server, fa
     history = fake_api.requests[1].body["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "user"]
     assert history[-1]["content"] == "two"
+    # An operator sees where it went.
+    page = admin_client.get("/admin/threads/queuedmessage/").content.decode()
+    assert "u2" in page and "Started the next run" in page
 
 
 def test_the_same_queued_message_sent_twice_is_queued_once(server, fake_api):

@@ -19,7 +19,7 @@ from threads.admin.board import board_liveness, thread_board
 from threads.admin.display import message_html, pretty_json
 from threads.admin.liveness import Liveness
 from threads.admin.timeline_reads import run_liveness, run_timeline
-from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
+from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel_request
 from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator, wait_cancel
 
@@ -420,4 +420,23 @@ class SubAgentTaskAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(QueuedMessage)
+class QueuedMessageAdmin(admin.ModelAdmin):
+    """Messages sent while a run was in flight: where each went (read into that run, or the run it
+    started), for an operator asking why a message got its answer where it did. Read-only."""
+
+    list_display = ("message_id", "thread", "status", "agui_run_id", "run", "queued_at", "taken_at")
+    list_filter = ("status",)
+    list_select_related = ("thread", "run")
+    search_fields = ("thread__agui_thread_id", "message_id", "agui_run_id")
+    fields = ("thread", "message_id", "body", "agui_run_id", "status", "run", "error", "queued_at", "taken_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
