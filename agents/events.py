@@ -222,9 +222,14 @@ SubAgentEvent = SubAgentStarted | SubAgentActivity | SubAgentFinished | SubAgent
 
 @dataclass(slots=True)
 class RunInfo:
+    """What ``on_start`` tells a listener of the run (seeds/004's Request, as far as it is known)."""
+
     run_id: str
     thread_id: str
     model: str
+    user_id: str = ""  # the thread's owner, when a user's own token started it
+    parent_request_id: str = ""  # a sub-agent's: the run that delegated to it
+    description: str = ""  # a sub-agent's: what it is for, one line
 
 
 RunEvent = (

@@ -267,7 +267,16 @@ class AgentLoop:
         self.thread_id = thread_id
         outcome = Outcome.ERROR
         try:
-            listener.on_start(RunInfo(run_id=run_id, thread_id=thread_id, model=self.config.model))
+            listener.on_start(
+                RunInfo(
+                    run_id=run_id,
+                    thread_id=thread_id,
+                    model=self.config.model,
+                    user_id=request.user_id,
+                    parent_request_id=request.parent_request_id,
+                    description=request.description,
+                )
+            )
             outcome = await self._run(request, resume)
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED

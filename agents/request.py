@@ -52,7 +52,6 @@ class RunRequest:
     parent_request_id: str = ""
     description: str = ""
     user_id: str = ""  # the owner of the thread, when a user's own token started it
-    conversation_id: str = ""
     prompt_variables: dict[str, str] = field(default_factory=dict)
     images: list[Image] = field(default_factory=list)
     # Other content blocks of the user's message, already in the model's shape

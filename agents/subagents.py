@@ -468,7 +468,6 @@ async def _drive(
         parent_request_id=request.request_id,
         description=params.role,
         user_id=request.user_id,
-        conversation_id=request.conversation_id,
     )
     timed_out = False
     try:

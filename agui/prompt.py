@@ -33,7 +33,6 @@ def no_message_request(decoded: DecodedInput) -> RunRequest:
     return RunRequest(
         request_id=decoded.model.run_id,
         text="",
-        conversation_id=decoded.model.thread_id,
         user_id=_user_id(decoded),
         scenario=chat_scenario(),
     )
@@ -70,7 +69,6 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
         text=context_block(decoded) + "\n".join(texts),
         images=images,
         extra_content=extra,
-        conversation_id=decoded.model.thread_id,
         user_id=_user_id(decoded),
         scenario=chat_scenario(),
     )

@@ -522,7 +522,7 @@ class RunHost:
         live = LiveRun(run_pk=claimed.run.pk, agui_thread_id=claimed.thread.agui_thread_id)
         self.registry.register(live)
         surface = self._background(claimed.thread, claimed.run.agui_run_id, claimed.previous.protocol_version)
-        request = RunRequest(request_id=claimed.run.agui_run_id, text="", conversation_id=live.agui_thread_id)
+        request = RunRequest(request_id=claimed.run.agui_run_id, text="")
         self._spawn(live, self._go_on(live, claimed, request, surface, claimed.client_tools), f"due-{run_id}")
         return True
 
@@ -591,7 +591,6 @@ class RunHost:
             request_id=nxt.agui_run_id,
             text="",
             content=nxt.content,
-            conversation_id=agui_thread_id,
             user_id="" if nxt.owner_id is None else str(nxt.owner_id),
             scenario=chat_scenario(),
         )

@@ -1,4 +1,4 @@
-"""classify: each tool call becomes one typed step, which the loop matches once (agents/dispatch.py)."""
+"""dispatch.classify: each tool call becomes one typed step, which the loop matches once (agents/dispatch.py)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,7 @@ from typing import Any
 
 import pytest
 
-from agents.dispatch import (
-    ClientCall,
-    Delegate,
-    GroundingReport,
-    Question,
-    Refused,
-    WorkspaceCall,
-    approved_call,
-    classify,
-)
+from agents import dispatch
 from agents.request import DELEGATION, INTERACTIVE, Scenario
 from agents.tools.base import ToolKind, ToolRegistry
 from agents.tools.catalog import KNOWN_TOOLS, SERVER_TOOLS
@@ -32,19 +23,21 @@ def _classify(
     name: str, arguments: Any = None, *, scenario: Scenario = INTERACTIVE, grounded: bool = True, looping=False
 ):
     call = {"id": "c1", "name": name, "input": {} if arguments is None else arguments}
-    return classify(call, tools=_registry(), scenario=scenario, grounded=grounded, looping=looping, repeat_limit=3)
+    return dispatch.classify(
+        call, tools=_registry(), scenario=scenario, grounded=grounded, looping=looping, repeat_limit=3
+    )
 
 
 @pytest.mark.parametrize(
     ("name", "step"),
     [
-        ("show_chart", ClientCall),
-        ("ask_user", Question),
-        ("grounding_report", GroundingReport),
-        ("sub_agent", Delegate),
-        ("file_read", WorkspaceCall),
-        ("bash", WorkspaceCall),
-        ("web_fetch", WorkspaceCall),
+        ("show_chart", dispatch.ClientCall),
+        ("ask_user", dispatch.Question),
+        ("grounding_report", dispatch.GroundingReport),
+        ("sub_agent", dispatch.Delegate),
+        ("file_read", dispatch.WorkspaceCall),
+        ("bash", dispatch.WorkspaceCall),
+        ("web_fetch", dispatch.WorkspaceCall),
     ],
 )
 def test_each_kind_of_call_gets_its_own_step(name, step):
@@ -53,30 +46,30 @@ def test_each_kind_of_call_gets_its_own_step(name, step):
 
 def test_a_looping_call_is_refused_before_anything_else():
     step = _classify("ask_user", {"question": "again?"}, looping=True)
-    assert isinstance(step, Refused) and "3 times in a row" in step.output.content and step.output.is_error
+    assert isinstance(step, dispatch.Refused) and "3 times in a row" in step.output.content and step.output.is_error
 
 
 def test_arguments_that_are_not_an_object_are_refused():
     step = _classify("file_read", ["a.py"])
-    assert isinstance(step, Refused) and step.output.content == "tool arguments must be a JSON object"
+    assert isinstance(step, dispatch.Refused) and step.output.content == "tool arguments must be a JSON object"
 
 
 def test_a_tool_the_scenario_does_not_offer_is_unknown():
-    assert isinstance(_classify("ask_user", scenario=DELEGATION), Refused)
+    assert isinstance(_classify("ask_user", scenario=DELEGATION), dispatch.Refused)
     step = _classify("nope")
-    assert isinstance(step, Refused) and step.output.content == "unknown tool 'nope'"
+    assert isinstance(step, dispatch.Refused) and step.output.content == "unknown tool 'nope'"
 
 
 def test_the_closed_grounding_gate_refuses_what_changes_the_workspace_but_not_questions():
     step = _classify("file_write", {"path": "a", "content": ""}, grounded=False)
-    assert isinstance(step, Refused) and "grounding gate is closed" in step.output.content
-    assert isinstance(_classify("file_write", {"path": "a", "content": ""}, grounded=True), WorkspaceCall)
-    assert isinstance(_classify("ask_user", {"question": "q"}, grounded=False), Question)
+    assert isinstance(step, dispatch.Refused) and "grounding gate is closed" in step.output.content
+    assert isinstance(_classify("file_write", {"path": "a", "content": ""}, grounded=True), dispatch.WorkspaceCall)
+    assert isinstance(_classify("ask_user", {"question": "q"}, grounded=False), dispatch.Question)
 
 
 def test_an_approved_sub_agent_call_delegates_and_any_other_runs_its_function():
-    assert isinstance(approved_call(KNOWN_TOOLS["sub_agent"], {}), Delegate)
-    assert isinstance(approved_call(KNOWN_TOOLS["apply_patch"], {}), WorkspaceCall)
+    assert isinstance(dispatch.approved_call(KNOWN_TOOLS["sub_agent"], {}), dispatch.Delegate)
+    assert isinstance(dispatch.approved_call(KNOWN_TOOLS["apply_patch"], {}), dispatch.WorkspaceCall)
 
 
 def test_the_catalogue_says_who_carries_out_each_tool():

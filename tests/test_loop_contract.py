@@ -25,8 +25,10 @@ class Recorder(BaseListener):
         self.calls: list[tuple[str, Any]] = []
         self.stop_after = stop_after
         self.polls = 0
+        self.started: RunInfo | None = None
 
     def on_start(self, run: RunInfo) -> None:
+        self.started = run
         self.calls.append(("start", run.run_id))
 
     def on_subscribe(self) -> None:
@@ -65,6 +67,7 @@ async def _run(
     tmp_path: Path,
     max_iterations: int = 10,
     token_budget: int = 0,
+    request: RunRequest | None = None,
 ) -> Outcome:
     provider = AnthropicProvider(api_key="sk-fake", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
     loop = AgentLoop(
@@ -78,7 +81,8 @@ async def _run(
         listener=listener,
     )
     try:
-        return await loop.run(RunRequest(request_id="r-loop", text="hi"), run_id="r-loop", thread_id="t-loop")
+        request = request or RunRequest(request_id="r-loop", text="hi")
+        return await loop.run(request, run_id="r-loop", thread_id="t-loop")
     finally:
         await provider.client.close()
 
@@ -92,6 +96,25 @@ async def test_success_finishes_once(store, tmp_path):
     assert recorder.calls[-1] == ("finished", Outcome.SUCCESS)
     session = await sync_to_async(Session.objects.get)(pk=store.session_id)
     assert [t["role"] for t in session.turns] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_on_start_tells_the_request_s_user_parent_and_description(store, tmp_path):
+    """seeds/004's Request reaches the listeners: whose run it is, and for a delegated run, which run
+    delegated it and what it is for."""
+    request = RunRequest(
+        request_id="r-loop", text="hi", user_id="7", parent_request_id="r-parent", description="reader"
+    )
+    with FakeAnthropic([text_turn(["done"])]) as fake:
+        recorder = Recorder()
+        assert await _run(fake, store, recorder, tmp_path, request=request) is Outcome.SUCCESS
+    assert recorder.started == RunInfo(
+        run_id="r-loop",
+        thread_id="t-loop",
+        model="claude-sonnet-5-5",
+        user_id="7",
+        parent_request_id="r-parent",
+        description="reader",
+    )
 
 
 async def test_a_model_error_is_reported_then_finishes_once(store, tmp_path):

@@ -69,6 +69,16 @@ def _queued(thread_id: str) -> QueuedMessage | None:
     return QueuedMessage.objects.filter(thread__agui_thread_id=thread_id).first()
 
 
+def _send_while_busy(url: str, thread_id: str, busy: Any, first: str, second: str) -> tuple[Posted, Posted]:
+    """Starts run r1 with ``first``; once its model is paused in ``busy``, sends ``second`` as r2 and
+    waits until it is queued."""
+    one = Posted(url, v1(run_input(thread_id, "r1", user(first, "u1"))))
+    assert busy.paused.wait(10)
+    two = Posted(url, v1(run_input(thread_id, "r2", user(first, "u1"), user(second, "u2"))))
+    eventually(lambda: _queued(thread_id), what="the message to be queued")
+    return one, two
+
+
 def _custom(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [e["value"] for e in events if e["type"] == "CUSTOM" and e.get("name") == name]
 
@@ -135,10 +145,7 @@ def test_a_message_queued_when_the_run_ends_first_starts_the_next_run(server, fa
     slow = text_turn(["slow ", "reply"]).pause(after_events=4)
     fake_api.script([slow, text_turn(["the ", "second"])])
     url = f"{server.url}/agui/coder"
-    first = Posted(url, v1(run_input("t-next-run", "r1", user("one", "u1"))))
-    assert slow.paused.wait(10)
-    second = Posted(url, v1(run_input("t-next-run", "r2", user("one", "u1"), user("two", "u2"))))
-    eventually(lambda: _queued("t-next-run"), what="the second message to be queued")
+    first, second = _send_while_busy(url, "t-next-run", slow, "one", "two")
     slow.resume.set()
     one, two = first.events(), second.events()
     server.drain()
@@ -189,10 +196,7 @@ def test_a_message_queued_before_a_question_waits_for_its_answer_and_does_not_su
     slow_write = tool_turn("file_write", {"path": "notes.txt", "content": "x\n"}, id="toolu_w").pause(after_events=2)
     fake_api.script([slow_write, text_turn(["Written; and brief it is."])])
     url = f"{server.url}/agui/coder"
-    first = Posted(url, v1(run_input("t-behind-q", "r1", user("write it", "u1"))))
-    assert slow_write.paused.wait(10)
-    second = Posted(url, v1(run_input("t-behind-q", "r2", user("write it", "u1"), user("be brief", "u2"))))
-    eventually(lambda: _queued("t-behind-q"), what="the message to be queued")
+    first, second = _send_while_busy(url, "t-behind-q", slow_write, "write it", "be brief")
     slow_write.resume.set()
     asked = first.events()
     (interrupt,) = asked[-1]["outcome"]["interrupts"]
@@ -233,10 +237,7 @@ def test_a_run_that_stops_at_its_limit_leaves_the_message_for_the_next_run(serve
     reading = tool_turn("file_read", {"path": "notes.md"}, id="toolu_r").pause(after_events=2)
     fake_api.script([reading, text_turn(["Answered in a run of its own."])])
     url = f"{server.url}/agui/coder"
-    first = Posted(url, v1(run_input("t-limit", "r1", user("read", "u1"))))
-    assert reading.paused.wait(10)
-    second = Posted(url, v1(run_input("t-limit", "r2", user("read", "u1"), user("and then?", "u2"))))
-    eventually(lambda: _queued("t-limit"), what="the message to be queued")
+    first, second = _send_while_busy(url, "t-limit", reading, "read", "and then?")
     reading.resume.set()
     one, two = first.events(), second.events()
     server.drain()
@@ -251,10 +252,7 @@ def test_a_queued_run_id_cannot_be_taken_by_another_message(server, fake_api):
     slow = text_turn(["slow"]).pause(after_events=3)
     fake_api.script([slow, text_turn(["done"])])
     url = f"{server.url}/agui/coder"
-    first = Posted(url, v1(run_input("t-rid", "r1", user("one", "u1"))))
-    assert slow.paused.wait(10)
-    second = Posted(url, v1(run_input("t-rid", "r2", user("one", "u1"), user("two", "u2"))))
-    eventually(lambda: _queued("t-rid"), what="the message to be queued")
+    first, second = _send_while_busy(url, "t-rid", slow, "one", "two")
     clash = post_run(server.url, "coder", v1(run_input("t-rid", "r2", user("one", "u1"), user("three", "u3"))))
     assert clash.types == ["RUN_STARTED", "RUN_ERROR"] and clash.events[1]["code"] == "conflict"
     slow.resume.set()
@@ -269,10 +267,7 @@ def test_a_queued_message_whose_agent_was_disabled_meanwhile_ends_its_stream_wit
     slow = text_turn(["slow"]).pause(after_events=3)
     fake_api.script([slow])
     url = f"{server.url}/agui/coder"
-    first = Posted(url, v1(run_input("t-gone-agent", "r1", user("one", "u1"))))
-    assert slow.paused.wait(10)
-    second = Posted(url, v1(run_input("t-gone-agent", "r2", user("one", "u1"), user("two", "u2"))))
-    eventually(lambda: _queued("t-gone-agent"), what="the message to be queued")
+    first, second = _send_while_busy(url, "t-gone-agent", slow, "one", "two")
     coder.enabled = False
     coder.save()
     slow.resume.set()

@@ -37,6 +37,17 @@ def _drive(server: Any, version: str, thread_id: str, runs: list[dict[str, Any]]
     return results
 
 
+def _say(server: Any, version: str, thread_id: str, text: str, **extra: Any) -> dict[str, Any]:
+    """One run of one user message (u1, run r1) through the client."""
+    (result,) = _drive(
+        server,
+        version,
+        thread_id,
+        [{"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": text}], **extra}],
+    )
+    return result
+
+
 def _assert_client_matches_server(result: dict[str, Any], thread_id: str) -> None:
     thread = Thread.objects.get(agui_thread_id=thread_id)
     client = [_normal(m) for m in result["messages"] if m["role"] != "reasoning"]
@@ -68,14 +79,7 @@ def test_chat_and_tool_calls(server, fake_api, version):
         ]
     )
     thread_id = f"t-clients-{version}"
-    (result,) = _drive(
-        server,
-        version,
-        thread_id,
-        [
-            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "what is this?"}]},
-        ],
-    )
+    result = _say(server, version, thread_id, "what is this?")
     _check_protocol(result, version)
     _assert_client_matches_server(result, thread_id)
     roles = [m["role"] for m in result["messages"]]
@@ -112,28 +116,14 @@ def test_reasoning_and_a_second_turn(server, fake_api, coder, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_provider_error_is_a_clean_run_error(server, fake_api, version):
     fake_api.script([text_turn(["Partial ", "reply ", "cut"]).error_mid_stream(after_events=5)])
-    (result,) = _drive(
-        server,
-        version,
-        f"t-clients-err-{version}",
-        [
-            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}]},
-        ],
-    )
+    result = _say(server, version, f"t-clients-err-{version}", "hi")
     _check_protocol(result, version, terminal="RUN_ERROR")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_demo_model_with_tool_calls_reported_at_the_end(server, version):
     thread_id = f"t-clients-demo-{version}"
-    (result,) = _drive(
-        server,
-        version,
-        thread_id,
-        [
-            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "what is this?"}]},
-        ],
-    )
+    result = _say(server, version, thread_id, "what is this?")
     _check_protocol(result, version)
     _assert_client_matches_server(result, thread_id)
     tools = [m for m in result["messages"] if m["role"] == "tool"]
@@ -144,14 +134,7 @@ def test_demo_model_with_tool_calls_reported_at_the_end(server, version):
 def test_state_built_from_snapshot_and_deltas_equals_the_server_document(server, fake_api, version):
     fake_api.script([tool_turn("file_read", {"path": "src/app.py"}), text_turn(["ok"], cache_read_input_tokens=7)])
     thread_id = f"t-clients-state-{version}"
-    (result,) = _drive(
-        server,
-        version,
-        thread_id,
-        [
-            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}], "state": {"page": "home"}},
-        ],
-    )
+    result = _say(server, version, thread_id, "hi", state={"page": "home"})
     _check_protocol(result, version)
     document = Thread.objects.get(agui_thread_id=thread_id).state
     assert result["state"] == document
@@ -170,14 +153,7 @@ def test_state_built_from_snapshot_and_deltas_equals_the_server_document(server,
 def test_hydrate_replays_messages_and_state(server, fake_api, version):
     fake_api.script([text_turn(["Hello!"])])
     thread_id = f"t-clients-hydrate-{version}"
-    (first,) = _drive(
-        server,
-        version,
-        thread_id,
-        [
-            {"runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "hi"}]},
-        ],
-    )
+    first = _say(server, version, thread_id, "hi")
     # A fresh client (a reloaded page) with no messages asks for the thread.
     (hydrated,) = _drive(server, version, thread_id, [{"runId": "r-hydrate", "messages": []}])
     _check_protocol(hydrated, version)

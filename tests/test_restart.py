@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from agents.memory import INTERRUPTED
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess
-from tests.sse import get_stream, post_run
+from tests.sse import Stream, get_stream, post_run
 
 
 def conversation_survives_restart(tmp_path: Path, env: dict[str, str]) -> None:
@@ -142,72 +144,71 @@ def _kill_mid_tool(server: ServerProcess, workspace: Path, thread_id: str) -> No
 SLEEPY = {"command": "touch started && sleep 60"}
 
 
-def test_a_process_killed_mid_tool_leaves_a_session_the_next_message_heals(tmp_path):
+@contextmanager
+def _killable_server(tmp_path: Path) -> Iterator[tuple[FakeAnthropic, ServerProcess, Path]]:
+    """A server process on the fake model with mutating tools on, killed at the end."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with FakeAnthropic() as fake:
         env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, "AGENT_MUTATING_TOOLS": "on"}
         server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
         try:
-            fake.script([tool_turn("bash", SLEEPY, id="toolu_sleepy")])
-            _kill_mid_tool(server, workspace, "t-midtool")
-            server.start()
-            fake.script([text_turn(["Picked up again."])])
-            after = post_run(
-                server.url,
-                "coder",
-                v1(run_input("t-midtool", "r2", user("one", "u1"), user("two", "u2"))),
-                token=server.token,
-            )
-            assert after.types[-1] == "RUN_FINISHED"
-            history = fake.requests[-1].body["messages"]
-            assert [m["role"] for m in history] == ["user", "assistant", "user"]
-            assert history[1]["content"][0]["id"] == "toolu_sleepy"
-            closing = history[2]["content"]
-            assert closing[0] == {
-                "type": "tool_result",
-                "tool_use_id": "toolu_sleepy",
-                "content": INTERRUPTED,
-                "is_error": True,
-            }
-            assert closing[-1] == {"type": "text", "text": "two"}
-            hydrated = post_run(server.url, "coder", v1(run_input("t-midtool", "r3")), token=server.token)
-            transcript = hydrated.events[1]["messages"]
-            assert [m["role"] for m in transcript] == ["user", "assistant", "tool", "user", "assistant"]
-            assert transcript[2]["toolCallId"] == "toolu_sleepy"
+            yield fake, server, workspace
         finally:
             server.kill()
+
+
+def _second_message(server: ServerProcess, thread_id: str) -> Stream:
+    return post_run(
+        server.url,
+        "coder",
+        v1(run_input(thread_id, "r2", user("one", "u1"), user("two", "u2"))),
+        token=server.token,
+    )
+
+
+def test_a_process_killed_mid_tool_leaves_a_session_the_next_message_heals(tmp_path):
+    with _killable_server(tmp_path) as (fake, server, workspace):
+        fake.script([tool_turn("bash", SLEEPY, id="toolu_sleepy")])
+        _kill_mid_tool(server, workspace, "t-midtool")
+        server.start()
+        fake.script([text_turn(["Picked up again."])])
+        after = _second_message(server, "t-midtool")
+        assert after.types[-1] == "RUN_FINISHED"
+        history = fake.requests[-1].body["messages"]
+        assert [m["role"] for m in history] == ["user", "assistant", "user"]
+        assert history[1]["content"][0]["id"] == "toolu_sleepy"
+        closing = history[2]["content"]
+        assert closing[0] == {
+            "type": "tool_result",
+            "tool_use_id": "toolu_sleepy",
+            "content": INTERRUPTED,
+            "is_error": True,
+        }
+        assert closing[-1] == {"type": "text", "text": "two"}
+        hydrated = post_run(server.url, "coder", v1(run_input("t-midtool", "r3")), token=server.token)
+        transcript = hydrated.events[1]["messages"]
+        assert [m["role"] for m in transcript] == ["user", "assistant", "tool", "user", "assistant"]
+        assert transcript[2]["toolCallId"] == "toolu_sleepy"
 
 
 def test_a_child_killed_with_its_process_is_interrupted_on_the_board(tmp_path):
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with FakeAnthropic() as fake:
-        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, "AGENT_MUTATING_TOOLS": "on"}
-        server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
-        try:
-            fake.script([tool_turn("sub_agent", {"task": "SLEEPER: sleep", "role": "sleeper"}, id="toolu_sub")])
-            fake.script_for("SLEEPER", [tool_turn("bash", SLEEPY, id="toolu_zz")])
-            _kill_mid_tool(server, workspace, "t-kill-child")
-            server.start()
-            fake.script([text_turn(["The survey was cut short."])])
-            after = post_run(
-                server.url,
-                "coder",
-                v1(run_input("t-kill-child", "r2", user("one", "u1"), user("two", "u2"))),
-                token=server.token,
-            )
-            assert after.types[-1] == "RUN_FINISHED"
-            (entry,) = after.events[1]["snapshot"]["subAgents"]
-            assert entry["role"] == "sleeper" and entry["status"] == "interrupted"
-            assert entry["error"] == "the server stopped while it ran"
-            # The parent's sub_agent call was closed as interrupted before the new message.
-            history = fake.requests[-1].body["messages"]
-            assert history[2]["content"][0] == {
-                "type": "tool_result",
-                "tool_use_id": "toolu_sub",
-                "content": INTERRUPTED,
-                "is_error": True,
-            }
-        finally:
-            server.kill()
+    with _killable_server(tmp_path) as (fake, server, workspace):
+        fake.script([tool_turn("sub_agent", {"task": "SLEEPER: sleep", "role": "sleeper"}, id="toolu_sub")])
+        fake.script_for("SLEEPER", [tool_turn("bash", SLEEPY, id="toolu_zz")])
+        _kill_mid_tool(server, workspace, "t-kill-child")
+        server.start()
+        fake.script([text_turn(["The survey was cut short."])])
+        after = _second_message(server, "t-kill-child")
+        assert after.types[-1] == "RUN_FINISHED"
+        (entry,) = after.events[1]["snapshot"]["subAgents"]
+        assert entry["role"] == "sleeper" and entry["status"] == "interrupted"
+        assert entry["error"] == "the server stopped while it ran"
+        # The parent's sub_agent call was closed as interrupted before the new message.
+        history = fake.requests[-1].body["messages"]
+        assert history[2]["content"][0] == {
+            "type": "tool_result",
+            "tool_use_id": "toolu_sub",
+            "content": INTERRUPTED,
+            "is_error": True,
+        }
