@@ -151,6 +151,22 @@ def test_get_is_not_a_run(server):
     _assert_nothing_written()
 
 
+def test_every_agui_route_checks_its_method_before_the_token(server):
+    """One decorator (agui/http.py, @agui_endpoint) makes the same checks on every AG-UI view."""
+    wrong = {
+        ("POST", "/agui/info"): "GET this URL",
+        ("GET", "/agui/coder/threads/t/runs/r/cancel"): "POST to this URL",
+        ("POST", "/agui/coder/threads/t/events"): "GET this URL",
+    }
+    for (method, path), hint in wrong.items():
+        response = httpx.request(method, f"{server.url}{path}")  # no token: the method is refused first
+        assert response.status_code == 405, path
+        assert response.json()["error"]["code"] == "method_not_allowed"
+        assert response.json()["error"]["message"].startswith(hint)
+    assert httpx.get(f"{server.url}/agui/info").status_code == 401
+    _assert_nothing_written()
+
+
 # Conflicts only the database can see are found after RUN_STARTED has gone out
 # (the first byte does not wait on the database), so they end the stream with
 # RUN_ERROR: the form in which CopilotKit shows a server's error to the user.
