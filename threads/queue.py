@@ -106,6 +106,24 @@ class Fate:
     error: str = ""  # why its run could not be opened (refused)
 
 
+def _holds(thread_pks: list[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID | None, bool]]:
+    """What holds each thread, in one query: its run in flight in a live process (or None), and
+    whether a run of it waits for an answer. A run whose process is gone holds nothing."""
+    holds: dict[uuid.UUID, tuple[uuid.UUID | None, bool]] = {}
+    now = timezone.now()
+    open_runs = Run.objects.filter(thread_id__in=thread_pks, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
+    for pk, thread_pk, status, owner, lease in open_runs.values_list(
+        "id", "thread_id", "status", "owner", "lease_expires_at"
+    ):
+        busy, waiting = holds.get(thread_pk, (None, False))
+        if status == Run.Status.WAITING:
+            waiting = True
+        elif not leases.owner_is_gone(owner, lease, now):
+            busy = pk
+        holds[thread_pk] = (busy, waiting)
+    return holds
+
+
 def queue_fate(*, queued_pk: uuid.UUID) -> Fate | None:
     row = QueuedMessage.objects.filter(pk=queued_pk).values_list("status", "run_id", "thread_id", "error").first()
     if row is None:
@@ -113,14 +131,7 @@ def queue_fate(*, queued_pk: uuid.UUID) -> Fate | None:
     status, run_pk, thread_pk, error = row
     if status != QueuedMessage.Status.QUEUED:
         return Fate(status=status, run_pk=run_pk, busy_run_pk=None, error=error)
-    busy, waiting = None, False
-    now = timezone.now()
-    open_runs = Run.objects.filter(thread_id=thread_pk, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
-    for pk, run_status, owner, lease in open_runs.values_list("id", "status", "owner", "lease_expires_at"):
-        if run_status == Run.Status.WAITING:
-            waiting = True
-        elif not leases.owner_is_gone(owner, lease, now):
-            busy = pk
+    busy, waiting = _holds([thread_pk]).get(thread_pk, (None, False))
     return Fate(status=status, run_pk=run_pk, busy_run_pk=busy, behind_question=waiting)
 
 
@@ -216,13 +227,10 @@ def queue_stranded(*, older_than: float) -> list[str]:
             "thread_id", "thread__agui_thread_id"
         )[:100]
     )
-    now = timezone.now()
+    holds = _holds([thread_pk for thread_pk, _ in threads])
     stranded = []
     for thread_pk, agui_thread_id in threads:
-        open_runs = Run.objects.filter(thread_id=thread_pk, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
-        if all(
-            status == Run.Status.RUNNING and leases.owner_is_gone(owner, lease, now)
-            for status, owner, lease in open_runs.values_list("status", "owner", "lease_expires_at")
-        ):
+        busy, waiting = holds.get(thread_pk, (None, False))
+        if busy is None and not waiting:
             stranded.append(agui_thread_id)
     return stranded
