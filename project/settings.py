@@ -150,6 +150,8 @@ APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=
 # How often each server process looks for waiting runs that are due (a deadline passed, or every
 # answer given in the admin or the API) and goes on with those it claims.
 WAIT_SWEEP_SECONDS = env_float("WAIT_SWEEP_SECONDS", 1.0, minimum=0.05)
+# Messages that may wait on one thread for its run in flight (threads/queue.py); one more is refused.
+QUEUED_MESSAGES_MAX = env_int("QUEUED_MESSAGES_MAX", 20, minimum=1)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
 TOOL_OUTPUT_MAX_LINES = env_int("TOOL_OUTPUT_MAX_LINES", 600, minimum=20)
 

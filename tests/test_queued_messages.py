@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from django.test import override_settings
 
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
@@ -277,3 +278,20 @@ def test_a_queued_message_whose_agent_was_disabled_meanwhile_ends_its_stream_wit
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "unknown_agent"
     queued = _queued("t-gone-agent")
     assert queued is not None and queued.status == QueuedMessage.Status.REFUSED and "coder" in queued.error
+
+
+def test_a_thread_takes_only_so_many_queued_messages(server, fake_api):
+    slow = text_turn(["slow"]).pause(after_events=3)
+    fake_api.script([slow, text_turn(["done"])])
+    url = f"{server.url}/agui/coder"
+    with override_settings(QUEUED_MESSAGES_MAX=1):
+        first, second = _send_while_busy(url, "t-full", slow, "one", "two")
+        full = post_run(server.url, "coder", v1(run_input("t-full", "r3", user("one", "u1"), user("three", "u3"))))
+    assert full.types == ["RUN_STARTED", "RUN_ERROR"] and full.events[1]["code"] == "conflict"
+    assert "already wait" in full.events[1]["message"]
+    slow.resume.set()
+    first.events()
+    assert second.events()[-1]["runId"] == "r2"
+    server.drain()
+    assert not QueuedMessage.objects.filter(message_id="u3").exists()
+    assert not Message.objects.filter(message_id="u3").exists()

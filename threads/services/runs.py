@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -187,6 +188,11 @@ def run_open(
     if from_queue is None and (busy or (queue and waiting is None)):
         # One active run per thread (DESIGN.md §2): the message joins the run in flight, or the
         # next run after the messages queued before it; it is never interleaved into a turn.
+        if len(queue) >= settings.QUEUED_MESSAGES_MAX:
+            raise ThreadConflict(
+                f"{len(queue)} messages already wait for the run in flight on thread {agui_thread_id}; "
+                "send this one when it has finished"
+            )
         queued = queue_message(
             thread,
             message=new_user_message,
