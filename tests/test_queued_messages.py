@@ -249,21 +249,6 @@ def test_a_run_that_stops_at_its_limit_leaves_the_message_for_the_next_run(serve
     assert Run.objects.get(agui_run_id="r1").status == Run.Status.PAUSED
 
 
-def test_a_queued_run_id_cannot_be_taken_by_another_message(server, fake_api):
-    slow = text_turn(["slow"]).pause(after_events=3)
-    fake_api.script([slow, text_turn(["done"])])
-    url = f"{server.url}/agui/coder"
-    first, second = _send_while_busy(url, "t-rid", slow, "one", "two")
-    clash = post_run(server.url, "coder", v1(run_input("t-rid", "r2", user("one", "u1"), user("three", "u3"))))
-    assert clash.types == ["RUN_STARTED", "RUN_ERROR"] and clash.events[1]["code"] == "conflict"
-    slow.resume.set()
-    first.events()
-    assert second.events()[-1]["runId"] == "r2"
-    server.drain()
-    assert not QueuedMessage.objects.filter(message_id="u3").exists()
-    assert not Message.objects.filter(message_id="u3").exists()
-
-
 def test_a_queued_message_whose_agent_was_disabled_meanwhile_ends_its_stream_with_the_reason(server, fake_api, coder):
     slow = text_turn(["slow"]).pause(after_events=3)
     fake_api.script([slow])
@@ -280,15 +265,24 @@ def test_a_queued_message_whose_agent_was_disabled_meanwhile_ends_its_stream_wit
     assert queued is not None and queued.status == QueuedMessage.Status.REFUSED and "coder" in queued.error
 
 
-def test_a_thread_takes_only_so_many_queued_messages(server, fake_api):
+# A message refused at the queue: its runId is one a queued message has, or the thread's queue is full.
+@pytest.mark.parametrize(
+    ("run_id", "queue_max", "reason"),
+    [("r2", 20, "already exists"), ("r3", 1, "already wait")],
+    ids=["run-id-taken", "queue-full"],
+)
+def test_a_message_the_queue_refuses_ends_its_stream_with_a_conflict_and_is_not_stored(
+    server, fake_api, run_id, queue_max, reason
+):
     slow = text_turn(["slow"]).pause(after_events=3)
     fake_api.script([slow, text_turn(["done"])])
     url = f"{server.url}/agui/coder"
-    with override_settings(QUEUED_MESSAGES_MAX=1):
-        first, second = _send_while_busy(url, "t-full", slow, "one", "two")
-        full = post_run(server.url, "coder", v1(run_input("t-full", "r3", user("one", "u1"), user("three", "u3"))))
-    assert full.types == ["RUN_STARTED", "RUN_ERROR"] and full.events[1]["code"] == "conflict"
-    assert "already wait" in full.events[1]["message"]
+    with override_settings(QUEUED_MESSAGES_MAX=queue_max):
+        first, second = _send_while_busy(url, f"t-refused-{run_id}", slow, "one", "two")
+        body = v1(run_input(f"t-refused-{run_id}", run_id, user("one", "u1"), user("three", "u3")))
+        refused = post_run(server.url, "coder", body)
+    assert refused.types == ["RUN_STARTED", "RUN_ERROR"] and refused.events[1]["code"] == "conflict"
+    assert reason in refused.events[1]["message"]
     slow.resume.set()
     first.events()
     assert second.events()[-1]["runId"] == "r2"
