@@ -505,7 +505,11 @@ class RunHost:
                 for run_id in await on_db_thread(waiting_runs_due):
                     await self._take_due(run_id)
                 # Messages whose run ended with its process before it handed them over.
-                stranded = await on_db_thread(queue_stranded, older_than=settings.WAIT_SWEEP_SECONDS * 5)
+                stranded = await on_db_thread(
+                    queue_stranded,
+                    older_than=settings.WAIT_SWEEP_SECONDS * 5,
+                    live_run_ids=self.registry.live_run_pks(),
+                )
                 for agui_thread_id in stranded:
                     await self._hand_over(agui_thread_id)
             except Exception:
@@ -534,8 +538,12 @@ class RunHost:
         surface.queued(message_preview(queued.body))
         self._announce(queued, agui_thread_id)
         request_id = queued.agui_run_id
+        # How long to wait before asking again when a hand-over did not take: doubled each time,
+        # so a follower whose message cannot start yet costs the database thread a few queries a
+        # second at most, not twenty (a loaded process must not drown its own runs in polls).
+        pause = 0.05
         while True:
-            fate = await on_db_thread(queue_fate, queued_pk=queued.pk)
+            fate = await on_db_thread(queue_fate, queued_pk=queued.pk, live_run_ids=self.registry.live_run_pks())
             if fate is None:
                 return surface.refused("internal", "the queued message is gone")
             if fate.status == QueuedMessage.Status.REFUSED:
@@ -550,7 +558,8 @@ class RunHost:
                 if await surface.relay(fate.busy_run_pk, request_id=request_id, from_start=False):
                     return
                 # That run ended without reading it: whoever is first hands the message over.
-                await asyncio.sleep(0.05)
+                pause = 0.05
+                await asyncio.sleep(pause)
                 continue
             if fate.behind_question:
                 # Queued before the run put its question: it waits for the answer, then joins.
@@ -558,7 +567,8 @@ class RunHost:
                 continue
             # Nothing runs: start the message's run here, unless another process is first.
             started = await self._hand_over(agui_thread_id)
-            await asyncio.sleep(0.05 if started else settings.WAIT_SWEEP_SECONDS)
+            await asyncio.sleep(pause if started else settings.WAIT_SWEEP_SECONDS)
+            pause = min(pause * 2, settings.WAIT_SWEEP_SECONDS)
 
     def _announce(self, queued: QueuedMessage, agui_thread_id: str) -> None:
         """Tells the run in flight in this process (on_message_queued); a run in another process

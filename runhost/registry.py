@@ -67,7 +67,12 @@ class RunRegistry:
                 for run_pk, request_id, display in queued:  # messages queued in another process
                     live = self.live_by_pk(run_pk)
                     if live is not None and live.listener is not None and live.run_pk not in self.finishing:
-                        live.listener.on_message_queued(request_id, display)
+                        try:
+                            live.listener.on_message_queued(request_id, display)
+                        except Exception:
+                            # A listener that breaks must not end the renewals: every run here would
+                            # lose its lease in RUN_LEASE_SECONDS and be taken for abandoned.
+                            log.exception("a listener of run %s failed on a queued message", run_pk)
 
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)

@@ -171,6 +171,35 @@ def test_a_message_queued_when_the_run_ends_first_starts_the_next_run(server, fa
     assert "u2" in page and "Started the next run" in page
 
 
+def test_a_run_in_flight_here_holds_its_thread_for_the_follower_even_when_its_lease_lapsed(server, fake_api):
+    # A loaded process renews its leases late. Its own run still holds the thread, as run_open
+    # judges it, so the follower relays that run instead of handing its message over again and
+    # again (each time turned down) while the run works. Another process goes by the lease.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runhost.host import HOST
+    from threads.queue import queue_fate
+
+    slow = text_turn(["slow ", "reply"]).pause(after_events=4)
+    fake_api.script([slow, text_turn(["the ", "second"])])
+    url = f"{server.url}/agui/coder"
+    first, second = _send_while_busy(url, "t-late-lease", slow, "one", "two")
+    run = Run.objects.get(thread__agui_thread_id="t-late-lease", agui_run_id="r1")
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    queued = _queued("t-late-lease")
+    assert queued is not None
+    here = queue_fate(queued_pk=queued.pk, live_run_ids=HOST.registry.live_run_pks())
+    elsewhere = queue_fate(queued_pk=queued.pk, live_run_ids=set())
+    assert here is not None and here.busy_run_pk == run.pk
+    assert elsewhere is not None and elsewhere.busy_run_pk is None
+    slow.resume.set()
+    assert first.events()[-1]["type"] == "RUN_FINISHED"
+    two = second.events()
+    assert two[-1]["type"] == "RUN_FINISHED" and two[-1]["runId"] == "r2"
+
+
 def test_the_same_queued_message_sent_twice_is_queued_once(server, fake_api):
     slow = text_turn(["slow"]).pause(after_events=3)
     fake_api.script([slow, text_turn(["done"])])

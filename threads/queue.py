@@ -106,9 +106,12 @@ class Fate:
     error: str = ""  # why its run could not be opened (refused)
 
 
-def _holds(thread_pks: list[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID | None, bool]]:
+def _holds(thread_pks: list[uuid.UUID], live_run_ids: set[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID | None, bool]]:
     """What holds each thread, in one query: its run in flight in a live process (or None), and
-    whether a run of it waits for an answer. A run whose process is gone holds nothing."""
+    whether a run of it waits for an answer. A run whose process is gone holds nothing; one of
+    ``live_run_ids`` (the asking process's own) holds its thread even if its lease lapsed, as
+    ``run_open`` judges it: a loaded process renews late, and the two must not disagree, or a
+    follower would keep handing over a message that ``run_open`` keeps turning down."""
     holds: dict[uuid.UUID, tuple[uuid.UUID | None, bool]] = {}
     now = timezone.now()
     open_runs = Run.objects.filter(thread_id__in=thread_pks, status__in=(Run.Status.RUNNING, Run.Status.WAITING))
@@ -118,20 +121,20 @@ def _holds(thread_pks: list[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID | Non
         busy, waiting = holds.get(thread_pk, (None, False))
         if status == Run.Status.WAITING:
             waiting = True
-        elif not leases.owner_is_gone(owner, lease, now):
+        elif pk in live_run_ids or not leases.owner_is_gone(owner, lease, now):
             busy = pk
         holds[thread_pk] = (busy, waiting)
     return holds
 
 
-def queue_fate(*, queued_pk: uuid.UUID) -> Fate | None:
+def queue_fate(*, queued_pk: uuid.UUID, live_run_ids: set[uuid.UUID]) -> Fate | None:
     row = QueuedMessage.objects.filter(pk=queued_pk).values_list("status", "run_id", "thread_id", "error").first()
     if row is None:
         return None
     status, run_pk, thread_pk, error = row
     if status != QueuedMessage.Status.QUEUED:
         return Fate(status=status, run_pk=run_pk, busy_run_pk=None, error=error)
-    busy, waiting = _holds([thread_pk]).get(thread_pk, (None, False))
+    busy, waiting = _holds([thread_pk], live_run_ids).get(thread_pk, (None, False))
     return Fate(status=status, run_pk=run_pk, busy_run_pk=busy, behind_question=waiting)
 
 
@@ -218,7 +221,7 @@ def queue_mark_announced(*, queued_pk: uuid.UUID) -> None:
     QueuedMessage.objects.filter(pk=queued_pk).update(announced=True)
 
 
-def queue_stranded(*, older_than: float) -> list[str]:
+def queue_stranded(*, older_than: float, live_run_ids: set[uuid.UUID]) -> list[str]:
     """Threads with a message queued for a while and no run to read it, neither live nor waiting
     for an answer (its process died between queueing and handing over): the sweep hands them over."""
     since = timezone.now() - timedelta(seconds=older_than)
@@ -227,7 +230,7 @@ def queue_stranded(*, older_than: float) -> list[str]:
             "thread_id", "thread__agui_thread_id"
         )[:100]
     )
-    holds = _holds([thread_pk for thread_pk, _ in threads])
+    holds = _holds([thread_pk for thread_pk, _ in threads], live_run_ids)
     stranded = []
     for thread_pk, agui_thread_id in threads:
         busy, waiting = holds.get(thread_pk, (None, False))
