@@ -240,7 +240,11 @@ def check_threads_free(url: str, token: str, figures: Figures) -> None:
             "runId": f"after-{uuid.uuid4()}",
             "messages": [{"id": f"m-{uuid.uuid4()}", "role": "user", "content": "are you free?"}],
         }
-        response = httpx.post(f"{url}/agui/coder", content=encode(body), headers=headers, timeout=60)
+        try:
+            response = httpx.post(f"{url}/agui/coder", content=encode(body), headers=headers, timeout=60)
+        except httpx.HTTPError as exc:  # a stream that stalled: the thread is stuck, say which
+            figures.busy_threads.append(f"{thread_id}: no answer ({type(exc).__name__})")
+            continue
         frames = parse_frames(response.content)[0] if response.status_code == 200 else []
         last = frames[-1].event if frames else {}
         if last.get("type") != "RUN_FINISHED":

@@ -62,6 +62,14 @@ def test_fuzzed_bodies_on_sqlite(server, tmp_path):
     _assert_clean(figures)
 
 
+STUCK = (
+    "SELECT t.agui_thread_id, r.agui_run_id, r.status, r.outcome, r.owner, r.lease_expires_at "
+    "FROM threads_run r JOIN threads_thread t ON t.id = r.thread_id WHERE r.status IN ('running', 'waiting') "
+    "UNION ALL SELECT t.agui_thread_id, q.agui_run_id, 'queued', q.error, '', q.queued_at "
+    "FROM threads_queuedmessage q JOIN threads_thread t ON t.id = q.thread_id WHERE q.status = 'queued'"
+)
+
+
 @pytest.mark.services
 def test_fuzzed_bodies_on_postgresql(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     import psycopg
@@ -73,6 +81,12 @@ def test_fuzzed_bodies_on_postgresql(tmp_path: Path, request: pytest.FixtureRequ
     proc = ServerProcess(data_dir=tmp_path / "data", workspace=tmp_path / "ws", env=env).start()
     try:
         figures = _fuzz(proc.url, proc.token)
+        if figures.busy_threads:
+            # What a stuck thread looked like while the server still held it, for whoever reads the
+            # failure: the open runs and the queued messages, and the end of the server's log.
+            with psycopg.connect(database_url) as db:
+                print("open runs and queued messages:", *db.execute(STUCK).fetchall(), sep="\n  ")
+            print("the server's log, last lines:", *proc.log.read_text().splitlines()[-80:], sep="\n  ")
     finally:
         proc.stop()
     with psycopg.connect(database_url) as db:
