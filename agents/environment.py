@@ -29,8 +29,27 @@ async def environment_block(workspace: Path, *, now: datetime | None = None) -> 
         f"OS: {platform.system()} {platform.release()} ({platform.machine()})",
         f"Workspace: {workspace}",
     ]
-    lines.extend(await _git_lines(workspace))
+    lines.extend(await _shared_git_lines(workspace))
     return "\n\n<environment>\n" + "\n".join(lines) + "\n</environment>"
+
+
+# The git call in flight per workspace: runs that start while one is under way take its answer
+# rather than spawning git again (a hundred runs starting at once spawned two hundred processes,
+# most of the per-run cost in bench/stream.py --concurrent). Nothing is kept once it has answered,
+# so no run sees a status older than the call it joined.
+_in_flight: dict[Path, asyncio.Task[list[str]]] = {}
+
+
+async def _shared_git_lines(workspace: Path) -> list[str]:
+    task = _in_flight.get(workspace)
+    if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+        task = asyncio.get_running_loop().create_task(_git_lines(workspace))
+        _in_flight[workspace] = task
+        task.add_done_callback(
+            lambda done: _in_flight.pop(workspace, None) if _in_flight.get(workspace) is done else None
+        )
+    # Shielded: a run cancelled while it waits must not cancel the call the others wait for.
+    return list(await asyncio.shield(task))
 
 
 async def _git_lines(workspace: Path) -> list[str]:

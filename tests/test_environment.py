@@ -4,7 +4,9 @@ the model receives at the start of each run, unless the agent switches it off.""
 from __future__ import annotations
 
 import asyncio
+import os
 import platform
+import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +55,27 @@ def test_in_a_repository_it_adds_the_branch_and_a_short_status(tmp_path):
     block = asyncio.run(environment_block(root, now=NOW))
     assert f"Git status: {STATUS_LINES + 3} changed or untracked paths\n   M tracked.txt\n  ?? new00.txt" in block
     assert "  … and 3 more" in block
+
+
+def test_runs_that_start_together_share_one_git_call_and_a_later_run_asks_again(tmp_path, monkeypatch):
+    # git behind a shim on PATH that counts its calls: the edge, like the fake API's socket.
+    root = _repo(tmp_path / "repo")
+    shims, calls = tmp_path / "bin", tmp_path / "calls"
+    shims.mkdir()
+    real = shutil.which("git")
+    (shims / "git").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real} "$@"\n')
+    (shims / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+
+    async def together() -> list[str]:
+        return await asyncio.gather(*(environment_block(root, now=NOW) for _ in range(20)))
+
+    blocks = asyncio.run(together())
+    assert len(set(blocks)) == 1 and "Git status: clean" in blocks[0]
+    assert len(calls.read_text().splitlines()) == 2  # one rev-parse, one status, for all twenty
+    (root / "tracked.txt").write_text("two\n")
+    assert "Git status: 1 changed or untracked path\n   M tracked.txt" in asyncio.run(environment_block(root, now=NOW))
+    assert len(calls.read_text().splitlines()) == 4
 
 
 def test_the_model_receives_the_block_in_its_system_prompt(server, fake_api, workspace):
