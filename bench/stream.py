@@ -87,6 +87,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--profile-streams", type=int, default=5, help="long replies streamed while profiling")
     parser.add_argument(
+        "--profile-concurrent",
+        metavar="STREAMSxTOKENS",
+        default="",
+        help="with --profile: profile this many replies at once (e.g. 100x2000) instead of long replies one by one",
+    )
+    parser.add_argument(
         "--streams",
         type=int,
         default=10_000,
@@ -171,9 +177,15 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         for name in FULL_STACK:
             if name in targets:
                 print(f"\nProfile of {LABELS[name]} ({args.profile}) while streaming:", flush=True)
-                summary = await profile(
-                    targets[name], args.profile, args.tokens, args.profile_streams, profile_out[name]
-                )
+                if args.profile_concurrent:
+                    streams, tokens = (int(n) for n in args.profile_concurrent.lower().split("x"))
+                    summary = await profile(
+                        targets[name], args.profile, tokens, streams, profile_out[name], at_once=True
+                    )
+                else:
+                    summary = await profile(
+                        targets[name], args.profile, args.tokens, args.profile_streams, profile_out[name]
+                    )
                 print(summary, flush=True)
                 data["profile"][name] = summary
     for target in targets.values():
