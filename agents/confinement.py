@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -14,10 +15,32 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.tools.sandbox import Sandbox
-from agents.tools.workspace import PathRules, Workspace
+from agents.tools.workspace import PathRules, Protected, Workspace
+
+
+def _settings_key() -> tuple[object, ...]:
+    """What the confinement is computed from: every run asks, and the answer is kept until one of
+    these changes (tests override settings; a server's stay put)."""
+    database = settings.DATABASES["default"]
+    return (
+        str(settings.BASE_DIR),
+        str(settings.DATA_DIR),
+        str(settings.AGENT_WORKSPACE),
+        settings.AGENT_BASH_SANDBOX,
+        settings.AGENT_BASH_NETWORK,
+        database["ENGINE"],
+        str(database["NAME"]),
+        os.environ.get("PATH", os.defpath),
+        sys.prefix,
+    )
 
 
 def protected_paths() -> list[Path]:
+    return list(_protected_paths(_settings_key()))
+
+
+@functools.lru_cache(maxsize=8)
+def _protected_paths(key: tuple[object, ...]) -> tuple[Path, ...]:
     """The data dir (database, generated token and secret key), the SQLite database wherever it
     is, and the virtual environments the server runs from."""
     base = Path(settings.BASE_DIR)
@@ -27,7 +50,31 @@ def protected_paths() -> list[Path]:
     database = settings.DATABASES["default"]
     if database["ENGINE"] == "django.db.backends.sqlite3" and str(database["NAME"]) != ":memory:":
         paths.append(Path(database["NAME"]))
-    return [path.resolve() for path in paths]
+    return tuple(path.resolve() for path in paths)
+
+
+_protected: tuple[tuple[object, ...], Protected] | None = None
+
+
+def server_protected() -> Protected:
+    """The identities of the server's own files, read again only when one of the protected
+    directories changed (a file added, removed or renamed there changes its mtime), so a run
+    pays a stat per path rather than a scan of the data dir."""
+    global _protected
+    paths = _protected_paths(_settings_key())
+    stamp = (paths, tuple(_stamp(path) for path in paths))
+    if _protected is None or _protected[0] != stamp:
+        _protected = (stamp, Protected.of(paths))
+    return _protected[1]
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """A file by its identity; a directory by its identity and mtime, which its entries move."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_mtime_ns if stat.S_ISDIR(info.st_mode) else 0)
 
 
 def hidden_from_bash() -> tuple[Path, ...]:
@@ -54,6 +101,11 @@ class BashChoice:
 def bash_choice() -> BashChoice:
     """Whether bash is offered, and how it runs: in bubblewrap, or without it when
     ``AGENT_BASH_SANDBOX=off`` says so; never silently without it."""
+    return _bash_choice(_settings_key())
+
+
+@functools.lru_cache(maxsize=8)
+def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     if settings.AGENT_BASH_SANDBOX == "off":
         return BashChoice(True, None, "bash runs WITHOUT a sandbox (AGENT_BASH_SANDBOX=off)")
     bwrap = working_bwrap(os.environ.get("PATH", os.defpath))
@@ -87,7 +139,7 @@ def working_bwrap(search_path: str) -> str | None:
 def server_workspace(rules: PathRules | None = None) -> Workspace:
     """The workspace of ``AGENT_WORKSPACE`` with the server's files protected and bash's sandbox."""
     return Workspace(
-        Path(settings.AGENT_WORKSPACE), protected=protected_paths(), rules=rules, sandbox=bash_choice().sandbox
+        Path(settings.AGENT_WORKSPACE), protected=server_protected(), rules=rules, sandbox=bash_choice().sandbox
     )
 
 

@@ -72,6 +72,16 @@ def test_no_tool_writes_the_servers_files(checkout, allow_all, path):
     assert (checkout / ".venv" / "bin" / "activate").read_text() == "# activate\n"
 
 
+def test_a_secret_the_server_writes_later_is_out_of_reach_at_the_next_call(checkout, allow_all):
+    # What is protected is read once and kept while the protected directories stay as they were; a
+    # file added to the data dir changes it, so a hard link to the new file is refused at once.
+    assert call("file_read", path="src/app.py").content.endswith("print('hello')")
+    (checkout / "data" / "later-secret").write_text("the-later-secret\n")
+    os.link(checkout / "data" / "later-secret", checkout / "src" / "later-link")
+    out = call("file_read", path="src/later-link")
+    assert out.is_error and "server's own files" in out.content and "the-later-secret" not in out.content
+
+
 def test_apply_patch_cannot_create_a_file_in_the_data_dir(checkout, allow_all):
     out = call("apply_patch", patch="--- /dev/null\n+++ data/evil\n@@ -0,0 +1 @@\n+x\n")
     assert out.is_error and not (checkout / "data" / "evil").exists()

@@ -204,12 +204,12 @@ class Workspace:
         self,
         root: Path,
         *,
-        protected: Iterable[Path] = (),
+        protected: Protected | Iterable[Path] = (),
         rules: PathRules | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         self.root = root.resolve()
-        self.protected = Protected.of(protected)
+        self.protected = protected if isinstance(protected, Protected) else Protected.of(protected)
         self.rules = rules
         # How bash runs here (agents/tools/sandbox.py); None runs it without a sandbox.
         self.sandbox = sandbox
