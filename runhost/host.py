@@ -406,7 +406,9 @@ class RunHost:
                 tools=tools,
                 tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id),
                 config=loop_config(agent, provider, grounding=session.grounding_override),
-                store=DbSessionStore(session_id=session.pk, run_pk=live.run_pk, turns=session.turns),
+                store=DbSessionStore(
+                    session_id=session.pk, thread_pk=thread.pk, run_pk=live.run_pk, turns=session.turns
+                ),
                 listener=(listeners := Listeners(listener, MetricsListener(agent.name), _CancelWatch(live))),
                 approver=PolicyApprover(agent_name=agent.name, thread_id=thread.agui_thread_id, session_id=session.pk),
                 subagent_stores=lambda started, params: DbSubAgentStore(

@@ -57,7 +57,7 @@ def store(coder):
     thread = Thread.objects.create(agui_thread_id="t-loop", agent=coder)
     session = Session.objects.create(thread=thread)
     run = Run.objects.create(thread=thread, agui_run_id="r-loop")
-    return DbSessionStore(session_id=session.pk, run_pk=run.pk, turns=[])
+    return DbSessionStore(session_id=session.pk, thread_pk=thread.pk, run_pk=run.pk, turns=[])
 
 
 async def _run(

@@ -46,6 +46,33 @@ def insert(*objects: Model) -> None:
             cursor.execute(_statement(model, names, connection.vendor), values)
 
 
+@cache
+def _update_statement(model: type[Model], setting: tuple[str, ...], adding: tuple[str, ...], vendor: str) -> str:
+    quote = connection.ops.quote_name
+
+    def column(name: str) -> str:
+        return quote(str(model._meta.get_field(name).column))  # type: ignore[union-attr]
+
+    assignments = [f"{column(name)} = %s" for name in setting]
+    assignments += [f"{column(name)} = {column(name)} + %s" for name in adding]
+    key = quote(str(model._meta.pk.column))
+    return f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} WHERE {key} = %s"
+
+
+def update(model: type[Model], pk: Any, *, setting: dict[str, Any], adding: dict[str, int]) -> int:
+    """``UPDATE`` of one row by primary key: ``setting`` its fields to values (prepared as ``save()``
+    prepares them) and ``adding`` to its counters in the database, so two writers adding at once
+    both count. Returns the number of rows updated."""
+    names = tuple(setting)
+    statement = _update_statement(model, names, tuple(adding), connection.vendor)
+    values = [db_value(model, name, setting[name]) for name in names]
+    values += list(adding.values())
+    values.append(db_value(model, str(model._meta.pk.name), pk))
+    with connection.cursor() as cursor:
+        cursor.execute(statement, values)
+        return int(cursor.rowcount)
+
+
 def db_value(model: type[Model], name: str, value: Any) -> Any:
     """``value`` as the database takes it for the field ``name``."""
     return model._meta.get_field(name).get_db_prep_save(value, connection)  # type: ignore[union-attr]

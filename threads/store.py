@@ -15,8 +15,11 @@ from threads.services.subagents import subagent_begin, subagent_commit, subagent
 
 
 class DbSessionStore:
-    def __init__(self, *, session_id: uuid.UUID, run_pk: uuid.UUID, turns: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, *, session_id: uuid.UUID, thread_pk: uuid.UUID, run_pk: uuid.UUID, turns: list[dict[str, Any]]
+    ) -> None:
         self.session_id = session_id
+        self.thread_pk = thread_pk
         self.run_pk = run_pk
         self.turns = turns
 
@@ -27,7 +30,13 @@ class DbSessionStore:
         self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
     ) -> None:
         await on_db_thread(
-            session_commit, session_id=self.session_id, run_id=self.run_pk, turns=turns, messages=messages, usage=usage
+            session_commit,
+            session_id=self.session_id,
+            thread_id=self.thread_pk,
+            run_id=self.run_pk,
+            turns=turns,
+            messages=messages,
+            usage=usage,
         )
 
     async def pause(self, reason: PauseReason) -> None:

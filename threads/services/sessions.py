@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from agents.events import AssistantMessage, ToolMessage
 from agents.providers.base import TokenCount
+from threads import fastsql
 from threads.models import Run, Session
-from threads.services.tokens import tokens_added
+from threads.services.tokens import token_counts
 from threads.services.transcript import messages_append, transcript_body
 
 
@@ -19,17 +20,22 @@ from threads.services.transcript import messages_append, transcript_body
 def session_commit(
     *,
     session_id: uuid.UUID,
+    thread_id: uuid.UUID,
     run_id: uuid.UUID,
     turns: list[dict[str, Any]],
     messages: list[AssistantMessage | ToolMessage],
     usage: TokenCount,
 ) -> None:
-    """Saves the model's view of the conversation and appends the new transcript messages."""
-    session = Session.objects.select_for_update().only("thread_id").get(pk=session_id)
-    # update() leaves auto_now alone: updated_at is set here, as save() set it.
-    Session.objects.filter(pk=session_id).update(turns=turns, updated_at=timezone.now(), **tokens_added(usage))
-    Run.objects.filter(pk=run_id).update(**tokens_added(usage))
-    messages_append(thread_id=session.thread_id, bodies=[transcript_body(m) for m in messages])
+    """Saves the model's view of the conversation and appends the new transcript messages.
+
+    Once per model call, so its statements are built once (threads/fastsql.py): the ORM's
+    compilation of these updates was most of a run's fixed cost with a hundred runs at once
+    (bench/stream.py --profile-concurrent). The session's row is written first, which locks it
+    for the transcript's append (as queue_take, the other writer, locks it)."""
+    counts = token_counts(usage)
+    fastsql.update(Session, session_id, setting={"turns": turns, "updated_at": timezone.now()}, adding=counts)
+    fastsql.update(Run, run_id, setting={}, adding=counts)
+    messages_append(thread_id=thread_id, bodies=[transcript_body(m) for m in messages])
 
 
 def session_pause(*, session_id: uuid.UUID, reason: str) -> None:

@@ -17,3 +17,13 @@ def tokens_added(usage: TokenCount) -> dict[str, Combinable]:
         "cache_read_tokens": F("cache_read_tokens") + usage.cache_read_tokens,
         "cache_write_tokens": F("cache_write_tokens") + usage.cache_write_tokens,
     }
+
+
+def token_counts(usage: TokenCount) -> dict[str, int]:
+    """The same counters as plain numbers, for ``fastsql.update(adding=...)``."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
-from django.db.models import Max
+from django.db import connection
 
 from agents.events import AssistantMessage, ToolMessage
+from threads import fastsql
 from threads.models import Message
 
 
@@ -22,16 +24,28 @@ def message_preview(message: dict[str, Any]) -> str:
 
 
 def messages_append(*, thread_id: uuid.UUID, bodies: list[dict[str, Any]]) -> None:
+    """Appends to the thread's transcript (the caller holds the lock that orders its writers).
+    Built once, not by the ORM per call: it runs at every model call (threads/fastsql.py)."""
     if not bodies:
         return
-    last = Message.objects.filter(thread_id=thread_id).aggregate(last=Max("position"))["last"]
+    with connection.cursor() as cursor:
+        cursor.execute(_last_position_sql(connection.vendor), [fastsql.db_value(Message, "thread", thread_id)])
+        (last,) = cursor.fetchone()
     start = 0 if last is None else last + 1
-    Message.objects.bulk_create(
-        [
+    fastsql.insert(
+        *(
             Message(thread_id=thread_id, position=start + i, message_id=body["id"], role=body["role"], body=body)
             for i, body in enumerate(bodies)
-        ]
+        )
     )
+
+
+@functools.cache
+def _last_position_sql(vendor: str) -> str:
+    quote = connection.ops.quote_name
+    meta = Message._meta
+    position, thread = meta.get_field("position").column, meta.get_field("thread").column
+    return f"SELECT MAX({quote(str(position))}) FROM {quote(meta.db_table)} WHERE {quote(str(thread))} = %s"
 
 
 def transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
