@@ -438,11 +438,13 @@ class RunHost:
             outcome = Outcome.ERROR
         finally:
             self.registry.release(live)
-            await self._record(live, surface, outcome, checkpoint, client_tools, getattr(listener, "error_message", ""))
+            error = getattr(listener, "error_message", "")
+            await self._record(live, thread.pk, surface, outcome, checkpoint, client_tools, error)
 
     async def _record(
         self,
         live: LiveRun,
+        thread_pk: uuid.UUID,
         surface: RunSurface,
         outcome: Outcome,
         checkpoint: Checkpoint | None,
@@ -452,6 +454,7 @@ class RunHost:
         """Makes the run durable, then lets its terminal event out: a client that saw
         RUN_FINISHED can rely on the run and its events being stored."""
         failed = ""
+        queued = False
         try:
             flushed = await surface.flush()
             if checkpoint is not None:
@@ -464,9 +467,10 @@ class RunHost:
                     state=flushed.state,
                 )
             else:
-                await on_db_thread(
+                queued = await on_db_thread(
                     run_finish,
                     run_id=live.run_pk,
+                    thread_id=thread_pk,
                     status=_STATUS[outcome],
                     outcome=outcome.value,
                     error=error,
@@ -479,7 +483,7 @@ class RunHost:
         finally:
             surface.close(failed=failed)
             self.registry.forget(live)
-        if not failed and checkpoint is None:
+        if queued:
             # A message queued while the run worked, and not read by it, starts the next run. A run
             # that waits for an answer keeps it: the run that goes on once answered reads it.
             await self._hand_over(live.agui_thread_id)
