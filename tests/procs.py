@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -107,7 +108,21 @@ class ServerProcess:
             self.proc.wait(30)
 
     def kill(self) -> None:
-        """The process dies with no chance to clean up."""
+        """The process dies with no chance to clean up, and so do its workers (``--workers``), which
+        would otherwise live on as orphans through the rest of the suite."""
         if self.proc and self.proc.poll() is None:
-            self.proc.kill()
+            workers = _descendants(self.proc.pid)
+            self.proc.kill()  # the supervisor first, so it starts no worker in place of one killed
             self.proc.wait(10)
+            for pid in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes under ``pid``, children before grandchildren (Linux's /proc)."""
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+    return children + [grandchild for child in children for grandchild in _descendants(child)]
