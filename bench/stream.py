@@ -230,7 +230,7 @@ async def concurrent(args: argparse.Namespace, targets: dict[str, Target]) -> di
             verdict = f"  (>= 0.8x and 0 errors: {'MET' if ok else 'MISSED'})"
         print(
             f"  {LABELS[name]:42} {entry['events_per_s']:9,.0f}/s {ratio:5.2f}x Django, "
-            f"{entry['errors']} errors{verdict}",
+            f"{entry['errors']} errors{verdict}; rounds: {', '.join(f'{r:,.0f}' for r in entry['runs'])}",
             flush=True,
         )
     return result
