@@ -43,9 +43,7 @@ def find_py_spy() -> str | None:
     return None
 
 
-async def profile(
-    target: Target, tool: str, tokens: int, streams: int, out: Path, *, at_once: bool = False
-) -> str:
+async def profile(target: Target, tool: str, tokens: int, streams: int, out: Path, *, at_once: bool = False) -> str:
     """Profiles ``streams`` replies of ``tokens`` tokens into ``out``; returns the summary.
     ``at_once``: all of them concurrently (the concurrent mode's load), rather than one by one.
     For cprofile the server must have been started with BENCH_PROFILE=out."""
