@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import time
 from typing import Any
 
@@ -27,6 +28,8 @@ from runhost.host import HOST, Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.services.runs import RunNotCancellable
+
+log = logging.getLogger(__name__)
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -75,8 +78,15 @@ class EnabledAgents:
         if self._read_at == float("-inf"):
             await self._read()
         elif not self._fresh() and (self._refresh is None or self._refresh.done()):
-            self._refresh = asyncio.get_running_loop().create_task(self._read(), context=contextvars.Context())
+            self._refresh = asyncio.get_running_loop().create_task(self._reread(), context=contextvars.Context())
         return self._agents
+
+    async def _reread(self) -> None:
+        try:
+            await self._read()
+        except Exception:
+            # The list in hand stays; the next request past the TTL tries again.
+            log.exception("could not re-read the enabled agents")
 
 
 ENABLED_AGENTS = EnabledAgents()
