@@ -11,16 +11,11 @@ from agents.providers.base import TokenCount
 def tokens_added(usage: TokenCount) -> dict[str, Combinable]:
     """The ``update()`` keywords that add ``usage`` to a row's counters in the database
     (``F()`` expressions, so two writers adding at once both count)."""
-    return {
-        "input_tokens": F("input_tokens") + usage.input_tokens,
-        "output_tokens": F("output_tokens") + usage.output_tokens,
-        "cache_read_tokens": F("cache_read_tokens") + usage.cache_read_tokens,
-        "cache_write_tokens": F("cache_write_tokens") + usage.cache_write_tokens,
-    }
+    return {name: F(name) + count for name, count in token_counts(usage).items()}
 
 
 def token_counts(usage: TokenCount) -> dict[str, int]:
-    """The same counters as plain numbers, for ``fastsql.update(adding=...)``."""
+    """The counters by field name, as plain numbers (``fastsql.update(adding=...)`` takes them so)."""
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
