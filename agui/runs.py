@@ -123,7 +123,16 @@ class AguiRun:
         self.translator.suspend(suspension_outcome(checkpoint, v1=self.v1), transcript)
 
     async def flush(self) -> Flushed:
-        assert self.translator is not None
+        if self.translator is None:
+            # The run failed inside attach, before anything could tell of its end: its stream and
+            # log still end with RUN_ERROR, and the run is recorded as failed, so its thread is
+            # free at once rather than held until the lease lapses. The thread keeps its state.
+            failed = {"type": "RUN_ERROR", "message": "the server could not start the run", "code": "internal"}
+            self.stream.publish(failed)
+            if self.stream.log is not None:
+                await self.stream.log.close()
+            stored = getattr(self._thread, "state", None)
+            return Flushed(event_count=self.stream.last_seq, state=stored if isinstance(stored, dict) else {})
         if self.stream.log is not None:
             await self.stream.log.close()
         return Flushed(event_count=self.stream.last_seq, state=self.translator.state.document)

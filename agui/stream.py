@@ -21,6 +21,30 @@ HEARTBEAT = b": ping\n\n"
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
 
+def encode_event(event: dict[str, Any]) -> bytes:
+    """The event as JSON. An integer past 64 bits, which orjson will not write, is written as the
+    float it reads as in JavaScript: PostgreSQL's jsonb gives a large float back as an integer
+    (1e22 comes back as 10000000000000000000000), so a client's state of ``{"n": 1e22}`` made
+    every later run of its thread fail to start."""
+    try:
+        return orjson.dumps(event)
+    except TypeError:
+        return orjson.dumps(_wide_ints_as_floats(event))
+
+
+_INT64 = range(-(2**63), 2**64)
+
+
+def _wide_ints_as_floats(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _wide_ints_as_floats(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_wide_ints_as_floats(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        return float(value)
+    return value
+
+
 def sse_frame(seq: int, payload: bytes) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (seq, payload)
 
@@ -43,7 +67,7 @@ class RunStream:
         return len(self.frames)
 
     def publish(self, event: dict[str, Any]) -> None:
-        payload = orjson.dumps(event)
+        payload = encode_event(event)
         frames = self.frames
         seq = len(frames) + 1
         frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))
@@ -68,7 +92,7 @@ class RunStream:
         (a RUN_ERROR) ends the stream in its place. A client is never told "finished" of a run
         that is not durable."""
         if self.frames and self.visible < len(self.frames):
-            payload = orjson.dumps(event)
+            payload = encode_event(event)
             self.frames[-1] = b"id: %d\ndata: %s\n\n" % (len(self.frames), payload)
 
     def close(self) -> None:

@@ -190,7 +190,8 @@ def _staff_token(server: ServerProcess) -> str:
         "shell",
         "-c",
         "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
-        "print(Token.objects.create(user=User.objects.create_user('ops', is_staff=True)).key)",
+        "ops, _ = User.objects.get_or_create(username='ops', defaults={'is_staff': True}); "
+        "print(Token.objects.get_or_create(user=ops)[0].key)",  # one user for the module's tests
     )
     assert made.returncode == 0, made.stderr
     return made.stdout.strip().splitlines()[-1]
@@ -213,6 +214,68 @@ def test_an_answer_from_the_api_on_another_process_goes_on_while_the_first_lives
     follow = get_stream(f"{cluster.b.url}/agui/coder/threads/t-x-api/events", token=cluster.b.token)
     assert follow.types[0] == "RUN_STARTED" and follow.types[-1] == "RUN_FINISHED"
     assert any(e.get("toolCallId") == "toolu_w" for e in follow.events if e["type"] == "TOOL_CALL_RESULT")
+
+
+def test_a_client_state_with_large_numbers_survives_postgresql_when_the_run_goes_on(cluster: Cluster) -> None:
+    # jsonb gives 1e22 back as the integer 10000000000000000000000, which orjson will not write:
+    # the run that went on (from the stored state, in the background) failed to start, and its
+    # thread stayed busy until the lease lapsed. It is written as the float a client sent.
+    cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written."])])
+    body = {**v1(run_input("t-x-big", "r1", user("note it"))), "state": {"n": 1e22, "deep": {"m": [-1e25, 7]}}}
+    asked = post_run(cluster.a.url, "coder", body, token=cluster.a.token)
+    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    answered = httpx.post(
+        f"{cluster.b.url}/api/approvals/{interrupt['id']}/answer",
+        headers={"Authorization": f"Token {_staff_token(cluster.b)}"},
+        json={"approved": True},
+        timeout=10,
+    )
+    assert answered.status_code == 200, answered.text
+    eventually(lambda: (cluster.workspace / "notes.txt").exists(), what="the approved write")
+    follow = get_stream(f"{cluster.b.url}/agui/coder/threads/t-x-big/events", token=cluster.b.token)
+    assert follow.types[0] == "RUN_STARTED" and follow.types[-1] == "RUN_FINISHED"
+    (snapshot,) = [e["snapshot"] for e in follow.events if e["type"] == "STATE_SNAPSHOT"]
+    assert snapshot["client"] == {"n": 1e22, "deep": {"m": [-1e25, 7]}}
+
+
+def test_a_run_that_cannot_start_is_recorded_as_failed_and_frees_its_thread(cluster: Cluster) -> None:
+    # A state no event can carry (nested past the encoder's limit, as a release before the input
+    # limits could store it) makes the run that goes on fail as it starts. It ends with RUN_ERROR
+    # in its log and is recorded as failed at once; it was left running, its thread held until
+    # its lease lapsed and its log without an end.
+    cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written."])])
+    asked = post_run(cluster.a.url, "coder", v1(run_input("t-x-deep", "r1", user("note it"))), token=cluster.a.token)
+    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    cluster.query(
+        "UPDATE threads_thread SET state = jsonb_set(state, '{client}', %s::jsonb) WHERE agui_thread_id = %s "
+        "RETURNING id",
+        _deep_json(300),
+        "t-x-deep",
+    )
+    answered = httpx.post(
+        f"{cluster.b.url}/api/approvals/{interrupt['id']}/answer",
+        headers={"Authorization": f"Token {_staff_token(cluster.b)}"},
+        json={"approved": True},
+        timeout=10,
+    )
+    assert answered.status_code == 200, answered.text
+
+    def went_on() -> list[tuple[Any, ...]]:
+        return cluster.query(
+            "SELECT r.status, r.event_count, (SELECT count(*) FROM threads_runevent e WHERE e.run_id = r.id), "
+            "(SELECT e.type FROM threads_runevent e WHERE e.run_id = r.id ORDER BY e.seq DESC LIMIT 1) "
+            "FROM threads_run r JOIN threads_thread t ON t.id = r.thread_id "
+            "WHERE t.agui_thread_id = %s AND r.parent_id IS NOT NULL AND r.status <> 'running'",
+            "t-x-deep",
+        )
+
+    eventually(went_on, what="the run that went on to be recorded")
+    ((status, event_count, logged, last),) = went_on()
+    assert (status, last) == ("failed", "RUN_ERROR") and event_count == logged
+
+
+def _deep_json(levels: int) -> str:
+    return '{"deep": ' + "[" * levels + "0" + "]" * levels + "}"
 
 
 @pytest.mark.parametrize("version", VERSIONS)
