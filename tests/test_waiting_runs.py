@@ -197,18 +197,27 @@ def _staff_token(server: ServerProcess) -> str:
     return made.stdout.strip().splitlines()[-1]
 
 
-def test_an_answer_from_the_api_on_another_process_goes_on_while_the_first_lives(cluster: Cluster) -> None:
+def _asked_on_a(cluster: Cluster, thread_id: str, state: Any = None) -> str:
+    """A run on A that waits for the approval of a file_write; the interrupt's id."""
     cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written."])])
-    asked = post_run(cluster.a.url, "coder", v1(run_input("t-x-api", "r1", user("note it"))), token=cluster.a.token)
+    body = v1(run_input(thread_id, "r1", user("note it")))
+    asked = post_run(cluster.a.url, "coder", body if state is None else {**body, "state": state}, token=cluster.a.token)
     (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
-    token = _staff_token(cluster.b)
+    return str(interrupt["id"])
+
+
+def _approved_through_the_api_on_b(cluster: Cluster, interrupt_id: str) -> None:
     answered = httpx.post(
-        f"{cluster.b.url}/api/approvals/{interrupt['id']}/answer",
-        headers={"Authorization": f"Token {token}"},
+        f"{cluster.b.url}/api/approvals/{interrupt_id}/answer",
+        headers={"Authorization": f"Token {_staff_token(cluster.b)}"},
         json={"approved": True},
         timeout=10,
     )
     assert answered.status_code == 200, answered.text
+
+
+def test_an_answer_from_the_api_on_another_process_goes_on_while_the_first_lives(cluster: Cluster) -> None:
+    _approved_through_the_api_on_b(cluster, _asked_on_a(cluster, "t-x-api"))
     eventually(lambda: (cluster.workspace / "notes.txt").exists(), what="the approved write")
     # Whichever process took it, the thread's events stream shows the run that went on, from either process.
     follow = get_stream(f"{cluster.b.url}/agui/coder/threads/t-x-api/events", token=cluster.b.token)
@@ -220,22 +229,13 @@ def test_a_client_state_with_large_numbers_survives_postgresql_when_the_run_goes
     # jsonb gives 1e22 back as the integer 10000000000000000000000, which orjson will not write:
     # the run that went on (from the stored state, in the background) failed to start, and its
     # thread stayed busy until the lease lapsed. It is written as the float a client sent.
-    cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written."])])
-    body = {**v1(run_input("t-x-big", "r1", user("note it"))), "state": {"n": 1e22, "deep": {"m": [-1e25, 7]}}}
-    asked = post_run(cluster.a.url, "coder", body, token=cluster.a.token)
-    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
-    answered = httpx.post(
-        f"{cluster.b.url}/api/approvals/{interrupt['id']}/answer",
-        headers={"Authorization": f"Token {_staff_token(cluster.b)}"},
-        json={"approved": True},
-        timeout=10,
-    )
-    assert answered.status_code == 200, answered.text
+    state = {"n": 1e22, "deep": {"m": [-1e25, 7]}}
+    _approved_through_the_api_on_b(cluster, _asked_on_a(cluster, "t-x-big", state))
     eventually(lambda: (cluster.workspace / "notes.txt").exists(), what="the approved write")
     follow = get_stream(f"{cluster.b.url}/agui/coder/threads/t-x-big/events", token=cluster.b.token)
     assert follow.types[0] == "RUN_STARTED" and follow.types[-1] == "RUN_FINISHED"
     (snapshot,) = [e["snapshot"] for e in follow.events if e["type"] == "STATE_SNAPSHOT"]
-    assert snapshot["client"] == {"n": 1e22, "deep": {"m": [-1e25, 7]}}
+    assert snapshot["client"] == state
 
 
 def test_a_run_that_cannot_start_is_recorded_as_failed_and_frees_its_thread(cluster: Cluster) -> None:
@@ -243,22 +243,14 @@ def test_a_run_that_cannot_start_is_recorded_as_failed_and_frees_its_thread(clus
     # limits could store it) makes the run that goes on fail as it starts. It ends with RUN_ERROR
     # in its log and is recorded as failed at once; it was left running, its thread held until
     # its lease lapsed and its log without an end.
-    cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written."])])
-    asked = post_run(cluster.a.url, "coder", v1(run_input("t-x-deep", "r1", user("note it"))), token=cluster.a.token)
-    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    interrupt_id = _asked_on_a(cluster, "t-x-deep")
     cluster.query(
         "UPDATE threads_thread SET state = jsonb_set(state, '{client}', %s::jsonb) WHERE agui_thread_id = %s "
         "RETURNING id",
         _deep_json(300),
         "t-x-deep",
     )
-    answered = httpx.post(
-        f"{cluster.b.url}/api/approvals/{interrupt['id']}/answer",
-        headers={"Authorization": f"Token {_staff_token(cluster.b)}"},
-        json={"approved": True},
-        timeout=10,
-    )
-    assert answered.status_code == 200, answered.text
+    _approved_through_the_api_on_b(cluster, interrupt_id)
 
     def went_on() -> list[tuple[Any, ...]]:
         return cluster.query(
