@@ -35,10 +35,6 @@ def _settings_key() -> tuple[object, ...]:
     )
 
 
-def protected_paths() -> list[Path]:
-    return list(_protected_paths(_settings_key()))
-
-
 @functools.lru_cache(maxsize=8)
 def _protected_paths(key: tuple[object, ...]) -> tuple[Path, ...]:
     """The data dir (database, generated token and secret key), the SQLite database wherever it

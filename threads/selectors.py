@@ -31,10 +31,6 @@ def agent_get(*, name: str) -> Agent | None:
     return Agent.objects.filter(name=name, enabled=True).first()
 
 
-def agent_names() -> list[str]:
-    return list(Agent.objects.filter(enabled=True).values_list("name", flat=True))
-
-
 def thread_get(*, agui_thread_id: str) -> Thread | None:
     return Thread.objects.select_related("agent", "session").filter(agui_thread_id=agui_thread_id).first()
 
