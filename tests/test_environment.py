@@ -11,6 +11,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agents import environment
 from agents.environment import STATUS_LINES, environment_block
 from tests.fakes.anthropic_api import text_turn
 from tests.helpers import run_input, user, v1
@@ -97,3 +98,20 @@ def test_an_agent_can_switch_the_block_off(server, fake_api, coder):
     server.drain()
     system = fake_api.requests[0].body["system"][0]["text"]
     assert system == coder.system_prompt and "<environment>" not in system
+
+
+def test_a_git_that_hangs_is_killed_and_the_block_goes_without_it(tmp_path, monkeypatch):
+    # A git that never answers (a repository on a dead network mount, say): the run must not wait for it.
+    root = _repo(tmp_path / "repo")
+    shims, pids = tmp_path / "bin", tmp_path / "pids"
+    shims.mkdir()
+    (shims / "git").write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 30\n")
+    (shims / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    monkeypatch.setattr(environment, "GIT_TIMEOUT_SECONDS", 0.5)
+
+    block = asyncio.run(environment_block(root, now=NOW))
+
+    assert f"Workspace: {root}" in block and "Git" not in block
+    (pid,) = pids.read_text().split()  # rev-parse failed, so status was not asked
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped, not left to run
