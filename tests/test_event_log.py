@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 
 from threads.eventlog import EventLogWriter, insert_event_chunks, insert_events
 from threads.models import Run, RunEvent, Thread
@@ -39,10 +40,34 @@ async def test_close_waits_until_everything_is_durable(run):
 
 
 def test_a_batch_longer_than_one_statement_keeps_every_row_and_its_values(run):
-    rows = [(seq, "TEXT_MESSAGE_CONTENT", f'{{"delta":"{seq} 100%s \\t"}}') for seq in range(1, 251)]
+    # 1,234 rows: statements of 1,024, 128, 64, 16 and 2 rows on SQLite, one COPY on PostgreSQL.
+    rows = [(seq, "TEXT_MESSAGE_CONTENT", f'{{"delta":"{seq} 100%s \\t"}}') for seq in range(1, 1235)]
     insert_events(run.pk, rows)
     stored = list(RunEvent.objects.filter(run=run).values_list("seq", "type", "payload"))
     assert stored == rows
+
+
+def test_a_sqlite_with_the_old_limit_on_parameters_takes_a_long_batch_too(run):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's own limit")
+    connection.ensure_connection()
+    raw = connection.connection
+    before = raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # the limit before SQLite 3.32
+    try:
+        rows = [(seq, "CUSTOM", "{}") for seq in range(1, 1235)]
+        insert_events(run.pk, rows)
+    finally:
+        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, before)
+    assert RunEvent.objects.filter(run=run).count() == 1234
+
+
+def test_the_log_is_indexed_by_run_once_with_its_seq(db):
+    # Each index costs every logged event a write: the one on (run, seq) serves lookups by run too.
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, RunEvent._meta.db_table)
+    by_run = [c["columns"] for c in constraints.values() if (c["index"] or c["unique"]) and "run_id" in c["columns"]]
+    assert by_run == [["run_id", "seq"]]
 
 
 def test_a_seq_written_twice_is_refused_and_the_whole_batch_with_it(run):

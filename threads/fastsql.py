@@ -85,9 +85,13 @@ def _copy_statement(model: type[Model], names: tuple[str, ...]) -> str:
     return f"COPY {quote(model._meta.db_table)} ({columns}) FROM STDIN"
 
 
-# Rows per multi-row INSERT: 100 rows of the event log's 5 columns stay far below
-# SQLite's oldest limit on bound parameters (999).
-ROWS_PER_INSERT = 100
+# Rows per multi-row INSERT on SQLite, largest first: a chunk goes in as statements of these
+# sizes (1,234 rows: one of 1,024, then 128, 64, 16 and 2), so a dozen statements at most are
+# compiled and cached whatever the chunk's length. Each statement lets go of the GIL while SQLite
+# works and must take it back from the busy event loop afterwards, which can take a whole switch
+# interval: with hundred-row statements the event log of a hundred busy runs fell seconds behind
+# (bench/stream.py --concurrent).
+ROW_LADDER = tuple(2**n for n in range(10, -1, -1))
 
 
 @cache
@@ -97,10 +101,16 @@ def _rows_statement(model: type[Model], names: tuple[str, ...], vendor: str, cou
     return f"{head} VALUES {', '.join([marks.replace('%s', '?')] * count)}"
 
 
+@cache
+def _ladder(columns: int, variable_limit: int) -> tuple[int, ...]:
+    """ROW_LADDER within SQLite's limit on bound parameters (32,766 since SQLite 3.32, 999 before)."""
+    most = max(1, variable_limit // columns)
+    return tuple(dict.fromkeys(min(size, most) for size in ROW_LADDER))
+
+
 def insert_rows(model: type[Model], names: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> None:
     """Inserts rows of values already in database form (see ``db_value``) in as few statements
-    as it can: COPY on PostgreSQL, INSERTs of up to ROWS_PER_INSERT rows each on SQLite, else
-    executemany."""
+    as it can: COPY on PostgreSQL, multi-row INSERTs (ROW_LADDER) on SQLite, else executemany."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             with cursor.cursor.copy(_copy_statement(model, names)) as copy:
@@ -111,16 +121,19 @@ def insert_rows(model: type[Model], names: tuple[str, ...], rows: Sequence[Seque
             return
         # Not executemany: SQLite steps it once per row and Python's sqlite3 lets go of the
         # GIL and takes it back at each step, so the event loop and this thread traded it
-        # per event; one statement per hundred rows costs the log half the CPU
-        # (bench/stream.py --profile py-spy).
+        # per event.
         # The driver's cursor is called past Django's, whose rewriting of %s into ? took a
         # regular expression over the whole statement; its errors are still Django's.
         raw = cursor.cursor
+        limit = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         with connection.wrap_database_errors:
-            for start in range(0, len(rows), ROWS_PER_INSERT):
-                part = rows[start : start + ROWS_PER_INSERT]
-                statement = _rows_statement(model, names, connection.vendor, len(part))
-                sqlite3.Cursor.execute(raw, statement, [value for row in part for value in row])
+            start, left = 0, len(rows)
+            for size in _ladder(len(names), limit):
+                while left >= size:
+                    part = rows[start : start + size]
+                    statement = _rows_statement(model, names, connection.vendor, size)
+                    sqlite3.Cursor.execute(raw, statement, [value for row in part for value in row])
+                    start, left = start + size, left - size
 
 
 _NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]").search

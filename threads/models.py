@@ -141,7 +141,9 @@ class RunEvent(models.Model):
     client saw without encoding them a second time on the hot path.
     """
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the unique (run, seq) index serves every lookup by run, and a second
+    # index on run alone doubled the cost of each logged event (bench/stream.py --concurrent).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=40)
     payload = models.TextField()
