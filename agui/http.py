@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import hmac
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,8 +118,16 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonR
     return error_response(404, "not_found", "no such AG-UI path")
 
 
-def sse_response(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chunks, content_type="text/event-stream; charset=utf-8")
-    for name, value in SSE_HEADERS.items():
-        response[name] = value
-    return response
+class SseResponse(StreamingHttpResponse):
+    """An SSE stream whose chunks are bytes ready for the wire: the AG-UI handler sends them as
+    they come (agui/asgi.py)."""
+
+    def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
+        super().__init__(chunks, content_type="text/event-stream; charset=utf-8")
+        self.chunks = chunks
+        for name, value in SSE_HEADERS.items():
+            self[name] = value
+
+
+def sse_response(chunks: AsyncGenerator[bytes, None]) -> SseResponse:
+    return SseResponse(chunks)

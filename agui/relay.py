@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
@@ -55,7 +55,7 @@ class RunRelay:
         await self.layer.group_send(self.group, {"type": "run.events", "events": [list(row) for row in rows]})
 
 
-async def follow_stored_run(run: Run, after: int) -> AsyncIterator[bytes]:
+async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]:
     """Frames of a run this process does not own: the log after ``after``, then the rest as it comes."""
     layer = shared_layer()
     channel = ""

@@ -10,7 +10,7 @@ reader never costs a write per event.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import orjson
@@ -66,6 +66,10 @@ class RunStream:
     def last_seq(self) -> int:
         return len(self.frames)
 
+    @property
+    def subscribers(self) -> int:
+        return len(self._waiters)
+
     def publish(self, event: dict[str, Any]) -> None:
         payload = encode_event(event)
         frames = self.frames
@@ -102,7 +106,7 @@ class RunStream:
         for waiter in self._waiters:
             waiter.set()
 
-    async def subscribe(self, after: int, heartbeat: float) -> AsyncIterator[bytes]:
+    async def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
         """Yields every frame after sequence ``after``, then follows the run until it closes;
         a heartbeat comment after ``heartbeat`` seconds of silence."""
         cursor = max(0, after)

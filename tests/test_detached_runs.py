@@ -4,12 +4,18 @@ A message sent while a run is busy joins it: tests/test_queued_messages.py."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import httpx
 import orjson
 
 from tests.fakes.anthropic_api import split_tokens, text_turn
 from tests.helpers import run_input, user, v1
+from tests.procs import ROOT
 from tests.sse import get_stream, parse_frames, post_run
+from tests.test_lean_process import _env
 from threads.models import Run, RunEvent, Thread
 
 HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
@@ -137,3 +143,74 @@ def test_a_run_is_recorded_before_its_terminal_event_reaches_the_client(server, 
     run = Run.objects.get(agui_run_id="r1")
     assert run.status == Run.Status.SUCCEEDED
     assert RunEvent.objects.filter(run=run).count() == len(stream.frames) == run.event_count
+
+
+# A run's POST through project.asgi in this process: the client takes three body messages, stops
+# reading and goes away. Prints the response's start, what was sent, and the run's stream after the disconnect.
+DISCONNECT_SCRIPT = """
+import asyncio, json
+
+from project.asgi import application
+from agui.runs import LIVE_STREAMS
+from runhost.host import HOST
+from threads.models import Run
+
+async def main():
+    body = json.dumps({"threadId": "t1", "runId": "r1", "protocolVersion": "1.0", "tools": [], "context": [],
+                       "messages": [{"id": "m1", "role": "user", "content": "what is in this project?"}],
+                       "state": {}, "forwardedProps": {}}).encode()
+    scope = {"type": "http", "method": "POST", "path": "/agui/coder", "raw_path": b"/agui/coder",
+             "query_string": b"", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80),
+             "client": ("127.0.0.1", 1),
+             "headers": [(b"authorization", b"Bearer detach"), (b"content-type", b"application/json")]}
+    asked, gone = [], asyncio.Event()
+    async def receive():
+        if not asked:
+            asked.append(0)
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+    start, bodies = [], []
+    async def send(message):
+        if message["type"] == "http.response.start":
+            start.append(message)
+            return
+        bodies.append(message)
+        if len(bodies) == 3:
+            gone.set()
+            await asyncio.Event().wait()  # a client that stopped reading: the disconnect finds the send waiting
+    await asyncio.wait_for(application(scope, receive, send), 30)
+    (stream,) = LIVE_STREAMS.values()  # the run goes on without its client
+    subscribers, sent_then = stream.subscribers, stream.last_seq
+    await HOST.drain()
+    run = await Run.objects.aget(agui_run_id="r1")
+    print(json.dumps({
+        "headers": {k.decode().lower(): v.decode() for k, v in start[0]["headers"]},
+        "status": start[0]["status"],
+        "bodies": [m.get("more_body", False) for m in bodies],
+        "text": b"".join(m.get("body", b"") for m in bodies).decode(),
+        "subscribers": subscribers, "seq_at_disconnect": sent_then,
+        "run": [run.status, run.event_count],
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_a_client_gone_mid_stream_leaves_no_subscriber_behind_and_the_run_finishes(tmp_path):
+    # The AG-UI handler sends an SSE stream's chunks itself (agui/asgi.py): a disconnect that finds it
+    # waiting on a send must still close the stream's generator, or the run's stream keeps a reader.
+    env = _env(tmp_path) | {"AGUI_TOKEN": "detach", "DEMO_MODEL_DELAY_SECONDS": "0.02"}
+    migrated = subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, text=True)
+    assert migrated.returncode == 0
+    done = subprocess.run([sys.executable, "-c", DISCONNECT_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["status"] == 200
+    assert report["headers"]["content-type"].startswith("text/event-stream")
+    assert report["headers"]["cache-control"] == "no-cache" and report["headers"]["x-accel-buffering"] == "no"
+    assert report["bodies"] == [True, True, True]  # no end was sent to a client that left
+    assert report["text"].startswith("id: 1\ndata: ") and '"RUN_STARTED"' in report["text"]
+    assert report["subscribers"] == 0
+    status, event_count = report["run"]
+    assert status == "succeeded" and event_count > report["seq_at_disconnect"] >= 3
