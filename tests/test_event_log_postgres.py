@@ -1,4 +1,5 @@
-"""On PostgreSQL the event log is written with COPY: every payload comes back byte for byte."""
+"""On PostgreSQL the event log is written with COPY: every payload comes back byte for byte, and
+the chunks of several runs go in together."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ import django
 django.setup()
 from django.utils import timezone
 from agents.models import Agent
-from threads.eventlog import insert_events
+from django.db import connection
+from threads.eventlog import insert_event_chunks, insert_events
 from threads.models import Run, RunEvent, Session, Thread
 
 payloads = json.loads(sys.stdin.read())
@@ -37,7 +39,16 @@ Session.objects.create(thread=thread)
 run = Run.objects.create(thread=thread, agui_run_id="r1", status=Run.Status.RUNNING)
 insert_events(run.pk, [(seq, "TEXT_MESSAGE_CONTENT", p) for seq, p in enumerate(payloads, 1)])
 rows = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "type", "payload", "created_at"))
-print(json.dumps([[seq, type_, payload, created.tzinfo is not None] for seq, type_, payload, created in rows]))
+other = Run.objects.create(thread=thread, agui_run_id="r2", status=Run.Status.RUNNING)
+errors = insert_event_chunks([(run.pk, [(len(payloads) + 1, "CUSTOM", "{}")]), (other.pk, [(1, "RUN_STARTED", "{}")])])
+together = [list(RunEvent.objects.filter(run=r).values_list("seq", flat=True)) for r in (run, other)]
+with connection.cursor() as cursor:
+    constraints = connection.introspection.get_constraints(cursor, RunEvent._meta.db_table)
+by_run = [c["columns"] for c in constraints.values() if (c["index"] or c["unique"]) and "run_id" in c["columns"]]
+print(json.dumps({
+    "rows": [[seq, type_, payload, created.tzinfo is not None] for seq, type_, payload, created in rows],
+    "errors": [repr(e) for e in errors if e is not None], "together": together, "by_run": by_run,
+}))
 """
 
 
@@ -58,5 +69,8 @@ def test_the_event_log_round_trips_every_payload_through_copy(postgres_url, tmp_
         [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, input=json.dumps(PAYLOADS), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
-    assert rows == [[seq, "TEXT_MESSAGE_CONTENT", p, True] for seq, p in enumerate(PAYLOADS, 1)]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["rows"] == [[seq, "TEXT_MESSAGE_CONTENT", p, True] for seq, p in enumerate(PAYLOADS, 1)]
+    assert report["errors"] == []
+    assert report["together"] == [list(range(1, len(PAYLOADS) + 2)), [1]]
+    assert report["by_run"] == [["run_id", "seq"]]  # the index on run alone is gone here too
