@@ -105,3 +105,12 @@ async def test_writers_of_runs_streaming_at_once_all_become_durable(run):
     for r in [run, *others]:
         seqs = await sync_to_async(lambda r=r: list(RunEvent.objects.filter(run=r).values_list("seq", flat=True)))()
         assert seqs == list(range(1, 301))
+
+
+def test_sqlite_copies_the_wal_back_every_4000_pages_and_cuts_it_to_64_mib(db):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's own settings")
+    with connection.cursor() as cursor:
+        settings = [cursor.execute(f"PRAGMA {name}").fetchone()[0] for name in ("journal_mode", "wal_autocheckpoint")]
+        settings.append(cursor.execute("PRAGMA journal_size_limit").fetchone()[0])
+    assert settings == ["wal", 4000, 64 * 2**20]
