@@ -290,6 +290,9 @@ class AgentLoop:
             outcome = Outcome.ERROR
         finally:
             listener.on_finished(outcome)
+            # The context's callback is this loop's own method: a reference cycle that held the run's
+            # listeners, and through them its stream and frames, until the next full collection.
+            self.tool_context.on_todos = None
         return outcome
 
     async def _run(self, request: RunRequest, resume: Resumption | None) -> Outcome:

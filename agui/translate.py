@@ -91,23 +91,6 @@ class AguiTranslator(BaseListener):
         self.open_steps: dict[str, None] = {}
         self.error_message = ""
         self.error_code = ""
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            TextDelta: self._text_delta,
-            ToolCallArgs: self._tool_args,
-            ReasoningDelta: self._reasoning_delta,
-            TextStarted: self._text_started,
-            TextEnded: self._text_ended,
-            ToolCallStarted: self._tool_started,
-            ToolCallEnded: self._tool_ended,
-            ToolResult: self._tool_result,
-            ReasoningStarted: self._reasoning_started,
-            ReasoningEnded: self._reasoning_ended,
-            PhaseChanged: self._phase,
-            RunPaused: self._paused,
-            TodosChanged: self._todos,
-            GroundingReported: self._grounding,
-            Compacted: self._ignored,  # the compacting step already shows it; its figures go to /metrics
-        }
         self.pause_reason = ""
         # The sub-agents at work, by id: each child's stream is translated by a translator of
         # its own, which tags its events with the child's subagentRunId (1.0 clients only).
@@ -206,7 +189,7 @@ class AguiTranslator(BaseListener):
     # -- the stream -----------------------------------------------------
 
     def on_event(self, event: RunEvent) -> None:
-        self._handlers[type(event)](event)
+        _HANDLERS[type(event)](self, event)
 
     def _text_delta(self, event: TextDelta) -> None:
         self.publish({"type": "TEXT_MESSAGE_CONTENT", "messageId": event.message_id, "delta": event.delta})
@@ -343,6 +326,29 @@ class AguiTranslator(BaseListener):
     def _state_delta(self, ops: list[dict[str, Any]]) -> None:
         if ops:
             self.publish({"type": "STATE_DELTA", "delta": ops})
+
+
+# The translator's method for each kind of run event. Kept on the class, not as bound methods on each
+# translator: bound methods stored on their own instance made every translator a reference cycle,
+# which held its run's stream and all its frames (about 340 KiB a 2,000-token run) until the next
+# full collection rather than freeing them when the run ended.
+_HANDLERS: dict[type, Callable[[AguiTranslator, Any], None]] = {
+    TextDelta: AguiTranslator._text_delta,
+    ToolCallArgs: AguiTranslator._tool_args,
+    ReasoningDelta: AguiTranslator._reasoning_delta,
+    TextStarted: AguiTranslator._text_started,
+    TextEnded: AguiTranslator._text_ended,
+    ToolCallStarted: AguiTranslator._tool_started,
+    ToolCallEnded: AguiTranslator._tool_ended,
+    ToolResult: AguiTranslator._tool_result,
+    ReasoningStarted: AguiTranslator._reasoning_started,
+    ReasoningEnded: AguiTranslator._reasoning_ended,
+    PhaseChanged: AguiTranslator._phase,
+    RunPaused: AguiTranslator._paused,
+    TodosChanged: AguiTranslator._todos,
+    GroundingReported: AguiTranslator._grounding,
+    Compacted: AguiTranslator._ignored,  # the compacting step already shows it; its figures go to /metrics
+}
 
 
 def board_entry(event: SubAgentStarted) -> dict[str, Any]:

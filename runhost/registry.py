@@ -97,6 +97,9 @@ class RunRegistry:
         if self.by_thread.get(live.agui_thread_id) is live:
             del self.by_thread[live.agui_thread_id]
         self.finishing.pop(live.run_pk, None)
+        # Its listeners watch it (the cancel check), so holding them made a reference cycle that
+        # kept the run's stream and frames alive until the next full collection.
+        live.listener = None
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]
