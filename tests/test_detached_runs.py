@@ -15,7 +15,7 @@ from tests.fakes.anthropic_api import split_tokens, text_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ROOT
 from tests.sse import get_stream, parse_frames, post_run
-from tests.test_lean_process import _env
+from tests.test_lean_process import ASGI_POST, _env
 from threads.models import Run, RunEvent, Thread
 
 HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
@@ -147,29 +147,15 @@ def test_a_run_is_recorded_before_its_terminal_event_reaches_the_client(server, 
 
 # A run's POST through project.asgi in this process: the client takes three body messages, stops
 # reading and goes away. Prints the response's start, what was sent, and the run's stream after the disconnect.
-DISCONNECT_SCRIPT = """
-import asyncio, json
-
-from project.asgi import application
+DISCONNECT_SCRIPT = (
+    ASGI_POST
+    + """
 from agui.runs import LIVE_STREAMS
 from runhost.host import HOST
 from threads.models import Run
 
 async def main():
-    body = json.dumps({"threadId": "t1", "runId": "r1", "protocolVersion": "1.0", "tools": [], "context": [],
-                       "messages": [{"id": "m1", "role": "user", "content": "what is in this project?"}],
-                       "state": {}, "forwardedProps": {}}).encode()
-    scope = {"type": "http", "method": "POST", "path": "/agui/coder", "raw_path": b"/agui/coder",
-             "query_string": b"", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80),
-             "client": ("127.0.0.1", 1),
-             "headers": [(b"authorization", b"Bearer detach"), (b"content-type", b"application/json")]}
-    asked, gone = [], asyncio.Event()
-    async def receive():
-        if not asked:
-            asked.append(0)
-            return {"type": "http.request", "body": body, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
+    gone = asyncio.Event()
     start, bodies = [], []
     async def send(message):
         if message["type"] == "http.response.start":
@@ -179,7 +165,7 @@ async def main():
         if len(bodies) == 3:
             gone.set()
             await asyncio.Event().wait()  # a client that stopped reading: the disconnect finds the send waiting
-    await asyncio.wait_for(application(scope, receive, send), 30)
+    await asyncio.wait_for(application(post_scope(b"detach"), receiver(gone), send), 30)
     (stream,) = LIVE_STREAMS.values()  # the run goes on without its client
     subscribers, sent_then = stream.subscribers, stream.last_seq
     await HOST.drain()
@@ -195,6 +181,7 @@ async def main():
 
 asyncio.run(main())
 """
+)
 
 
 def test_a_client_gone_mid_stream_leaves_no_subscriber_behind_and_the_run_finishes(tmp_path):

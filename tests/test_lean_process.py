@@ -124,43 +124,61 @@ def test_the_application_freezes_its_code_out_of_the_collectors_walks(tmp_path):
     assert tuple(thresholds) == THRESHOLDS
 
 
-# One run through project.asgi with the cyclic collector off: once the run is recorded and its
-# response has ended, reference counting alone must free its stream (and with it every frame).
-FREED_SCRIPT = """
-import asyncio, gc, json, weakref
+# What the scripts below share: a run's POST to /agui/coder through project.asgi in this process
+# (the body asks the demo model what is in the project), and a receive that gives the body, then
+# says the client has gone once ``gone`` is set.
+ASGI_POST = """
+import asyncio, json
 
 from project.asgi import application
+
+RUN_BODY = json.dumps({"threadId": "t1", "runId": "r1", "protocolVersion": "1.0", "tools": [], "context": [],
+                       "messages": [{"id": "m1", "role": "user", "content": "what is in this project?"}],
+                       "state": {}, "forwardedProps": {}}).encode()
+
+def post_scope(token):
+    return {"type": "http", "method": "POST", "path": "/agui/coder", "raw_path": b"/agui/coder",
+            "query_string": b"", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80),
+            "client": ("127.0.0.1", 1),
+            "headers": [(b"authorization", b"Bearer " + token), (b"content-type", b"application/json")]}
+
+def receiver(gone):
+    asked = []
+    async def receive():
+        if not asked:
+            asked.append(0)
+            return {"type": "http.request", "body": RUN_BODY, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+    return receive
+"""
+
+# One run with the cyclic collector off: once the run is recorded and its response has ended,
+# reference counting alone must free its stream (and with it every frame).
+FREED_SCRIPT = (
+    ASGI_POST
+    + """
+import gc, weakref
+
 from agui.runs import LIVE_STREAMS
 from runhost.host import HOST
 
 async def main():
     gc.disable()
-    body = json.dumps({"threadId": "t1", "runId": "r1", "protocolVersion": "1.0", "tools": [], "context": [],
-                       "messages": [{"id": "m1", "role": "user", "content": "what is in this project?"}],
-                       "state": {}, "forwardedProps": {}}).encode()
-    scope = {"type": "http", "method": "POST", "path": "/agui/coder", "raw_path": b"/agui/coder",
-             "query_string": b"", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80),
-             "client": ("127.0.0.1", 1),
-             "headers": [(b"authorization", b"Bearer lean"), (b"content-type", b"application/json")]}
-    asked, ended, seen = [], asyncio.Event(), []
-    async def receive():
-        if not asked:
-            asked.append(0)
-            return {"type": "http.request", "body": body, "more_body": False}
-        await ended.wait()
-        return {"type": "http.disconnect"}
+    ended, seen = asyncio.Event(), []
     async def send(message):
         if message["type"] == "http.response.body" and not seen and LIVE_STREAMS:
             seen.append(weakref.ref(next(iter(LIVE_STREAMS.values()))))
         if message["type"] == "http.response.body" and not message.get("more_body"):
             ended.set()
-    await application(scope, receive, send)
+    await application(post_scope(b"lean"), receiver(ended), send)
     await HOST.drain()
     await asyncio.sleep(0.1)  # the request's last callbacks
     print(json.dumps({"watched": bool(seen), "freed": bool(seen) and seen[0]() is None}))
 
 asyncio.run(main())
 """
+)
 
 
 def test_a_finished_run_is_freed_at_once_not_left_to_the_cyclic_collector(tmp_path):
