@@ -10,7 +10,6 @@ reader never costs a write per event.
 from __future__ import annotations
 
 import asyncio
-from array import array
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -57,11 +56,7 @@ class RunStream:
     being recorded, in whichever process it asks next."""
 
     def __init__(self, log: EventLogWriter | None) -> None:
-        # The frames one after another in one buffer, and where each ends: a bytes object per
-        # frame cost about 40 bytes of header and allocator rounding on top of its ~100 bytes, and
-        # a 200,000-token reply's frames, kept for late readers, were most of its peak RSS.
-        self._buffer = bytearray()
-        self._ends = array("q")
+        self.frames: list[bytes] = []
         self.visible = 0  # how many frames subscribers may read
         self.log = log
         self.closed = False
@@ -69,13 +64,7 @@ class RunStream:
 
     @property
     def last_seq(self) -> int:
-        return len(self._ends)
-
-    def frames(self, start: int, end: int) -> bytes:
-        """Frames ``start + 1`` to ``end`` (sequence numbers), as one chunk."""
-        ends = self._ends
-        with memoryview(self._buffer) as view:  # released at once: a live view would pin the buffer's size
-            return bytes(view[ends[start - 1] if start else 0 : ends[end - 1]])
+        return len(self.frames)
 
     @property
     def subscribers(self) -> int:
@@ -83,9 +72,9 @@ class RunStream:
 
     def publish(self, event: dict[str, Any]) -> None:
         payload = encode_event(event)
-        seq = len(self._ends) + 1
-        self._buffer += b"id: %d\ndata: %s\n\n" % (seq, payload)
-        self._ends.append(len(self._buffer))
+        frames = self.frames
+        seq = len(frames) + 1
+        frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))
         if self.log is not None:
             self.log.append(seq, event["type"], payload.decode())
             if event["type"] in TERMINAL_TYPES:
@@ -97,8 +86,8 @@ class RunStream:
     def attach_log(self, log: EventLogWriter) -> None:
         """Starts logging; what was published before (RUN_STARTED, sent ahead of the
         database work) goes into the log first, so the log is complete."""
-        for seq in range(1, self.last_seq + 1):
-            payload = self.frames(seq - 1, seq).split(b"data: ", 1)[1][:-2]
+        for seq, frame in enumerate(self.frames, 1):
+            payload = frame.split(b"data: ", 1)[1][:-2]
             log.append(seq, orjson.loads(payload)["type"], payload.decode())
         self.log = log
 
@@ -106,16 +95,14 @@ class RunStream:
         """The run could not be recorded: its held-back terminal event is not let out, ``event``
         (a RUN_ERROR) ends the stream in its place. A client is never told "finished" of a run
         that is not durable."""
-        last = self.last_seq
-        if last and self.visible < last:
-            del self._buffer[self._ends[-2] if last > 1 else 0 :]
-            self._buffer += b"id: %d\ndata: %s\n\n" % (last, encode_event(event))
-            self._ends[-1] = len(self._buffer)
+        if self.frames and self.visible < len(self.frames):
+            payload = encode_event(event)
+            self.frames[-1] = b"id: %d\ndata: %s\n\n" % (len(self.frames), payload)
 
     def close(self) -> None:
         """No more events; subscribers finish once they have read everything."""
         self.closed = True
-        self.visible = self.last_seq
+        self.visible = len(self.frames)
         for waiter in self._waiters:
             waiter.set()
 
@@ -143,7 +130,8 @@ class RunStream:
             while True:
                 end = self.visible
                 if cursor < end:
-                    chunk = self.frames(cursor, end)
+                    frames = self.frames
+                    chunk = frames[cursor] if end == cursor + 1 else b"".join(frames[cursor:end])
                     cursor = end
                     last_sent = loop.time()
                     yield chunk

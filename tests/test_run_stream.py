@@ -1,4 +1,4 @@
-"""A live run's frames, kept in one buffer: what readers get, from where, and the held-back end."""
+"""A live run's frames: what readers get, from where, and the held-back end."""
 
 from __future__ import annotations
 
