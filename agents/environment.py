@@ -43,7 +43,11 @@ _in_flight: dict[Path, asyncio.Task[list[str]]] = {}
 async def _shared_git_lines(workspace: Path) -> list[str]:
     task = _in_flight.get(workspace)
     if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-        task = asyncio.get_running_loop().create_task(_git_lines(workspace))
+        # In a worker thread, not spawned from the event loop: the loop's own spawn forks the whole
+        # server and waits for the child's exec, which stopped every stream on the process for about
+        # 12 ms per call once the server held 200 MiB (bench/stream.py --concurrent). ``subprocess``
+        # uses vfork, which copies nothing, and a thread that waits for it stops nobody.
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(_git_lines, workspace))
         _in_flight[workspace] = task
         task.add_done_callback(
             lambda done: _in_flight.pop(workspace, None) if _in_flight.get(workspace) is done else None
@@ -52,11 +56,11 @@ async def _shared_git_lines(workspace: Path) -> list[str]:
     return list(await asyncio.shield(task))
 
 
-async def _git_lines(workspace: Path) -> list[str]:
-    branch = await _git(workspace, "rev-parse", "--abbrev-ref", "HEAD")
+def _git_lines(workspace: Path) -> list[str]:
+    branch = _git(workspace, "rev-parse", "--abbrev-ref", "HEAD")
     if branch is None:
         return []  # not a repository, or no git
-    status = await _git(workspace, "status", "--porcelain=v1", "--untracked-files=normal")
+    status = _git(workspace, "status", "--porcelain=v1", "--untracked-files=normal")
     lines = [f"Git branch: {branch.strip() or '(none)'}"]
     if status is None:
         return lines
@@ -71,17 +75,8 @@ async def _git_lines(workspace: Path) -> list[str]:
     return lines
 
 
-async def _git(workspace: Path, *arguments: str) -> str | None:
-    """git's output, or None when it fails, is missing or takes too long.
-
-    Started from a worker thread, not the event loop: the loop's own spawn forks the whole server
-    process and waits for the child's exec, which stopped every stream on the process for about
-    12 ms per call once the server held 200 MiB (bench/stream.py --concurrent). ``subprocess``
-    uses vfork, which copies nothing, and a thread that waits for it stops nobody."""
-    return await asyncio.to_thread(_git_blocking, workspace, arguments)
-
-
-def _git_blocking(workspace: Path, arguments: tuple[str, ...]) -> str | None:
+def _git(workspace: Path, *arguments: str) -> str | None:
+    """git's output, or None when it fails, is missing or takes too long."""
     # No index lock taken by a status that only looks (GIT_OPTIONAL_LOCKS), no pager, no prompt.
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
     try:
