@@ -127,7 +127,3 @@ class SseResponse(StreamingHttpResponse):
         self.chunks = chunks
         for name, value in SSE_HEADERS.items():
             self[name] = value
-
-
-def sse_response(chunks: AsyncGenerator[bytes, None]) -> SseResponse:
-    return SseResponse(chunks)

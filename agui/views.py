@@ -18,7 +18,7 @@ from agents.runtime import provider_for
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
-from agui.http import Caller, agui_endpoint, error_response, sse_response, token_error
+from agui.http import Caller, SseResponse, agui_endpoint, error_response, token_error
 from agui.interrupts import decided_of
 from agui.prompt import build_request, no_message_request
 from agui.relay import follow_stored_run
@@ -154,7 +154,7 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
             owner_id=caller.user_id,
         )
         HOST.start(start, surface)
-    return sse_response(surface.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
+    return SseResponse(surface.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
 
 
 def _after(request: HttpRequest) -> int | HttpResponse:
@@ -198,8 +198,8 @@ async def reattach(
         return error_response(404, "unknown_run", "no such run on this thread")
     stream = LIVE_STREAMS.get(run.pk)
     if stream is not None:
-        return sse_response(stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
-    return sse_response(follow_stored_run(run, after))
+        return SseResponse(stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
+    return SseResponse(follow_stored_run(run, after))
 
 
 @agui_endpoint("GET", "GET this URL for the agents served here")
