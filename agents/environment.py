@@ -10,18 +10,21 @@ An agent can switch it off (``Agent.environment_block``).
 from __future__ import annotations
 
 import asyncio
-import os
 import platform
+import shlex
 import subprocess
 from datetime import datetime
 from pathlib import Path
+
+from agents.tools.sandbox import Sandbox
+from agents.tools.shell import scrubbed_environment
 
 # How many lines of `git status` the model sees; the rest is counted.
 STATUS_LINES = 10
 GIT_TIMEOUT_SECONDS = 2.0
 
 
-async def environment_block(workspace: Path, *, now: datetime | None = None) -> str:
+async def environment_block(workspace: Path, *, sandbox: Sandbox | None = None, now: datetime | None = None) -> str:
     """The block, starting with a blank line so it can be appended to any prompt."""
     moment = (now or datetime.now()).astimezone()
     lines = [
@@ -29,7 +32,7 @@ async def environment_block(workspace: Path, *, now: datetime | None = None) -> 
         f"OS: {platform.system()} {platform.release()} ({platform.machine()})",
         f"Workspace: {workspace}",
     ]
-    lines.extend(await _shared_git_lines(workspace))
+    lines.extend(await _shared_git_lines(workspace, sandbox))
     return "\n\n<environment>\n" + "\n".join(lines) + "\n</environment>"
 
 
@@ -37,30 +40,29 @@ async def environment_block(workspace: Path, *, now: datetime | None = None) -> 
 # rather than spawning git again (a hundred runs starting at once spawned two hundred processes,
 # most of the per-run cost in bench/stream.py --concurrent). Nothing is kept once it has answered,
 # so no run sees a status older than the call it joined.
-_in_flight: dict[Path, asyncio.Task[list[str]]] = {}
+_in_flight: dict[tuple[Path, Sandbox | None], asyncio.Task[list[str]]] = {}
 
 
-async def _shared_git_lines(workspace: Path) -> list[str]:
-    task = _in_flight.get(workspace)
+async def _shared_git_lines(workspace: Path, sandbox: Sandbox | None) -> list[str]:
+    key = (workspace, sandbox)
+    task = _in_flight.get(key)
     if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
         # In a worker thread, not spawned from the event loop: the loop's own spawn forks the whole
         # server and waits for the child's exec, which stopped every stream on the process for about
         # 12 ms per call once the server held 200 MiB (bench/stream.py --concurrent). ``subprocess``
         # uses vfork, which copies nothing, and a thread that waits for it stops nobody.
-        task = asyncio.get_running_loop().create_task(asyncio.to_thread(_git_lines, workspace))
-        _in_flight[workspace] = task
-        task.add_done_callback(
-            lambda done: _in_flight.pop(workspace, None) if _in_flight.get(workspace) is done else None
-        )
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(_git_lines, workspace, sandbox))
+        _in_flight[key] = task
+        task.add_done_callback(lambda done: _in_flight.pop(key, None) if _in_flight.get(key) is done else None)
     # Shielded: a run cancelled while it waits must not cancel the call the others wait for.
     return list(await asyncio.shield(task))
 
 
-def _git_lines(workspace: Path) -> list[str]:
-    branch = _git(workspace, "rev-parse", "--abbrev-ref", "HEAD")
+def _git_lines(workspace: Path, sandbox: Sandbox | None) -> list[str]:
+    branch = _git(workspace, sandbox, "rev-parse", "--abbrev-ref", "HEAD")
     if branch is None:
         return []  # not a repository, or no git
-    status = _git(workspace, "status", "--porcelain=v1", "--untracked-files=normal")
+    status = _git(workspace, sandbox, "status", "--porcelain=v1", "--untracked-files=normal")
     lines = [f"Git branch: {branch.strip() or '(none)'}"]
     if status is None:
         return lines
@@ -75,13 +77,18 @@ def _git_lines(workspace: Path) -> list[str]:
     return lines
 
 
-def _git(workspace: Path, *arguments: str) -> str | None:
-    """git's output, or None when it fails, is missing or takes too long."""
+def _git(workspace: Path, sandbox: Sandbox | None, *arguments: str) -> str | None:
+    """git's output, or None when it fails, is missing or takes too long.
+
+    The repository is the model's to write, and its config can make git run commands (a
+    ``core.fsmonitor`` hook, a clean filter): git runs in the bash tool's sandbox when there is one,
+    always with the environment bash gets (no credentials), and with the fsmonitor hook off."""
     # No index lock taken by a status that only looks (GIT_OPTIONAL_LOCKS), no pager, no prompt.
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
+    env = scrubbed_environment() | {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
+    argv = ["git", "-c", "core.fsmonitor=false", "-C", str(workspace), *arguments]
     try:
         done = subprocess.run(
-            ["git", "-C", str(workspace), *arguments],
+            argv if sandbox is None else sandbox.argv(shlex.join(argv)),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

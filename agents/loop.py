@@ -314,7 +314,8 @@ class AgentLoop:
         self._system += grounding_prompt(
             config.grounding, max_iterations=config.grounding_max_iterations, tools=self.tools
         )
-        self._system += await environment_block(self.tool_context.workspace.root) if config.environment else ""
+        workspace = self.tool_context.workspace
+        self._system += await environment_block(workspace.root, sandbox=workspace.sandbox) if config.environment else ""
         self._set_grounded(counters.grounded)
         started = time.monotonic() - counters.elapsed
         tokens = counters.tokens

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agents import environment
+from agents.confinement import working_bwrap
 from agents.environment import STATUS_LINES, environment_block
+from agents.tools.sandbox import Sandbox
 from tests.fakes.anthropic_api import text_turn
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
@@ -115,3 +117,46 @@ def test_a_git_that_hangs_is_killed_and_the_block_goes_without_it(tmp_path, monk
     assert f"Workspace: {root}" in block and "Git" not in block
     (pid,) = pids.read_text().split()  # rev-parse failed, so status was not asked
     assert not Path(f"/proc/{pid}").exists()  # killed and reaped, not left to run
+
+
+def _hostile_repo(root: Path, outside: Path) -> Path:
+    """A repository whose config, as a model could write it, runs a command at every ``git status``."""
+    _repo(root)
+    hook = f"sh -c 'env > {outside}/from-git.txt; env > leaked.txt; exit 1'"
+    _git(root, "config", "core.fsmonitor", hook)
+    (root / "tracked.txt").write_text("changed\n")  # status must look at the work tree
+    return root
+
+
+def test_a_repository_config_cannot_run_commands_with_the_servers_secrets(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-environment-secret")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = _hostile_repo(tmp_path / "repo", outside)
+    block = asyncio.run(environment_block(root, now=NOW))
+    assert "Git status: 1 changed or untracked path" in block
+    assert not (outside / "from-git.txt").exists() and not (root / "leaked.txt").exists()  # the hook is off
+
+
+def test_with_the_bash_sandbox_git_is_confined_like_bash(tmp_path, monkeypatch):
+    bwrap = working_bwrap(os.environ.get("PATH", os.defpath))
+    assert bwrap is not None, "bubblewrap is missing or cannot run here (.ci/run installs it)"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-environment-secret")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = _hostile_repo(tmp_path / "repo", outside)
+    # git behind a shim that writes where it can, standing for whatever else a repository's config
+    # could make git run (a clean filter, say). In the workspace, which the sandbox shows.
+    shims = root / ".shims"
+    shims.mkdir()
+    real = shutil.which("git")
+    (shims / "git").write_text(f'#!/bin/sh\nenv > {outside}/from-git.txt\nenv > {root}/shim.txt\nexec {real} "$@"\n')
+    (shims / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+
+    block = asyncio.run(environment_block(root, sandbox=Sandbox(bwrap=bwrap, workspace=root), now=NOW))
+
+    assert "Git branch: feature/env" in block
+    assert not list(outside.iterdir())  # outside the workspace, the sandbox writes to its own /tmp at most
+    seen = (root / "shim.txt").read_text()
+    assert "PATH=" in seen and "sk-ant-environment-secret" not in seen
