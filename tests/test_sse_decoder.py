@@ -55,3 +55,27 @@ def test_it_reads_the_same_events_wherever_a_read_ends():
     for cut in range(1, len(STREAM)):
         assert asyncio.run(_ours(STREAM, [cut])) == expected, f"split at byte {cut}"
     assert asyncio.run(_ours(STREAM, list(range(1, len(STREAM))))) == expected
+
+
+# Reads made only of usual events take the regex path; these look usual but are not all alike.
+USUAL = (
+    b'event: content_block_delta\ndata: {"text":"event: ping\\ndata: {}\\n\\n"}\n\n'
+    b"event: \ndata: \n\n"
+    b"event: some_new_kind\ndata: {}\n\n"
+    b"event: message_stop\ndata: data: data\n\n"
+)
+
+
+def test_reads_of_usual_events_only_give_what_the_sdk_gives():
+    expected = asyncio.run(_sdk(USUAL))
+    assert [name for name, _ in expected] == ["content_block_delta", "", "some_new_kind", "message_stop"]
+    assert asyncio.run(_ours(USUAL, [])) == expected
+    for cut in range(1, len(USUAL)):
+        assert asyncio.run(_ours(USUAL, [cut])) == expected, f"split at byte {cut}"
+
+
+def test_a_usual_read_then_an_unusual_one_loses_nothing():
+    stream = USUAL + b"\n\n" + USUAL + b"event:no_space\ndata: {}\n\n" + USUAL
+    expected = asyncio.run(_sdk(stream))
+    for cut in range(1, len(stream), 7):
+        assert asyncio.run(_ours(stream, [cut, cut + len(USUAL)])) == expected, f"split at byte {cut}"
