@@ -25,7 +25,7 @@ from agents.events import (
     ToolCallEnded,
     ToolCallStarted,
 )
-from agents.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply
+from agents.providers.base import JOIN_PIECES_PAST, BlockDelta, BlockStart, BlockStop, ModelReply
 
 
 @dataclass(slots=True)
@@ -64,7 +64,10 @@ class CallStream:
                 return
             if kind == "text":
                 segment = self.segments[-1]
-                segment.text.append(text)
+                pieces = segment.text
+                pieces.append(text)
+                if len(pieces) > JOIN_PIECES_PAST:
+                    pieces[:] = ["".join(pieces)]
                 emit(TextDelta(segment.message_id, text))
             elif kind == "thinking":
                 assert self.reasoning_id is not None

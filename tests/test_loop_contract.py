@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from agents.providers.anthropic import AnthropicProvider
 from agents.request import RunRequest
 from agents.tools.base import ToolContext, ToolRegistry, Workspace
 from agents.tools.readonly import READ_ONLY_TOOLS
-from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
+from tests.fakes.anthropic_api import FakeAnthropic, text, text_turn, tool_turn, tool_use, turn
 from threads.models import Run, Session, Thread
 from threads.store import DbSessionStore
 
@@ -326,3 +327,49 @@ def test_a_listener_joining_in_flight_hears_the_next_event_and_is_asked_whether_
     listeners.on_event(TextDelta("msg_1", "hi"))
     assert stopper.heard == [TextDelta("msg_1", "hi")]
     assert not listeners.should_continue()
+
+
+class PiecesHeld(Recorder):
+    """At the given text delta, what the provider and the loop's call stream hold, in bytes
+    allocated by their own lines (tracemalloc)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+        self.deltas = 0
+        self.held = -1
+
+    def on_event(self, event: RunEvent) -> None:
+        if type(event) is TextDelta:
+            self.deltas += 1
+            if self.deltas == self.at:
+                mine = [
+                    tracemalloc.Filter(True, "*/agents/providers/anthropic.py"),
+                    tracemalloc.Filter(True, "*/agents/callstream.py"),
+                ]
+                held = tracemalloc.take_snapshot().filter_traces(mine)
+                self.held = sum(stat.size for stat in held.statistics("filename"))
+
+
+async def test_a_long_reply_comes_out_whole_without_a_string_kept_per_token(store, tmp_path):
+    # A text of 30,000 one-token deltas, then a call whose arguments come in 30,000 pieces: the
+    # pieces are joined as they pile up, not each kept as a string of its own (about 60 bytes a
+    # token, in the provider and again in the loop) until the block ends.
+    words = [f"w{n} " for n in range(30_000)]
+    pattern = "ab" * 30_000
+    arguments = ['{"pattern": "', *["ab"] * 30_000, '"}']
+    long_turn = turn(text(words), tool_use("glob", partial_json=arguments), stop_reason="tool_use")
+    listener = PiecesHeld(at=29_000)
+    with FakeAnthropic([long_turn, text_turn(["done"])]) as fake:
+        tracemalloc.start()
+        try:
+            assert await _run(fake, store, listener, tmp_path) is Outcome.SUCCESS
+        finally:
+            tracemalloc.stop()
+    session = await sync_to_async(Session.objects.get)(pk=store.session_id)
+    reply = session.turns[1]["content"]
+    assert [block["type"] for block in reply] == ["text", "tool_use"]
+    assert reply[0]["text"] == "".join(words)
+    assert reply[1]["input"] == {"pattern": pattern}
+    print(f"held {listener.held / 2**20:.2f} MiB")
+    assert 0 < listener.held < 2**20  # 29,000 pieces kept whole: 1.8 MiB

@@ -18,6 +18,7 @@ import httpx2
 import orjson
 
 from agents.providers.base import (
+    JOIN_PIECES_PAST,
     BlockDelta,
     BlockStart,
     BlockStop,
@@ -80,7 +81,8 @@ class AnthropicProvider:
         # costs every token a step.
         try:
             blocks: dict[int, dict[str, Any]] = {}
-            # Deltas are gathered and joined once per block: += on a long string is quadratic.
+            # Deltas are gathered and joined (once per block, and as they pile up): += on a long
+            # string is quadratic.
             chunks: dict[int, list[str]] = {}
             usage = TokenCount()
             stop_reason: str | None = None
@@ -107,7 +109,10 @@ class AnthropicProvider:
                                 continue
                             else:
                                 continue  # citations and future delta kinds carry no streamed text
-                            chunks[index].append(text)
+                            pieces = chunks[index]
+                            pieces.append(text)
+                            if len(pieces) > JOIN_PIECES_PAST:
+                                pieces[:] = ["".join(pieces)]
                             if text:
                                 yield BlockDelta(index, text)
                         elif kind == "content_block_start":

@@ -34,6 +34,12 @@ class BlockStart:
     tool_name: str = ""
 
 
+# A block's streamed pieces are kept in a list and joined into one string whenever the list
+# grows past this: a one-token piece costs a 50-byte str and a list slot, so a 200,000-token
+# reply held 12 MiB of them until it ended (bench/stream.py --growth).
+JOIN_PIECES_PAST = 4096
+
+
 # Not frozen, like the run's per-token events (agents/events.py): one is made per streamed token.
 @dataclass(slots=True)
 class BlockDelta:
