@@ -25,6 +25,7 @@ from agui.asgi import AguiHandler
 from agui.body import GatedReceive, closing_send, declares_over, read_capped
 from project.fdlimit import raise_open_file_limit
 from project.gctune import tune_gc
+from project.gilswitch import tune_switch_interval
 
 raise_open_file_limit()
 
@@ -49,6 +50,7 @@ agui_app = AguiHandler()
 
 
 tune_gc()
+tune_switch_interval()
 
 
 async def _lifespan(receive: Any, send: Any) -> None:

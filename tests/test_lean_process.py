@@ -124,6 +124,13 @@ def test_the_application_freezes_its_code_out_of_the_collectors_walks(tmp_path):
     assert tuple(thresholds) == THRESHOLDS
 
 
+def test_the_application_lets_a_thread_waiting_for_the_gil_have_it_within_a_millisecond(tmp_path):
+    script = "import sys; import project.asgi; print(sys.getswitchinterval())"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.strip().splitlines()[-1]) == 0.001  # CPython's default: 0.005
+
+
 # What the scripts below share: a run's POST to /agui/coder through project.asgi in this process
 # (the body asks the demo model what is in the project), and a receive that gives the body, then
 # says the client has gone once ``gone`` is set.
