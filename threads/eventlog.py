@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from threads import fastsql
+from threads.dbthread import sharing_the_gil
 from threads.models import RunEvent
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,8 @@ class _GroupCommit:
             queued, self._queue = self._queue, []
             errors: list[Exception | None]
             try:
-                errors = await sync_to_async(insert_event_chunks)([(run_pk, rows) for run_pk, rows, _ in queued])
+                with sharing_the_gil():
+                    errors = await sync_to_async(insert_event_chunks)([(run_pk, rows) for run_pk, rows, _ in queued])
             except Exception as exc:
                 errors = [exc] * len(queued)
             except BaseException:
