@@ -25,7 +25,7 @@ from agui.asgi import AguiHandler
 from agui.body import GatedReceive, closing_send, declares_over, read_capped
 from project.fdlimit import raise_open_file_limit
 from project.gctune import tune_gc
-from project.gilswitch import tune_switch_interval
+from threads.dbthread import tune_switch_interval
 
 raise_open_file_limit()
 
