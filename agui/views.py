@@ -53,40 +53,51 @@ class EnabledAgents:
         self._agents: list[Agent] = []
         self._names: frozenset[str] = frozenset()
         self._read_at = float("-inf")
-        self._refresh: asyncio.Task[None] | None = None
+        # The read in flight, which every request that needs the set meanwhile waits for: a
+        # burst of a hundred runs past the TTL made a hundred reads of the same rows, each one
+        # the database thread's Python holding the GIL from the loop (bench/stream.py --concurrent).
+        self._reading: asyncio.Task[None] | None = None
 
     def forget(self, *_args: Any, **_kwargs: Any) -> None:
         self._read_at = float("-inf")
+        self._reading = None  # a read begun before the change may miss it
 
     def _fresh(self) -> bool:
         return time.monotonic() - self._read_at < self.ttl
 
-    async def _read(self) -> None:
-        self._agents = await on_db_thread(selectors.agents_enabled)
-        self._names = frozenset(agent.name for agent in self._agents)
+    def _read(self) -> asyncio.Task[None]:
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.get_running_loop().create_task(self._read_now(), context=contextvars.Context())
+            self._reading.add_done_callback(_log_failed_read)
+        return self._reading
+
+    async def _read_now(self) -> None:
+        agents = await on_db_thread(selectors.agents_enabled)
+        self._agents = agents
+        self._names = frozenset(agent.name for agent in agents)
         self._read_at = time.monotonic()
 
     async def exists(self, name: str) -> bool:
         if name in self._names and self._fresh():
             return True
-        await self._read()
+        await asyncio.shield(self._read())
         return name in self._names
 
     async def all(self) -> list[Agent]:
         """The list as last read; a stale one is answered at once and re-read meanwhile, for the
         next request. Only the first call of a process (or one after ``forget``) waits for it."""
         if self._read_at == float("-inf"):
-            await self._read()
-        elif not self._fresh() and (self._refresh is None or self._refresh.done()):
-            self._refresh = asyncio.get_running_loop().create_task(self._reread(), context=contextvars.Context())
+            await asyncio.shield(self._read())
+        elif not self._fresh():
+            self._read()
         return self._agents
 
-    async def _reread(self) -> None:
-        try:
-            await self._read()
-        except Exception:
-            # The list in hand stays; the next request past the TTL tries again.
-            log.exception("could not re-read the enabled agents")
+
+def _log_failed_read(read: asyncio.Task[None]) -> None:
+    # The list in hand stays, and the next request past the TTL tries again; a request waiting
+    # for this read gets the error too.
+    if not read.cancelled() and read.exception() is not None:
+        log.error("could not re-read the enabled agents", exc_info=read.exception())
 
 
 ENABLED_AGENTS = EnabledAgents()
