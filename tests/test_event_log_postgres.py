@@ -30,6 +30,7 @@ django.setup()
 from django.utils import timezone
 from agents.models import Agent
 from django.db import connection
+from threads import fastsql
 from threads.eventlog import insert_event_chunks, insert_events
 from threads.models import Run, RunEvent, Session, Thread
 
@@ -45,7 +46,9 @@ together = [list(RunEvent.objects.filter(run=r).values_list("seq", flat=True)) f
 with connection.cursor() as cursor:
     constraints = connection.introspection.get_constraints(cursor, RunEvent._meta.db_table)
 by_run = [c["columns"] for c in constraints.values() if (c["index"] or c["unique"]) and "run_id" in c["columns"]]
+exists = [fastsql.exists(Run, thread=thread.pk, status=status) for status in (Run.Status.RUNNING, Run.Status.WAITING)]
 print(json.dumps({
+    "exists": exists,
     "rows": [[seq, type_, payload, created.tzinfo is not None] for seq, type_, payload, created in rows],
     "errors": [repr(e) for e in errors if e is not None], "together": together, "by_run": by_run,
 }))
@@ -74,3 +77,4 @@ def test_the_event_log_round_trips_every_payload_through_copy(postgres_url, tmp_
     assert report["errors"] == []
     assert report["together"] == [list(range(1, len(PAYLOADS) + 2)), [1]]
     assert report["by_run"] == [["run_id", "seq"]]  # the index on run alone is gone here too
+    assert report["exists"] == [True, False]

@@ -79,6 +79,24 @@ def db_value(model: type[Model], name: str, value: Any) -> Any:
 
 
 @cache
+def _exists_statement(model: type[Model], names: tuple[str, ...], vendor: str) -> str:
+    quote = connection.ops.quote_name
+    where = " AND ".join(f"{quote(str(model._meta.get_field(name).column))} = %s" for name in names)  # type: ignore[union-attr]
+    return f"SELECT 1 FROM {quote(model._meta.db_table)} WHERE {where} LIMIT 1"
+
+
+def exists(model: type[Model], **equal: Any) -> bool:
+    """Whether a row has each field ``name`` equal to the value given for it: the ORM's
+    ``filter(...).exists()`` without its compilation, which cost 185 µs of the database
+    thread's time (holding the GIL) where the statement costs 15 µs."""
+    names = tuple(equal)
+    values = [db_value(model, name, value) for name, value in equal.items()]
+    with connection.cursor() as cursor:
+        cursor.execute(_exists_statement(model, names, connection.vendor), values)
+        return cursor.fetchone() is not None
+
+
+@cache
 def _copy_statement(model: type[Model], names: tuple[str, ...]) -> str:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(str(model._meta.get_field(name).column)) for name in names)  # type: ignore[union-attr]

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.queued import Queued, join_queued
-from threads import leases
+from threads import fastsql, leases
 from threads.models import QueuedMessage, Run, Session, Thread
 from threads.services.transcript import message_preview, messages_append
 
@@ -73,7 +73,7 @@ def queue_take(
 ) -> list[Queued]:
     """What the run reads at a tool boundary, with the turns and transcript saved to match."""
     # Asked at every tool boundary: one indexed read when nothing waits, no transaction.
-    if not QueuedMessage.objects.filter(status=QueuedMessage.Status.QUEUED, thread_id=thread_pk).exists():
+    if not fastsql.exists(QueuedMessage, status=QueuedMessage.Status.QUEUED, thread=thread_pk):
         return []
     with transaction.atomic():
         rows = list(

@@ -290,4 +290,4 @@ def run_finish(
     ended = {"status": status, "outcome": outcome, "error": error, "event_count": event_count, "finished_at": now}
     fastsql.update(Run, run_id, setting=ended, adding={})
     fastsql.update(Thread, thread_id, setting={"state": state, "updated_at": now}, adding={})
-    return QueuedMessage.objects.filter(thread_id=thread_id, status=QueuedMessage.Status.QUEUED).exists()
+    return fastsql.exists(QueuedMessage, thread=thread_id, status=QueuedMessage.Status.QUEUED)
