@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
 import pytest
 from django.db import connection
 
-from threads.dbthread import on_db_thread
+from threads.dbthread import _shares, on_db_thread
 
 
 def _many_small_queries(count: int) -> None:
@@ -45,3 +46,21 @@ async def test_work_on_the_database_thread_finishes_while_the_loop_streams():
     # with it 0.3 s.
     assert took < 5, f"the database work took {took:.1f}s beside the busy loop"
     assert turns > 1000  # the loop was busy meanwhile
+
+
+def test_the_share_leaves_no_timer_and_no_hold_on_the_loop_once_its_work_is_done():
+    # The shares are kept per loop, weakly: once the database work is over, nothing of the
+    # share may still hold the loop (a pending timer does, through its arguments).
+    async def some_work() -> None:
+        await on_db_thread(lambda: None)
+        await on_db_thread(lambda: None)
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(some_work())
+        share = _shares[loop]
+        assert share.in_flight == 0
+        assert share.timer is None
+        assert not any(referrer is share for referrer in gc.get_referrers(loop))
+    finally:
+        loop.close()

@@ -62,25 +62,26 @@ class _GilShare:
     memory until then, and the run's last event waited for it. A real sleep is what lets the
     waiter in (bench/stream.py --growth: peak RSS of that reply 176 -> 121 MiB, scripted)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self) -> None:
         self.in_flight = 0
+        # The loop is held only by the pending timer, cancelled once nothing is in flight:
+        # _shares is keyed weakly by the loop, and must not keep it alive.
         self.timer: asyncio.TimerHandle | None = None
 
-    def enter(self) -> None:
+    def enter(self, loop: asyncio.AbstractEventLoop) -> None:
         self.in_flight += 1
         if self.timer is None:
-            self.timer = self.loop.call_later(EVERY, self._nap)
+            self.timer = loop.call_later(EVERY, self._nap, loop)
 
     def exit(self) -> None:
         self.in_flight -= 1
-
-    def _nap(self) -> None:
-        if not self.in_flight:
+        if not self.in_flight and self.timer is not None:
+            self.timer.cancel()
             self.timer = None
-            return
+
+    def _nap(self, loop: asyncio.AbstractEventLoop) -> None:
         time.sleep(NAP)
-        self.timer = self.loop.call_later(EVERY, self._nap)
+        self.timer = loop.call_later(EVERY, self._nap, loop)
 
 
 _shares: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _GilShare] = weakref.WeakKeyDictionary()
@@ -92,8 +93,8 @@ def sharing_the_gil() -> Iterator[None]:
     loop = asyncio.get_running_loop()
     share = _shares.get(loop)
     if share is None:
-        share = _shares[loop] = _GilShare(loop)
-    share.enter()
+        share = _shares[loop] = _GilShare()
+    share.enter(loop)
     try:
         yield
     finally:
