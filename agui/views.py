@@ -56,7 +56,7 @@ class EnabledAgents:
         # The read in flight, which every request that needs the set meanwhile waits for: a
         # burst of a hundred runs past the TTL made a hundred reads of the same rows, each one
         # the database thread's Python holding the GIL from the loop (bench/stream.py --concurrent).
-        self._reading: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[list[Agent]] | None = None
 
     def forget(self, *_args: Any, **_kwargs: Any) -> None:
         self._read_at = float("-inf")
@@ -65,35 +65,38 @@ class EnabledAgents:
     def _fresh(self) -> bool:
         return time.monotonic() - self._read_at < self.ttl
 
-    def _read(self) -> asyncio.Task[None]:
+    def _read(self) -> asyncio.Task[list[Agent]]:
         if self._reading is None or self._reading.done():
             self._reading = asyncio.get_running_loop().create_task(self._read_now(), context=contextvars.Context())
             self._reading.add_done_callback(_log_failed_read)
         return self._reading
 
-    async def _read_now(self) -> None:
+    async def _read_now(self) -> list[Agent]:
         agents = await on_db_thread(selectors.agents_enabled)
-        self._agents = agents
-        self._names = frozenset(agent.name for agent in agents)
-        self._read_at = time.monotonic()
+        # Kept only if not forgotten meanwhile: what it read may predate the change.
+        if asyncio.current_task() is self._reading:
+            self._agents = agents
+            self._names = frozenset(agent.name for agent in agents)
+            self._read_at = time.monotonic()
+        return agents
 
     async def exists(self, name: str) -> bool:
         if name in self._names and self._fresh():
             return True
-        await asyncio.shield(self._read())
-        return name in self._names
+        agents = await asyncio.shield(self._read())
+        return any(agent.name == name for agent in agents)
 
     async def all(self) -> list[Agent]:
         """The list as last read; a stale one is answered at once and re-read meanwhile, for the
         next request. Only the first call of a process (or one after ``forget``) waits for it."""
         if self._read_at == float("-inf"):
-            await asyncio.shield(self._read())
-        elif not self._fresh():
+            return await asyncio.shield(self._read())
+        if not self._fresh():
             self._read()
         return self._agents
 
 
-def _log_failed_read(read: asyncio.Task[None]) -> None:
+def _log_failed_read(read: asyncio.Task[list[Agent]]) -> None:
     # The list in hand stays, and the next request past the TTL tries again; a request waiting
     # for this read gets the error too.
     if not read.cancelled() and read.exception() is not None:

@@ -51,3 +51,14 @@ async def test_a_change_is_read_again_and_a_new_name_at_once(coder):
     agents.forget()  # what saving an agent in this process does
     assert not await agents.exists("coder")
     assert [agent.name for agent in await agents.all()] == ["reviewer"]
+
+
+async def test_a_read_begun_before_a_change_does_not_pass_for_fresh_after_it(coder):
+    agents = EnabledAgents(ttl=3600)
+    async with AgentReads() as reads:
+        before = asyncio.ensure_future(agents.exists("coder"))
+        await asyncio.sleep(0)  # its read is on its way
+        agents.forget()  # an agent saved meanwhile
+        assert await before
+        assert await agents.exists("coder")
+    assert reads.count == 2  # the second call read again: the first read's answer was not kept
