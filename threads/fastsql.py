@@ -22,10 +22,15 @@ from django.db import connection
 from django.db.models import Model
 
 
+def _column(model: type[Model], name: str) -> str:
+    """The quoted column of the field ``name``."""
+    return connection.ops.quote_name(str(model._meta.get_field(name).column))  # type: ignore[union-attr]
+
+
 @cache
 def _statement(model: type[Model], names: tuple[str, ...], vendor: str) -> str:
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(str(model._meta.get_field(name).column)) for name in names)  # type: ignore[union-attr]
+    columns = ", ".join(_column(model, name) for name in names)
     marks = ", ".join(["%s"] * len(names))
     return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
 
@@ -49,12 +54,8 @@ def insert(*objects: Model) -> None:
 @cache
 def _update_statement(model: type[Model], setting: tuple[str, ...], adding: tuple[str, ...], vendor: str) -> str:
     quote = connection.ops.quote_name
-
-    def column(name: str) -> str:
-        return quote(str(model._meta.get_field(name).column))  # type: ignore[union-attr]
-
-    assignments = [f"{column(name)} = %s" for name in setting]
-    assignments += [f"{column(name)} = {column(name)} + %s" for name in adding]
+    assignments = [f"{_column(model, name)} = %s" for name in setting]
+    assignments += [f"{_column(model, name)} = {_column(model, name)} + %s" for name in adding]
     key = quote(str(model._meta.pk.column))
     return f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} WHERE {key} = %s"
 
@@ -80,9 +81,8 @@ def db_value(model: type[Model], name: str, value: Any) -> Any:
 
 @cache
 def _exists_statement(model: type[Model], names: tuple[str, ...], vendor: str) -> str:
-    quote = connection.ops.quote_name
-    where = " AND ".join(f"{quote(str(model._meta.get_field(name).column))} = %s" for name in names)  # type: ignore[union-attr]
-    return f"SELECT 1 FROM {quote(model._meta.db_table)} WHERE {where} LIMIT 1"
+    where = " AND ".join(f"{_column(model, name)} = %s" for name in names)
+    return f"SELECT 1 FROM {connection.ops.quote_name(model._meta.db_table)} WHERE {where} LIMIT 1"
 
 
 def exists(model: type[Model], **equal: Any) -> bool:
@@ -98,9 +98,8 @@ def exists(model: type[Model], **equal: Any) -> bool:
 
 @cache
 def _copy_statement(model: type[Model], names: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(str(model._meta.get_field(name).column)) for name in names)  # type: ignore[union-attr]
-    return f"COPY {quote(model._meta.db_table)} ({columns}) FROM STDIN"
+    columns = ", ".join(_column(model, name) for name in names)
+    return f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
 
 
 # Rows per multi-row INSERT on SQLite, largest first: a chunk goes in as statements of these
