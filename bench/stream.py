@@ -15,6 +15,9 @@ server software (uvicorn with uvloop and httptools; ``--server daphne`` for daph
   scripted  the full stack with an in-process scripted model (bench/servers.py swaps
             provider_for in the server subprocess only)
 
+Beside them, for memory only, the Django view again with the anthropic SDK imported and a
+client made (BENCH_SDK_FLOOR): the least the SDK path's process can weigh.
+
 The baselines send frames of the same shape and size as Threadline's (bench/frames.py),
 and every stream yields to the event loop every 64 frames, as a network read would.
 For each server the bench measures, in rounds, the events/s of one long reply and the
@@ -148,12 +151,19 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         # so the server profiled is the one measured.
         env = {"BENCH_PROFILE": str(profile_out[name])} if args.profile == "cprofile" and name in FULL_STACK else {}
         targets[name] = Target(lab.start(name, env), settle=not args.no_settle)
+    # The lean-process figure's floor on the SDK path: the Django view with the SDK imported.
+    floor = Target(lab.start("django", {"BENCH_SDK_FLOOR": "1"}, tag="sdk-floor")) if "sdk" in targets else None
     for target in targets.values():
         await target.wait_ready()
     database = "PostgreSQL" if lab.database_url else "SQLite"
     print(f"servers up in {CLOCK() - t_start:.1f}s ({args.server}, full stack on {database}); warming up", flush=True)
     for target in targets.values():
         await target.warm_up(args.ttfb_tokens, args.warmup)
+    if floor is not None:
+        await floor.wait_ready()
+        await floor.warm_up(args.ttfb_tokens, 1)
+        floor.client.close()
+        floor.server.stop()
 
     # Round after round, each server in turn, so that a drift of the machine's speed
     # during the run touches every server alike.
@@ -169,7 +179,7 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
 
     data: dict[str, Any] = {}
     if targets:
-        text, data = report(targets, args)
+        text, data = report(targets, args, floor.rss_first if floor else None)
         print(text, flush=True)
 
     if args.profile:
