@@ -152,7 +152,9 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         env = {"BENCH_PROFILE": str(profile_out[name])} if args.profile == "cprofile" and name in FULL_STACK else {}
         targets[name] = Target(lab.start(name, env), settle=not args.no_settle)
     # The lean-process figure's floor on the SDK path: the Django view with the SDK imported.
-    floor = Target(lab.start("django", {"BENCH_SDK_FLOOR": "1"}, tag="sdk-floor")) if "sdk" in targets else None
+    floor = None
+    if "sdk" in targets and "django" in targets:
+        floor = Target(lab.start("django", {"BENCH_SDK_FLOOR": "1"}, tag="sdk-floor"))
     for target in targets.values():
         await target.wait_ready()
     database = "PostgreSQL" if lab.database_url else "SQLite"
