@@ -1,5 +1,5 @@
-"""How the tools are confined, from the settings: the server's own files no tool may touch, and
-the sandbox bash runs in (issue #11, items 1 and 2)."""
+"""How the tools are confined, from the settings: the server's own files no tool may touch, its code
+no tool may change, and the sandbox bash runs in (issues #11 and #23)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
-from agents.tools.sandbox import Sandbox
+from agents.tools.sandbox import Sandbox, SandboxBounds
 from agents.tools.workspace import PathRules, Protected, Workspace
 
 
@@ -26,8 +27,12 @@ def _settings_key() -> tuple[object, ...]:
         str(settings.BASE_DIR),
         str(settings.DATA_DIR),
         str(settings.AGENT_WORKSPACE),
+        str(settings.AGENT_WORKSPACES_ROOT),
         settings.AGENT_BASH_SANDBOX,
         settings.AGENT_BASH_NETWORK,
+        settings.AGENT_SANDBOX_UID,
+        settings.AGENT_BASH_MAX_PROCESSES,
+        settings.AGENT_BASH_MAX_MEMORY_BYTES,
         database["ENGINE"],
         str(database["NAME"]),
         os.environ.get("PATH", os.defpath),
@@ -73,30 +78,45 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (info.st_dev, info.st_ino, info.st_mtime_ns if stat.S_ISDIR(info.st_mode) else 0)
 
 
-def hidden_from_bash() -> tuple[Path, ...]:
-    """What the sandbox replaces by an empty directory: the data dir and the server's checkout, or,
-    when the checkout is the workspace, the data dir and the virtual environment."""
-    base = Path(settings.BASE_DIR).resolve()
-    workspace = Path(settings.AGENT_WORKSPACE).resolve()
-    hidden = [Path(settings.DATA_DIR).resolve()]
-    hidden += [base / ".venv"] if base == workspace else [base]
+def server_code() -> tuple[Path, ...]:
+    """The server's code: its checkout and the virtual environment (with its installed packages) it
+    runs from. No tool may change them, wherever the workspace is (issue #23, item 2)."""
+    paths = [Path(settings.BASE_DIR), Path(settings.BASE_DIR) / ".venv"]
     if sys.prefix != sys.base_prefix:
-        hidden.append(Path(sys.prefix).resolve())
-    kept = [path for path in dict.fromkeys(hidden) if path.is_dir()]
+        paths.append(Path(sys.prefix))
+    return tuple(dict.fromkeys(path.resolve() for path in paths if path.is_dir()))
+
+
+def sandbox_mounts(workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """What the sandbox around ``workspace`` covers with empty directories (the data dir, and the
+    server's code and the workspaces root where they lie outside the workspace), and what it binds
+    read-only over the workspace (the server's code where it lies inside it)."""
+    hidden = [Path(settings.DATA_DIR).resolve(), Path(settings.AGENT_WORKSPACES_ROOT).resolve()]
+    read_only: list[Path] = []
+    for path in server_code():
+        if path.is_relative_to(workspace):
+            read_only.append(path)
+        else:
+            hidden.append(path)
+    # The virtual environment inside a read-only checkout is still hidden (it holds nothing to read).
+    hidden += [path for path in server_code()[1:] if path.is_relative_to(workspace)]
+    kept = [path for path in dict.fromkeys(hidden) if path.is_dir() and not workspace.is_relative_to(path)]
     # A directory inside another hidden one is hidden with it.
-    return tuple(path for path in kept if not any(path != other and path.is_relative_to(other) for other in kept))
+    hidden_paths = tuple(p for p in kept if not any(p != other and p.is_relative_to(other) for other in kept))
+    return hidden_paths, tuple(path for path in read_only if path not in hidden_paths)
 
 
 @dataclass(slots=True, frozen=True)
 class BashChoice:
     offered: bool
-    sandbox: Sandbox | None
+    sandbox: Sandbox | None  # the sandbox's settings, around AGENT_WORKSPACE (``sandbox_for`` moves it)
     note: str  # one line for start-up
 
 
 def bash_choice() -> BashChoice:
     """Whether bash is offered, and how it runs: in bubblewrap, or without it when
-    ``AGENT_BASH_SANDBOX=off`` says so; never silently without it."""
+    ``AGENT_BASH_SANDBOX=off`` says so; never silently without it, and never in a sandbox whose
+    command would hold a capability (checked by running one, not only by finding bwrap)."""
     return _bash_choice(_settings_key())
 
 
@@ -104,38 +124,83 @@ def bash_choice() -> BashChoice:
 def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     if settings.AGENT_BASH_SANDBOX == "off":
         return BashChoice(True, None, "bash runs WITHOUT a sandbox (AGENT_BASH_SANDBOX=off)")
-    bwrap = working_bwrap(os.environ.get("PATH", os.defpath))
-    if bwrap is None:
-        return BashChoice(
-            False,
-            None,
-            "bash is NOT offered: bubblewrap (bwrap) is missing or cannot create namespaces here; "
-            "install Debian's bubblewrap, or set AGENT_BASH_SANDBOX=off to run bash without a sandbox",
-        )
-    network = settings.AGENT_BASH_NETWORK == "on"
-    sandbox = Sandbox(bwrap, Path(settings.AGENT_WORKSPACE).resolve(), hidden_from_bash(), network)
-    where = "with network access" if network else "no network"
-    return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({bwrap}, {where})")
-
-
-@functools.lru_cache(maxsize=8)
-def working_bwrap(search_path: str) -> str | None:
-    """The bwrap on ``search_path`` if it can set up a sandbox here (containers may forbid namespaces)."""
+    search_path = os.environ.get("PATH", os.defpath)
     bwrap = shutil.which("bwrap", path=search_path)
     if bwrap is None:
-        return None
-    probe = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc"]
-    try:
-        done = subprocess.run([*probe, "/bin/true"], capture_output=True, timeout=10, check=False, env={})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return bwrap if done.returncode == 0 else None
+        return _not_offered("bubblewrap (bwrap) is missing; install Debian's bubblewrap")
+    run_as = setpriv = None
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv", path=search_path)
+        if setpriv is None:
+            return _not_offered("the server runs as root and setpriv (util-linux) is missing to drop to a plain user")
+        run_as = int(settings.AGENT_SANDBOX_UID)
+    bounds = SandboxBounds(settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES)
+    workspace = Path(settings.AGENT_WORKSPACE).resolve()
+    sandbox = Sandbox(
+        bwrap, workspace, network=settings.AGENT_BASH_NETWORK == "on", run_as=run_as, setpriv=setpriv, bounds=bounds
+    )
+    failure = probe_sandbox(sandbox)
+    if failure is not None:
+        return _not_offered(failure)
+    where = "with network access" if sandbox.network else "no network"
+    return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({bwrap}, {where}, {sandbox.describe()})")
 
 
-def server_workspace(rules: PathRules | None = None) -> Workspace:
-    """The workspace of ``AGENT_WORKSPACE`` with the server's files protected and bash's sandbox."""
+def _not_offered(why: str) -> BashChoice:
+    return BashChoice(
+        False, None, f"bash is NOT offered: {why}; or set AGENT_BASH_SANDBOX=off to run bash without a sandbox"
+    )
+
+
+# Run in the sandbox at start-up: what the command holds, and who it is on the host.
+_PROBE = "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status; echo uid=$(id -u)"
+
+
+def probe_sandbox(sandbox: Sandbox) -> str | None:
+    """None when a command in ``sandbox`` runs and holds no capability, and is not root on the host
+    unless a user namespace of its own holds it; else why not."""
+    with tempfile.TemporaryDirectory(prefix="threadline-probe-") as scratch:
+        probe = sandbox.for_workspace(Path(scratch), (), ())
+        if probe.run_as is not None:
+            os.chown(scratch, probe.run_as, probe.run_as)
+        try:
+            done = subprocess.run(probe.argv(_PROBE), capture_output=True, timeout=20, check=False, env={})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap could not be started ({exc})"
+    out = done.stdout.decode(errors="replace")
+    if done.returncode != 0:
+        err = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"bubblewrap cannot set up a sandbox here ({err[-1] if err else done.returncode})"
+    capabilities = dict(line.split(":\t", 1) for line in out.splitlines() if line.startswith("Cap"))
+    held = {name: value for name, value in capabilities.items() if int(value, 16) != 0}
+    if len(capabilities) != 5 or held:
+        return f"a command in the sandbox still holds capabilities ({held or 'unknown'})"
+    if sandbox.run_as is not None and f"uid={sandbox.run_as}" not in out:
+        return f"a command in the sandbox did not run as uid {sandbox.run_as}"
+    return None
+
+
+def sandbox_for(workspace: Path) -> Sandbox | None:
+    """bash's sandbox around ``workspace``: that workspace only, read-write."""
+    sandbox = bash_choice().sandbox
+    if sandbox is None:
+        return None
+    root = workspace.resolve()
+    hidden, read_only = sandbox_mounts(root)
+    return sandbox.for_workspace(root, hidden, read_only)
+
+
+def server_workspace(rules: PathRules | None = None, root: Path | None = None) -> Workspace:
+    """The workspace at ``root`` (by default ``AGENT_WORKSPACE``) with the server's files protected,
+    its code read-only, and bash's sandbox around it."""
+    path = Path(settings.AGENT_WORKSPACE if root is None else root).resolve()
     return Workspace(
-        Path(settings.AGENT_WORKSPACE), protected=server_protected(), rules=rules, sandbox=bash_choice().sandbox
+        path,
+        protected=server_protected(),
+        read_only=server_code(),
+        rules=rules,
+        sandbox=sandbox_for(path),
+        max_bytes=settings.AGENT_WORKSPACE_MAX_BYTES,
     )
 
 
@@ -148,5 +213,16 @@ def startup_warnings() -> list[str]:
         notes.append(
             f"the workspace {workspace} contains the data dir {data_dir}; the tools refuse it, but consider "
             "THREADLINE_DATA_DIR outside the workspace"
+        )
+    code = [path for path in server_code() if path.is_relative_to(workspace) or workspace.is_relative_to(path)]
+    if code:
+        notes.append(
+            f"the workspace {workspace} contains the server's code ({', '.join(map(str, code))}); no tool may "
+            "change it, but give the agent a workspace of its own (AGENT_WORKSPACE)"
+        )
+    if settings.AGENT_WORKSPACE_MODE == "shared":
+        notes.append(
+            "AGENT_WORKSPACE_MODE=shared: every user's agent works in one directory; users are NOT isolated "
+            "from each other's files"
         )
     return notes

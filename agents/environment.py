@@ -85,6 +85,8 @@ def _git(workspace: Path, sandbox: Sandbox | None, *arguments: str) -> str | Non
     always with the environment bash gets (no credentials), and with the fsmonitor hook off."""
     # No index lock taken by a status that only looks (GIT_OPTIONAL_LOCKS), no pager, no prompt.
     env = scrubbed_environment() | {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
+    if sandbox is not None:
+        env = sandbox.environment(env)
     argv = ["git", "-c", "core.fsmonitor=false", "-C", str(workspace), *arguments]
     try:
         done = subprocess.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from django.conf import settings
 
@@ -85,9 +86,10 @@ def subagent_limits() -> SubAgentLimits:
     )
 
 
-def tool_context(*, agent_name: str = "", thread_id: str = "") -> ToolContext:
+def tool_context(*, agent_name: str = "", thread_id: str = "", workspace: Path | None = None) -> ToolContext:
     """A fresh context per run: its read ledger and todo list are the run's own. The file tools
-    drop what the permission rules of this agent and thread deny (``ScopedRules``)."""
+    drop what the permission rules of this agent and thread deny (``ScopedRules``), and work in
+    ``workspace`` (the thread's, agents/workspaces.py; by default ``AGENT_WORKSPACE``)."""
     max_lines: int = settings.TOOL_OUTPUT_MAX_LINES
     keep = min(200, max_lines // 3)  # 200 head and 200 tail lines at the default 600
     limits = OutputLimits(max_bytes=settings.TOOL_OUTPUT_MAX_BYTES, max_lines=max_lines, keep_head=keep, keep_tail=keep)
@@ -99,8 +101,8 @@ def tool_context(*, agent_name: str = "", thread_id: str = "") -> ToolContext:
         max_redirects=settings.WEB_FETCH_MAX_REDIRECTS,
         allowed_private_hosts=settings.WEB_ALLOWED_PRIVATE_HOSTS,
     )
-    workspace = server_workspace(ScopedRules(agent_name, thread_id))
-    return ToolContext(workspace=workspace, output_limits=limits, web=web)
+    confined = server_workspace(ScopedRules(agent_name, thread_id), workspace)
+    return ToolContext(workspace=confined, output_limits=limits, web=web)
 
 
 def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -> LoopConfig:

@@ -123,9 +123,40 @@ MODEL_RETRY_BACKOFF_SECONDS = env_float("MODEL_RETRY_BACKOFF_SECONDS", 1.0, mini
 # Pace of the offline demo model's stream, so a person can watch it type.
 DEMO_MODEL_DELAY_SECONDS = env_float("DEMO_MODEL_DELAY_SECONDS", 0.02, minimum=0.0)
 
-AGENT_WORKSPACE = Path(env_str("AGENT_WORKSPACE", str(BASE_DIR))).resolve()
+# Where runs work (agents/workspaces.py, issue #24). Never the server's own checkout by default: the
+# tools may not change the server's code (issue #23). Both default under the user's data home
+# ($XDG_DATA_HOME/threadline), neither inside the data dir nor inside each other.
+_THREADLINE_HOME = Path(env_str("XDG_DATA_HOME", str(Path.home() / ".local" / "share"))) / "threadline"
+AGENT_WORKSPACE_IS_DEFAULT = not env_str("AGENT_WORKSPACE")
+AGENT_WORKSPACE = Path(env_str("AGENT_WORKSPACE", str(_THREADLINE_HOME / "workspace"))).resolve()
+if AGENT_WORKSPACE_IS_DEFAULT:
+    AGENT_WORKSPACE.mkdir(parents=True, exist_ok=True)
 if not AGENT_WORKSPACE.is_dir():
     raise ImproperlyConfigured(f"AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} is not a directory")
+# owner: a user's threads share the user's own directory (threads of the shared AGUI_TOKEN work in
+# AGENT_WORKSPACE); thread: every thread has its own; shared: everybody works in AGENT_WORKSPACE.
+AGENT_WORKSPACE_MODE = env_choice("AGENT_WORKSPACE_MODE", "owner", ("owner", "thread", "shared"))
+AGENT_WORKSPACES_ROOT = Path(env_str("AGENT_WORKSPACES_ROOT", str(_THREADLINE_HOME / "workspaces"))).resolve()
+for _inner, _outer in (
+    (AGENT_WORKSPACES_ROOT, DATA_DIR),
+    (AGENT_WORKSPACES_ROOT, AGENT_WORKSPACE),
+    (AGENT_WORKSPACE, AGENT_WORKSPACES_ROOT),
+):
+    if _inner.is_relative_to(_outer):
+        raise ImproperlyConfigured(
+            f"AGENT_WORKSPACES_ROOT={str(AGENT_WORKSPACES_ROOT)!r} and AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} "
+            f"must lie outside each other and outside the data dir {str(DATA_DIR)!r}: {_inner} is inside {_outer}"
+        )
+# What a new workspace starts from: nothing (""), a directory that is copied, or a git repository
+# (a local path or a URL) that is cloned.
+AGENT_WORKSPACE_TEMPLATE = env_str("AGENT_WORKSPACE_TEMPLATE")
+_TEMPLATE_IS_URL = "://" in AGENT_WORKSPACE_TEMPLATE or ":" in AGENT_WORKSPACE_TEMPLATE.split("/")[0]
+if AGENT_WORKSPACE_TEMPLATE and not _TEMPLATE_IS_URL and not Path(AGENT_WORKSPACE_TEMPLATE).is_dir():
+    raise ImproperlyConfigured(
+        f"AGENT_WORKSPACE_TEMPLATE={AGENT_WORKSPACE_TEMPLATE!r} is neither a directory nor a git URL"
+    )
+# Past this many bytes in a workspace the tools that change files refuse until files are removed.
+AGENT_WORKSPACE_MAX_BYTES = env_int("AGENT_WORKSPACE_MAX_BYTES", 1 << 30, minimum=1)
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 # The tools that change the workspace (file_write, file_edit, apply_patch, bash, todo_write).
 # "ask": offered, and a call no permission rule allows waits for a person's approval; "on":
@@ -138,6 +169,11 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
 AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
 # Whether sandboxed commands reach the network.
 AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
+# Who a sandboxed command is when the server runs as root (never root itself: agents/tools/sandbox.py),
+# and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS).
+AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
+AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
+AGENT_BASH_MAX_MEMORY_BYTES = env_int("AGENT_BASH_MAX_MEMORY_BYTES", 8 << 30, minimum=64 << 20)
 # In enforced grounding mode, the gate opens after this many iterations even without a report.
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 # How long a call of one of the client's own tools waits for its result before the model is told.

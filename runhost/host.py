@@ -55,6 +55,7 @@ from threads.services.runs import (
     run_open,
 )
 from threads.services.transcript import message_preview
+from threads.services.workspaces import workspace_open
 from threads.store import DbSessionStore, DbSubAgentStore
 from threads.waits import (
     ClaimAs,
@@ -399,12 +400,14 @@ class RunHost:
         listener: RunListener | None = None
         try:
             listener = surface.attach(context)
+            # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
+            workspace = await workspace_open(thread)
             tools = tools_for()
             add_client_tools(tools, client_tools)
             loop = AgentLoop(
                 provider=provider,
                 tools=tools,
-                tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id),
+                tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace),
                 config=loop_config(agent, provider, grounding=session.grounding_override),
                 store=DbSessionStore(
                     session_id=session.pk, thread_pk=thread.pk, run_pk=live.run_pk, turns=session.turns

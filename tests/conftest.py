@@ -12,6 +12,8 @@ import pytest
 import uvicorn
 from django.test import override_settings
 
+from agents.workspaces import hand_over
+
 
 @dataclass
 class LiveServer:
@@ -83,7 +85,8 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
     (root / "README.md").write_text("# Demo project\n\nA small project for tests.\n")
     (root / "src").mkdir()
     (root / "src" / "app.py").write_text("def main():\n    return 'hello'\n")
-    with override_settings(AGENT_WORKSPACE=root):
+    with override_settings(AGENT_WORKSPACE=root, AGENT_WORKSPACES_ROOT=tmp_path / "workspaces"):
+        hand_over(root)  # as every run's workspace is: the sandbox's user may write it
         yield root
 
 

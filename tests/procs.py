@@ -54,6 +54,8 @@ class ServerProcess:
             {
                 "THREADLINE_DATA_DIR": str(data_dir),
                 "AGENT_WORKSPACE": str(workspace),
+                # Processes given one workspace share one root for their users' and threads' workspaces.
+                "AGENT_WORKSPACES_ROOT": str(workspace.parent / f"{workspace.name}-workspaces"),
                 "AGUI_TOKEN": self.token,
                 "PORT": str(self.port),
                 "DEMO_MODEL_DELAY_SECONDS": "0",

@@ -8,6 +8,12 @@ import tempfile
 _DATA = tempfile.mkdtemp(prefix="threadline-test-")
 atexit.register(shutil.rmtree, _DATA, ignore_errors=True)  # each run's throwaway data dir goes with it
 os.environ["THREADLINE_DATA_DIR"] = _DATA
+# Where runs work: outside the data dir and the checkout, thrown away with the run.
+_WORK = tempfile.mkdtemp(prefix="threadline-test-work-")
+atexit.register(shutil.rmtree, _WORK, ignore_errors=True)
+os.makedirs(os.path.join(_WORK, "workspace"))
+os.environ["AGENT_WORKSPACE"] = os.path.join(_WORK, "workspace")
+os.environ["AGENT_WORKSPACES_ROOT"] = os.path.join(_WORK, "workspaces")
 os.environ["AGUI_TOKEN"] = "test-token"
 # Tests never talk to the real API: a key in the developer's environment is ignored.
 os.environ["ANTHROPIC_API_KEY"] = ""

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agents import environment
-from agents.confinement import working_bwrap
+from agents.confinement import bash_choice, sandbox_for
 from agents.environment import STATUS_LINES, environment_block
-from agents.tools.sandbox import Sandbox
+from agents.workspaces import hand_over
 from tests.fakes.anthropic_api import text_turn
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
@@ -24,7 +24,19 @@ NOW = datetime(2026, 12, 1, 4, 30, tzinfo=UTC)
 
 def _git(root: Path, *arguments: str) -> None:
     subprocess.run(
-        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
+        # safe.directory: the workspace belongs to the sandbox user, and git run as root checks that.
+        [
+            "git",
+            "-C",
+            str(root),
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            *arguments,
+        ],
         check=True,
         capture_output=True,
     )
@@ -139,8 +151,7 @@ def test_a_repository_config_cannot_run_commands_with_the_servers_secrets(tmp_pa
 
 
 def test_with_the_bash_sandbox_git_is_confined_like_bash(tmp_path, monkeypatch):
-    bwrap = working_bwrap(os.environ.get("PATH", os.defpath))
-    assert bwrap is not None, "bubblewrap is missing or cannot run here (.ci/run installs it)"
+    assert bash_choice().sandbox is not None, "bubblewrap is missing or cannot run here (.ci/run installs it)"
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-environment-secret")
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -154,7 +165,8 @@ def test_with_the_bash_sandbox_git_is_confined_like_bash(tmp_path, monkeypatch):
     (shims / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
 
-    block = asyncio.run(environment_block(root, sandbox=Sandbox(bwrap=bwrap, workspace=root), now=NOW))
+    hand_over(root)  # as a run's workspace is, so the sandbox's user may write there
+    block = asyncio.run(environment_block(root, sandbox=sandbox_for(root), now=NOW))
 
     assert "Git branch: feature/env" in block
     assert not list(outside.iterdir())  # outside the workspace, the sandbox writes to its own /tmp at most

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -18,14 +21,15 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from agents.confinement import bash_choice, working_bwrap
+from agents.confinement import bash_choice
 from agents.runtime import tool_context, tools_for
 from agents.tools.base import ToolOutput, ToolRegistry
 from agents.tools.mutating import BASH
+from agents.workspaces import hand_over
 from tests.procs import ROOT
 
 pytestmark = pytest.mark.skipif(
-    working_bwrap(os.environ.get("PATH", os.defpath)) is None,
+    shutil.which("bwrap") is None,
     reason="bubblewrap (Debian's bubblewrap, which .ci/run installs) is missing or cannot run here",
 )
 
@@ -52,6 +56,7 @@ def ws(tmp_path: Path):
     data.mkdir()
     (data / "agui-token").write_text("token-in-the-data-dir\n")
     with override_settings(AGENT_WORKSPACE=root, DATA_DIR=data, AGENT_BASH_SANDBOX="on", AGENT_BASH_NETWORK="off"):
+        hand_over(root)  # as a run's workspace is: the sandbox's user may write it
         yield root
 
 
@@ -175,3 +180,91 @@ def test_a_sandboxed_command_that_times_out_is_killed_with_its_children(ws):
     while _marked(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _marked(marker) == []
+
+
+# Issue #23, item 1: whatever the server runs as (root, here and on CI), the agent's bash holds no
+# capability and has no way back to the host. Each escape the probe found, tried from the bash tool.
+
+
+def test_bash_holds_no_capability_and_is_not_root(ws):
+    out = bash("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status; echo uid=$(id -u)").content
+    capabilities = [line.split()[1] for line in out.splitlines() if line.startswith("Cap")]
+    assert len(capabilities) == 5 and all(int(value, 16) == 0 for value in capabilities), out
+    assert "uid=0" not in out
+
+
+def test_bash_cannot_unmount_what_hides_the_host(ws):
+    token = Path(settings.DATA_DIR) / "agui-token"
+    out = bash(f"umount -l /tmp; umount -l /proc; umount -l {ws}; echo umounts; cat {token} /proc/*/environ").content
+    assert out.count("must be superuser") == 3, out
+    assert "token-in-the-data-dir" not in out and PROBE_SECRET not in out
+
+
+def test_bash_cannot_remount_the_system_writable_nor_write_it(ws):
+    out = bash("mount -o remount,rw /usr; echo mount=$?; touch /usr/threadline-probe; echo touch=$?").content
+    assert "mount=32" in out and "touch=1" in out
+    assert not Path("/usr/threadline-probe").exists()
+
+
+def test_bash_cannot_enter_another_namespace_nor_read_process_memory(ws):
+    out = bash("nsenter -t 1 -n -m true; echo nsenter=$?; head -c1 /proc/1/mem >/dev/null; echo mem=$?").content
+    assert "nsenter=1" in out and "mem=1" in out, out
+
+
+def test_a_nested_user_namespace_does_not_unmount_the_sandbox_either(ws):
+    out = bash("unshare -Urm sh -c 'umount -l /tmp && ls /tmp' 2>&1; echo rc=$?").content
+    assert "rc=0" not in out or "threadline" not in out
+    assert "agui-token" not in out
+
+
+def test_bash_cannot_write_the_servers_code_wherever_it_is(ws):
+    target = Path(settings.BASE_DIR) / "project" / "threadline_probe.py"
+    out = bash(f"echo 'import os' > {target}; echo rc=$?").content
+    assert "rc=1" in out and not target.exists()
+
+
+@override_settings(AGENT_BASH_MAX_PROCESSES=40)
+def test_bash_has_a_bound_on_processes(ws):
+    # 1,500 forks in one call, as the probe tried; each child sleeps, so they all count at once.
+    script = (
+        "import os, time\n"
+        "started = 0\n"
+        "for _ in range(1500):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "    started += 1\n"
+        "print('started', started, flush=True)\n"
+    )
+    out = bash(f"python3 -c {shlex.quote(script)}").content
+    started = int(out.split("started ")[1].split()[0])
+    assert 0 < started < 40, out
+
+
+@override_settings(AGENT_BASH_MAX_MEMORY_BYTES=256 << 20)
+def test_bash_has_a_bound_on_memory(ws):
+    out = bash("python3 -c 'bytearray(400_000_000)'; echo rc=$?").content
+    assert "MemoryError" in out and "rc=1" in out, out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setpriv is used only when the server is root")
+def test_bash_is_not_offered_when_its_sandbox_would_keep_capabilities(ws, tmp_path, monkeypatch):
+    # A setpriv that runs the command without dropping anything: the check runs a command in the
+    # sandbox and reads what it holds, so it refuses bash rather than trusting that bwrap started.
+    # It lives under /opt, which the sandbox shows, so that it runs there as a real setpriv would.
+    shim = Path(tempfile.mkdtemp(prefix="threadline-test-", dir="/opt"))
+    try:
+        (shim / "setpriv").write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
+        (shim / "setpriv").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+        with override_settings(AGENT_MUTATING_TOOLS="ask"):
+            choice = bash_choice()
+            assert not choice.offered and "capabilities" in choice.note, choice.note
+            assert tools_for().get("bash") is None
+    finally:
+        shutil.rmtree(shim)

@@ -23,6 +23,7 @@ from threads.api_runs import RunOutput
 from threads.api_subagents import SubAgentTaskListOutput
 from threads.models import Run, SubAgentTask, Thread
 from threads.selectors import run_list, thread_detail, thread_get_visible, thread_list, thread_subagent_tasks
+from threads.services.workspaces import WorkspaceInfo, workspace_info
 
 THREAD_ID = OpenApiParameter("thread_id", str, OpenApiParameter.PATH, description="The AG-UI thread id.")
 
@@ -64,10 +65,23 @@ class ThreadList(ListView[Thread]):
         return thread_list(user=self.request.user, **self.query())
 
 
+class WorkspaceOutput(serializers.Serializer[WorkspaceInfo]):
+    path = serializers.CharField(
+        help_text="Where the thread's runs work, relative to the workspaces root; empty for the shared workspace."
+    )
+    bytes = serializers.IntegerField(allow_null=True, help_text="What its files hold; null before a run made it.")
+    createdAt = serializers.DateTimeField(source="created_at", allow_null=True)
+
+
 class ThreadDetailOutput(ThreadOutput):
+    workspace = serializers.SerializerMethodField(help_text="The thread's workspace (AGENT_WORKSPACE_MODE).")
     messages = serializers.SerializerMethodField(
         help_text="The transcript: each message's AG-UI body, in order, as a client would rebuild it."
     )
+
+    @extend_schema_field(WorkspaceOutput)
+    def get_workspace(self, thread: Thread) -> dict[str, Any]:
+        return dict(WorkspaceOutput(workspace_info(thread)).data)
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_messages(self, thread: Thread) -> list[Any]:

@@ -302,3 +302,14 @@ class QueuedMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message_id} ({self.status})"
+
+
+class Workspace(models.Model):
+    """A directory runs work in, made from the template on first use (agents/workspaces.py). The
+    directory is the truth; the row keeps when it was made, for the admin and the API."""
+
+    key = models.CharField(max_length=100, unique=True)  # relative to AGENT_WORKSPACES_ROOT
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key

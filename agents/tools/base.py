@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from agents.tools import usage
 from agents.tools.errors import ToolError
 from agents.tools.netguard import WebConfig
 from agents.tools.shaping import OutputLimits, shape_tool_output
@@ -79,6 +80,9 @@ class Tool:
     # Reaches the network (web_search, web_fetch): with no rule matching, each call asks, even
     # though it changes nothing in the workspace (agents/permissions.py).
     network: bool = False
+    # Changes files of the workspace (file_write, file_edit, apply_patch, bash): refused while the
+    # workspace is over its size limit (issue #24).
+    writes_files: bool = False
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -109,6 +113,12 @@ class ToolRegistry:
             return ToolOutput(f"unknown tool {name!r}; available: {', '.join(sorted(self.tools))}", True)
         for attempt in (1, 2):
             try:
+                if tool.writes_files:
+                    await context.workspace.refuse_when_full()
+                    try:
+                        return await tool.func(arguments, context)
+                    finally:
+                        usage.forget(context.workspace.root)  # the next check sees what this call wrote
                 return await tool.func(arguments, context)
             except ToolError as exc:
                 return ToolOutput(str(exc), True)

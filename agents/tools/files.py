@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from agents.tools.errors import ToolError
-from agents.tools.workspace import Located, PathGuard
+from agents.tools.workspace import Located, PathGuard, keep_owner
 
 
 def decode_text(data: bytes, relative: str) -> str:
@@ -56,6 +56,8 @@ def apply_changes(changes: list[Change]) -> None:
     """Writes every new content to a temporary file next to its target first, then moves them all
     into place and deletes what is to be deleted; a failure while staging leaves every target as it was.
     Existing files keep their permission bits; new ones get the usual 0o666 less the umask."""
+    for change in changes:
+        change.target.workspace.refuse_read_only(change.target.relative, change.target.shown)
     staged: list[tuple[str, Located]] = []
     try:
         for change in changes:
@@ -87,6 +89,8 @@ def _stage(target: Located, data: bytes) -> str:
         dir_fd=target.dir_fd,
     )
     try:
+        owner = info if info is not None else os.fstat(target.dir_fd)
+        keep_owner(fd, owner)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if mode is not None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import Hunk, PatchedFile, PatchSet
 
+from agents.tools import usage
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from agents.tools.ledger import ensure_fresh, forget, remember
@@ -208,9 +209,13 @@ _DONE = {"modify": "modified", "create": "created", "delete": "deleted"}
 async def apply_patch_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
     patch = require_str(arguments, "patch")
     assert patch is not None
+    # A patch that only deletes files is how a workspace over its size limit is brought back under it.
+    if any(line.startswith("+++ ") and line[4:].split("\t")[0].strip() != "/dev/null" for line in patch.splitlines()):
+        await context.workspace.refuse_when_full()
     guard = await context.workspace.guard("apply_patch")
     async with context.write_lock:
         plan = await asyncio.to_thread(_apply, context, guard, patch)
+    usage.forget(context.workspace.root)
     lines = [f"{_DONE[p.action]} {p.relative} (+{p.added} -{p.removed})" for p in plan]
     return ToolOutput("\n".join(lines), touched=tuple((p.relative, "patch") for p in plan))
 

@@ -1,16 +1,43 @@
-"""The bubblewrap sandbox bash runs in (issue #11, item 2).
+"""The bubblewrap sandbox bash runs in (issues #11 and #23).
 
-The command gets a PID namespace of its own (the server's processes, and their environment in
-/proc, are out of sight), the workspace read-write, the rest of the system read-only, the
-server's data dir and checkout (or, when the checkout is the workspace, its data dir and virtual
-environment) replaced by empty directories, /run (where local sockets such as PostgreSQL's live)
-emptied, and no network unless asked for. ``--die-with-parent`` ties bwrap to the server: when the
-server dies, even by SIGKILL, the kernel kills bwrap, and with it every process of the namespace."""
+What the command sees: the system's own directories read-only (``/usr``, ``/etc``, ``/opt`` and the
+``/bin``, ``/lib`` links), a fresh ``/dev``, a ``/proc`` of its own PID namespace (the server's
+processes, and their environment, are out of sight), empty ``/tmp`` and ``/var/tmp``, and its
+workspace read-write at the workspace's own path. Nothing else of the host is there: not the
+other workspaces nor the root that holds them, not the server's checkout, data dir or virtual
+environment (those that lie inside a bound directory are covered by empty ones, or bound read-only
+when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``. No network unless asked.
+
+What the command holds: nothing. Whatever the server runs as, the command never has a capability
+and is never root on the host:
+- when the server is root, bwrap (privileged) sets up the namespaces and mounts, then ``setpriv``
+  becomes the sandbox user (``run_as``, not root) with an empty bounding set, no inheritable or
+  ambient capabilities and no_new_privs, before bash starts. As that user, mount, umount,
+  ``nsenter``, ``ptrace`` and ``/proc/<pid>/mem`` all fail, and root-owned files are not its to
+  write even where a mount would allow it.
+- when the server is not root, bwrap runs unprivileged in a user namespace of its own, which gives
+  the command no capability outside it, and ``--disable-userns`` stops it from making another.
+
+Bounds: the number of processes (``RLIMIT_NPROC``) and each process's address space
+(``RLIMIT_AS``) are set as hard limits before the command runs; without ``CAP_SYS_RESOURCE`` it
+cannot raise them. (Run as root, the kernel exempts a process from ``RLIMIT_NPROC``: one more
+reason the command never is.) ``--die-with-parent`` ties bwrap to the server: when the server
+dies, even by SIGKILL, the kernel kills bwrap, and with it every process of the namespace."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+# The host's directories the command may read: programs, their libraries and the system's settings.
+SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+@dataclass(slots=True, frozen=True)
+class SandboxBounds:
+    max_processes: int = 256
+    max_memory_bytes: int = 8 << 30  # per process: address space
 
 
 @dataclass(slots=True, frozen=True)
@@ -19,18 +46,73 @@ class Sandbox:
     workspace: Path
     hidden: tuple[Path, ...] = ()  # directories replaced by empty ones
     network: bool = False
+    # The uid (and gid) the command becomes when the server is root, and the setpriv that makes it
+    # so; both None when the server is not root (then a user namespace holds the command).
+    run_as: int | None = None
+    setpriv: str | None = None
+    read_only: tuple[Path, ...] = ()  # directories inside the workspace bound read-only over it
+    bounds: SandboxBounds = SandboxBounds()
+
+    def for_workspace(self, workspace: Path, hidden: tuple[Path, ...], read_only: tuple[Path, ...]) -> Sandbox:
+        """The same sandbox around another workspace."""
+        return Sandbox(self.bwrap, workspace, hidden, self.network, self.run_as, self.setpriv, read_only, self.bounds)
 
     def argv(self, command: str) -> list[str]:
         """bwrap's command line for ``/bin/bash -c command`` in the workspace."""
-        argv = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        argv.append("--unshare-cgroup-try")
+        if self.run_as is None:
+            argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
         if not self.network:
             argv.append("--unshare-net")
-        argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+        for name in SYSTEM_DIRS:
+            path = Path(name)
+            if path.is_symlink():
+                argv += ["--symlink", os.readlink(path), name]
+            elif path.is_dir():
+                argv += ["--ro-bind", name, name]
+        argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+        # The directories above the workspace, made in the sandbox's own root as plain 0755 ones
+        # (bwrap would copy the host's modes, and a 0700 /root would shut the sandbox user out).
+        for parent in reversed(self.workspace.parents[:-1]):
+            if not any(parent.is_relative_to(name) for name in SYSTEM_DIRS):
+                argv += ["--perms", "0755", "--dir", str(parent)]
         # Mounts apply in order: a parent before what lies inside it, so the workspace can sit in a
         # hidden directory (or a hidden one in the workspace) and each ends up as meant.
-        mounts = [(self.workspace, ["--bind", str(self.workspace), str(self.workspace)])]
-        mounts += [(path, ["--tmpfs", str(path)]) for path in self.hidden if path != self.workspace]
+        mounts: list[tuple[Path, list[str]]] = [(self.workspace, ["--bind", str(self.workspace), str(self.workspace)])]
+        mounts += [
+            (path, ["--tmpfs", str(path)]) for path in self.hidden if path != self.workspace and self._shown(path)
+        ]
+        mounts += [(path, ["--ro-bind", str(path), str(path)]) for path in self.read_only]
         for _, mount in sorted(mounts, key=lambda item: len(item[0].parts)):
             argv += mount
-        argv += ["--chdir", str(self.workspace), "/bin/bash", "-c", command]
+        argv += ["--chdir", str(self.workspace)]
+        if self.run_as is not None:
+            assert self.setpriv is not None
+            ids = str(self.run_as)
+            argv += [self.setpriv, f"--reuid={ids}", f"--regid={ids}", "--clear-groups", "--bounding-set=-all"]
+            argv += ["--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--"]
+        # The bounds are set by the sandbox's first bash, then the command replaces it: set from
+        # inside, RLIMIT_NPROC counts this sandbox's processes (in its user namespace) or the
+        # sandbox user's, never the server's own.
+        bounds = f"ulimit -H -S -u {self.bounds.max_processes} -v {max(1, self.bounds.max_memory_bytes // 1024)}"
+        argv += ["/bin/bash", "-c", f'{bounds} && exec /bin/bash -c "$1"', "bash", command]
         return argv
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The command's environment: ``env`` with a home it can write (the server's is not there)
+        and git willing to work in a repository another uid made (the sandbox is its only user)."""
+        return env | {
+            "HOME": "/tmp",
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "safe.directory",
+            "GIT_CONFIG_VALUE_0": "*",
+        }
+
+    def _shown(self, path: Path) -> bool:
+        """Whether ``path`` lies in what the sandbox shows of the host; elsewhere it is absent anyway."""
+        return path.is_relative_to(self.workspace) or any(path.is_relative_to(name) for name in SYSTEM_DIRS)
+
+    def describe(self) -> str:
+        who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"
+        return f"{who}, no capabilities, at most {self.bounds.max_processes} processes"

@@ -160,13 +160,14 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     command = require_str(arguments, "command")
     assert command is not None
     timeout = _timeout(arguments)
+    sandbox = context.workspace.sandbox
     result = await run_shell(
         command,
         cwd=str(context.workspace.root),
         time_limit=timeout,
-        env=scrubbed_environment(),
+        env=scrubbed_environment() if sandbox is None else sandbox.environment(scrubbed_environment()),
         limits=context.output_limits,
-        sandbox=context.workspace.sandbox,
+        sandbox=sandbox,
     )
     output = result.output.text.rstrip("\n")
     if result.timed_out:
@@ -207,4 +208,5 @@ BASH = Tool(
     func=bash_tool,
     targets=CommandTargets(),
     read_only=False,
+    writes_files=True,
 )

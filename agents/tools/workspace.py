@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
+from agents.tools import usage
 from agents.tools.errors import ToolError
 
 if TYPE_CHECKING:
@@ -191,9 +192,21 @@ class Located:
                 if exc.errno in _SWAPPED:
                     raise ToolError(f"{self.shown}: {part} is a file or link, not a directory") from None
                 raise
+            keep_owner(fd, os.fstat(self.dir_fd))
             os.close(self.dir_fd)
             self.dir_fd = fd
             self.missing.pop(0)
+
+
+def keep_owner(fd: int, like: os.stat_result) -> None:
+    """Gives what ``fd`` names the owner of ``like`` (the file it replaces, or the directory it is
+    made in) when the server runs as root: the tools' files stay the sandbox user's to change, as
+    the workspace is (agents/tools/sandbox.py). Without root, what the server makes is its own."""
+    if os.geteuid() != 0:
+        return
+    info = os.fstat(fd)
+    if (info.st_uid, info.st_gid) != (like.st_uid, like.st_gid):
+        os.fchown(fd, like.st_uid, like.st_gid)
 
 
 class Workspace:
@@ -205,14 +218,41 @@ class Workspace:
         root: Path,
         *,
         protected: Protected | Iterable[Path] = (),
+        read_only: Iterable[Path] = (),
         rules: PathRules | None = None,
         sandbox: Sandbox | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self.root = root.resolve()
         self.protected = protected if isinstance(protected, Protected) else Protected.of(protected)
+        # Directories whose files the tools may read but never change (the server's code).
+        self.read_only = tuple(path.resolve() for path in read_only)
         self.rules = rules
         # How bash runs here (agents/tools/sandbox.py); None runs it without a sandbox.
         self.sandbox = sandbox
+        # Past this size the tools that change files refuse (issue #24); None: no limit.
+        self.max_bytes = max_bytes
+
+    async def refuse_when_full(self) -> None:
+        """Raises a ToolError naming the size and the limit while the workspace is over its limit."""
+        if self.max_bytes is None:
+            return
+        used = await usage.bytes_of(self.root)
+        if used > self.max_bytes:
+            usage.forget(self.root)  # over the limit, every call looks again: files may have gone since
+            raise ToolError(
+                f"the workspace holds {used:,} bytes, over its limit of {self.max_bytes:,} "
+                "(AGENT_WORKSPACE_MAX_BYTES); remove files (an apply_patch that only deletes files still runs) before "
+                "changing or adding any. Reading still works."
+            )
+
+    def refuse_read_only(self, relative: str, shown: str) -> None:
+        """Raises a ToolError when the canonical path ``relative`` lies in the server's code."""
+        if not self.read_only:
+            return
+        path = self.root / relative
+        if any(path.is_relative_to(code) for code in self.read_only):
+            raise ToolError(f"{shown}: is part of the server's own code; no tool may change it")
 
     async def guard(self, tool_name: str) -> PathGuard:
         """The permission rules' verdict on paths, for one call of ``tool_name``."""

@@ -121,6 +121,7 @@ FILE_WRITE = Tool(
     func=file_write_tool,
     targets=PathTarget(),
     read_only=False,
+    writes_files=True,
 )
 
 FILE_EDIT = Tool(
@@ -143,4 +144,5 @@ FILE_EDIT = Tool(
     func=file_edit_tool,
     targets=PathTarget(),
     read_only=False,
+    writes_files=True,
 )

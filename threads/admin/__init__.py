@@ -21,6 +21,7 @@ from threads.admin.liveness import Liveness
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel_request
+from threads.services.workspaces import thread_delete, workspace_info
 from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator, wait_cancel
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
@@ -101,9 +102,35 @@ class ThreadAdmin(admin.ModelAdmin):
     list_filter = ("agent",)
     list_select_related = ("agent", "owner")
     search_fields = ("agui_thread_id", "title")
-    fields = ("agui_thread_id", "title", "agent", "owner", "created_at", "updated_at", "related", "state_document")
-    readonly_fields = ("agui_thread_id", "agent", "created_at", "updated_at", "related", "state_document")
+    fields = (
+        "agui_thread_id",
+        "title",
+        "agent",
+        "owner",
+        "created_at",
+        "updated_at",
+        "workspace",
+        "related",
+        "state_document",
+    )
+    readonly_fields = ("agui_thread_id", "agent", "created_at", "updated_at", "workspace", "related", "state_document")
     inlines = [MessageInline]
+
+    @admin.display(description="workspace")
+    def workspace(self, obj: Thread) -> str:
+        info = workspace_info(obj)
+        where = info.path or "the shared AGENT_WORKSPACE"
+        if info.bytes is None:
+            return f"{where} (not made yet)"
+        made = f", made {info.created_at:%Y-%m-%d %H:%M}" if info.created_at else ""
+        return f"{where}: {info.bytes:,} bytes{made}"
+
+    def delete_model(self, request: HttpRequest, obj: Thread) -> None:
+        thread_delete(thread=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        for thread in queryset:
+            thread_delete(thread=thread)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
         threads: QuerySet[Thread] = (

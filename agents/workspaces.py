@@ -1,0 +1,195 @@
+"""Where a run works (issue #24): its owner's directory, its thread's, or the one shared directory.
+
+``AGENT_WORKSPACE_MODE`` decides:
+- ``owner`` (default): a thread owned by a user works in ``<root>/users/<user id>``, shared by all
+  of that user's threads; a thread without an owner (the shared ``AGUI_TOKEN``) in
+  ``AGENT_WORKSPACE``;
+- ``thread``: every thread in ``<root>/threads/<thread uuid>``;
+- ``shared``: everybody in ``AGENT_WORKSPACE``.
+Directory names come from database ids, never from anything a user typed.
+
+A workspace is made on first use, on a worker thread, from ``AGENT_WORKSPACE_TEMPLATE``: nothing, a
+directory that is copied (its links copied as links, never followed, so a link pointing outside
+stays a link the tools refuse and the sandbox cannot see through), or a git repository that is
+cloned (in ``thread`` mode on a branch named after the thread). It is made under a temporary name
+and renamed into place, so a process that dies half-way leaves no half-made workspace, and two
+processes making the same one at once end with one.
+
+When the server runs as root, bash runs as the sandbox user (agents/tools/sandbox.py), so a
+workspace is handed to that user: made by the server, its files are chowned to it, skipping the
+server's own files should they lie inside."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from agents.confinement import bash_choice, server_code
+
+log = logging.getLogger(__name__)
+
+GIT_TIMEOUT_SECONDS = 600
+
+
+class WorkspaceError(Exception):
+    """A workspace could not be made (its template could not be copied or cloned)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Place:
+    """Where one thread's runs work."""
+
+    key: str  # relative to AGENT_WORKSPACES_ROOT ("users/17", "threads/<hex>"); "" for AGENT_WORKSPACE
+    path: Path
+    branch: str = ""  # the branch a git template is checked out on ("" for its default)
+
+    @property
+    def shared(self) -> bool:
+        return self.key == ""
+
+
+def place_of(*, owner_id: int | None, thread_pk: uuid.UUID | str | None, agui_thread_id: str = "") -> Place:
+    """Where the thread with these ids works, under the settings in force."""
+    mode = settings.AGENT_WORKSPACE_MODE
+    root = Path(settings.AGENT_WORKSPACES_ROOT)
+    if mode == "thread" and thread_pk is not None:
+        hex_id = uuid.UUID(str(thread_pk)).hex
+        return Place(f"threads/{hex_id}", root / "threads" / hex_id, branch=_branch_name(agui_thread_id, hex_id))
+    if mode == "owner" and owner_id is not None:
+        return Place(f"users/{int(owner_id)}", root / "users" / str(int(owner_id)))
+    return Place("", Path(settings.AGENT_WORKSPACE))
+
+
+def _branch_name(agui_thread_id: str, hex_id: str) -> str:
+    """``threadline/<thread id>`` when the client's id makes a valid ref name, else the uuid's."""
+    safe = "".join(c for c in agui_thread_id if c.isascii() and (c.isalnum() or c in "-_."))[:100].strip(".")
+    name = f"threadline/{safe or hex_id}"
+    if ".." in name or name.endswith((".lock", "/")):
+        name = f"threadline/{hex_id}"
+    return name
+
+
+def sandbox_uid() -> int | None:
+    """The uid bash's commands run as when it is not the server's own (the server is root)."""
+    sandbox = bash_choice().sandbox
+    return None if sandbox is None else sandbox.run_as
+
+
+def prepare(place: Place) -> bool:
+    """Makes the workspace of ``place`` when it does not exist yet (True when this call made it);
+    blocking: call it from a worker thread. Raises WorkspaceError when its template fails."""
+    if place.shared:
+        made = _clone_checkout_once(place.path)
+        hand_over(place.path)
+        return made
+    if place.path.is_dir():
+        return False
+    place.path.parent.mkdir(parents=True, exist_ok=True)
+    making = place.path.parent / f".making-{place.path.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        _fill(making, place)
+        hand_over(making)
+        try:
+            making.rename(place.path)
+        except OSError:
+            if place.path.is_dir():  # another process made it first: theirs stands
+                return False
+            raise
+    finally:
+        if making.exists():
+            shutil.rmtree(making, ignore_errors=True)
+    log.info("made the workspace %s", place.key)
+    return True
+
+
+def _clone_checkout_once(path: Path) -> bool:
+    """The default ``AGENT_WORKSPACE``, while still empty, becomes a clone of the server's checkout
+    (when that is a git repository): the agent explores real code without ever working in the
+    server's own files (issue #23, item 2). True when this call cloned it."""
+    checkout = Path(settings.BASE_DIR)
+    if not settings.AGENT_WORKSPACE_IS_DEFAULT or not (checkout / ".git").exists() or any(path.iterdir()):
+        return False
+    making = path.parent / f".making-{path.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        _clone(str(checkout), making, "")
+        making.rename(path)  # onto the empty directory; another process's clone may have won
+    except (WorkspaceError, OSError) as exc:
+        log.warning("the default workspace %s stays empty: %s", path, exc)
+        return False
+    finally:
+        if making.exists():
+            shutil.rmtree(making, ignore_errors=True)
+    log.info("the default workspace %s starts as a clone of the server's checkout", path)
+    return True
+
+
+def _fill(making: Path, place: Place) -> None:
+    template = settings.AGENT_WORKSPACE_TEMPLATE
+    if not template:
+        making.mkdir(mode=0o755)
+        return
+    if is_git_template(template):
+        _clone(template, making, place.branch)
+    else:
+        try:
+            shutil.copytree(template, making, symlinks=True)
+        except (OSError, shutil.Error) as exc:
+            raise WorkspaceError(f"the template {template} could not be copied: {exc}") from exc
+
+
+def is_git_template(template: str) -> bool:
+    """A URL (``scheme://`` or ``user@host:path``) or a directory holding a git repository."""
+    if "://" in template or ":" in template.split("/", 1)[0]:
+        return True
+    return (Path(template) / ".git").exists()
+
+
+def _clone(template: str, making: Path, branch: str) -> None:
+    # Objects are copied, never hard-linked: the workspace is handed to the sandbox user, and a
+    # chown through a hard link would change the template's own files.
+    env = {"PATH": os.environ.get("PATH", os.defpath), "GIT_TERMINAL_PROMPT": "0", "HOME": str(making.parent)}
+    commands = [["git", "clone", "--quiet", "--no-hardlinks", "--", template, str(making)]]
+    if branch:
+        commands.append(["git", "-C", str(making), "checkout", "--quiet", "-b", branch])
+    for argv in commands:
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT_SECONDS, check=False, env=env)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise WorkspaceError(f"git could not clone the template {template}: {exc}") from exc
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip().splitlines()
+            raise WorkspaceError(f"git could not clone the template {template}: {why[-1] if why else done.returncode}")
+
+
+def hand_over(path: Path) -> None:
+    """Gives the workspace at ``path`` to the sandbox user when bash runs as one (the server is
+    root), so its commands can change the files there; the server's own code and data, should they
+    lie inside, keep their owner. Does nothing when the workspace is that user's already."""
+    uid = sandbox_uid()
+    if uid is None:
+        return
+    try:
+        if path.stat().st_uid == uid:
+            return
+    except OSError:
+        return
+    keep = {*server_code(), Path(settings.DATA_DIR).resolve()}
+    log.info("handing the workspace %s to uid %d, the user bash runs as", path, uid)
+    for directory, subdirs, files in os.walk(path, followlinks=False):
+        here = Path(directory)
+        subdirs[:] = [name for name in subdirs if (here / name).resolve() not in keep]
+        os.lchown(here, uid, uid)
+        for name in files:
+            try:
+                # A file with another name elsewhere keeps its owner: a chown would reach that name too.
+                if (here / name).lstat().st_nlink == 1:
+                    os.lchown(here / name, uid, uid)
+            except OSError:
+                continue
