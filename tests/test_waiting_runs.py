@@ -584,3 +584,39 @@ def test_a_run_in_flight_hears_at_once_of_a_message_queued_on_another_process(cl
     assert len(heard) == 1 and b'"requestId":"r2"' in heard[0] and b'"display":"and more"' in heard[0]
     (stream,) = followed
     assert stream.events[-1]["runId"] == "r2" and _queued_on(cluster, "t-x-heard") == ["started"]
+
+
+def test_a_users_run_goes_on_in_the_same_workspace_on_another_process(cluster: Cluster) -> None:
+    # Issue #24: two processes on one workspaces root; the user's run asks on A, is answered on B,
+    # and B writes into the same directory A made, which A's next run reads.
+    made = cluster.a.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
+        "u = User.objects.create_user('wanda'); print(u.pk, Token.objects.create(user=u).key)",
+    )
+    assert made.returncode == 0, made.stderr
+    user_id, key = made.stdout.split()[-2:]
+    headers = {"Authorization": f"Token {key}"}
+    thread_id = "t-x-workspace"
+    cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written."])])
+    start = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "note"}]}
+    (asked,) = run_client("1", f"{cluster.a.url}/agui/coder", "", [start], headers=headers)
+    assert asked["error"] is None and asked["pendingInterrupts"], asked
+    answer = {"threadId": thread_id, "runId": "r1", "messages": asked["messages"], "resume": _approve(asked)}
+    (answered,) = run_client("1", f"{cluster.b.url}/agui/coder", "", [answer], headers=headers)
+    assert answered["error"] is None and answered["messages"][-1]["content"] == "Written."
+    root = Path(cluster.a.env["AGENT_WORKSPACES_ROOT"])
+    assert root == Path(cluster.b.env["AGENT_WORKSPACES_ROOT"])
+    assert (root / "users" / user_id / "notes.txt").read_text() == WRITE["content"]
+    assert not (cluster.workspace / "notes.txt").exists()  # not the shared token's workspace
+    cluster.fake.script([tool_turn("file_read", {"path": "notes.txt"}), text_turn(["Read."])])
+    again = {
+        "threadId": thread_id,
+        "runId": "r2",
+        "messages": [*answered["messages"], {"id": "u2", "role": "user", "content": "read it"}],
+    }
+    (read,) = run_client("1", f"{cluster.a.url}/agui/coder", "", [again], headers=headers)
+    assert read["error"] is None
+    result = next(e for e in read["received"] if e["type"] == "TOOL_CALL_RESULT")
+    assert WRITE["content"].strip() in result["content"]
