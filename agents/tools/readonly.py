@@ -276,6 +276,14 @@ async def file_read_tool(arguments: dict[str, Any], context: ToolContext) -> Too
     limit = optional_int(arguments, "limit", READ_LIMIT_LINES, minimum=1)
     guard = await context.workspace.guard("file_read")
     body, total, relative, digest = await asyncio.to_thread(_read, context, guard, raw_path, offset, limit)
+    if total and offset >= total:
+        # An empty window read as an empty file, and the model went on as if it had seen the end.
+        # Not remembered as read: the model saw none of it.
+        lines = "1 line" if total == 1 else f"{total} lines"
+        raise ToolError(
+            f"{relative}: offset {offset} is past the end of the file, which has {lines}; "
+            f"the last offset that shows a line is {total - 1}"
+        )
     remember_hash(context, relative, digest)  # the stale-edit check compares against what was read
     if total == 0:
         body = "(empty file)"
