@@ -283,7 +283,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "threads.api_permissions.OwnerOrChangePermission",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "threads.api_pagination.Pagination",
@@ -295,7 +298,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Read-only inspection of threads, runs, events, approvals, sub-agent tasks, agents and permission rules; "
         "answering a pending approval is the one write. Send `Authorization: Token <key>` "
-        "(`manage.py drf_create_token <user>`). Staff see everything, other users their own threads."
+        "(`manage.py drf_create_token <user>`). Staff see everything, other users their own threads; an approval is "
+        "answered by its thread's owner or by staff with the change permission on approvals."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
