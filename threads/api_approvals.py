@@ -96,15 +96,18 @@ class AnswerInput(serializers.Serializer[dict[str, Any]]):
 @extend_schema(
     parameters=[APPROVAL_ID],
     request=AnswerInput,
-    responses={200: ApprovalOutput, **error_responses(400, 404, 409)},
+    responses={200: ApprovalOutput, **error_responses(400, 403, 404, 409)},
 )
 class ApprovalAnswer(ApiView):
-    """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on."""
+    """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on. Its
+    thread's owner may answer, and staff with the change permission on approvals; other staff,
+    who see every approval, get a 403 (threads/api_permissions.py)."""
 
     def post(self, request: Request, approval_id: str) -> Response:
         approval = approval_get_visible(user=request.user, approval_id=approval_id)
         if approval is None:
             raise NotFound("no such approval")
+        self.check_object_permissions(request, approval)
         answer = AnswerInput(data=request.data)
         answer.is_valid(raise_exception=True)
         approved = answer.validated_data["approved"]
