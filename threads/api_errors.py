@@ -51,6 +51,7 @@ _MEANINGS = {
     401: "No token, or an unknown one.",
     404: "No such object, or not one of yours; for a list, a page past the last.",
     409: "The approval was already answered.",
+    503: "The database stayed contended and nothing was written (code `retry`): send the request again.",
 }
 
 
