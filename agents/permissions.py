@@ -40,6 +40,10 @@ match more and allow match less. Rules on bash remain a guard-rail, not a sandbo
 ``xargs`` or an interpreter can hide a command from any glob.
 
 A blank glob, ``*`` and ``**`` match anything, whatever the tool.
+
+A file with several names (hard links) is judged by each of its names in the workspace when a file
+tool opens it: a deny rule covering any of them refuses the call (agents/tools/workspace.py,
+``CallGuard``), so ``ln secrets/key notes/key`` does not pass ``deny secrets/**``.
 """
 
 from __future__ import annotations
@@ -181,6 +185,7 @@ class RuleGuard:
     def __init__(self, rules: Iterable[PermissionRule], tool_name: str) -> None:
         self.rules = [rule for rule in rules if rule.enabled and (not rule.tool or rule.tool == tool_name)]
         self.tool_name = tool_name
+        self.may_deny = any(rule.decision == Decision.DENY for rule in self.rules)
 
     def denies(self, relative: str) -> bool:
         target = [normalise_path(relative)]

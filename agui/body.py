@@ -27,7 +27,7 @@ Message = dict[str, Any]
 _EMPTY_BODY: Message = {"type": "http.request", "body": b"", "more_body": False}
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str:
+def header(scope: dict[str, Any], name: bytes) -> str:
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
             return bytes(value).decode("latin-1")
@@ -35,12 +35,12 @@ def _header(scope: dict[str, Any], name: bytes) -> str:
 
 
 def declares_over(scope: dict[str, Any], limit: int) -> bool:
-    declared = _header(scope, b"content-length")
+    declared = header(scope, b"content-length")
     return declared.isdigit() and int(declared) > limit
 
 
 def has_body(scope: dict[str, Any]) -> bool:
-    return _header(scope, b"content-length") not in ("", "0") or bool(_header(scope, b"transfer-encoding"))
+    return header(scope, b"content-length") not in ("", "0") or bool(header(scope, b"transfer-encoding"))
 
 
 async def body_admitted(scope: dict[str, Any]) -> bool:
@@ -50,7 +50,7 @@ async def body_admitted(scope: dict[str, Any]) -> bool:
         return True
     if declares_over(scope, settings.AGUI_MAX_BODY_BYTES):
         return False
-    return await token_admits(_header(scope, b"authorization"))
+    return await token_admits(header(scope, b"authorization"))
 
 
 class GatedReceive:

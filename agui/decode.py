@@ -10,8 +10,12 @@ from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
 from threads.jsonlimits import MAX_JSON_DEPTH, Path, deeper_than, dotted, nul_at
+from threads.models import Run
 
 MAX_ID_LENGTH = 200
+# The run (and a queued message) stores the version the client speaks in a column this wide:
+# PostgreSQL refuses a longer value with an error the stream could only report as ``internal``.
+MAX_PROTOCOL_VERSION_LENGTH: int = Run._meta.get_field("protocol_version").max_length or 0
 
 
 class InputError(Exception):
@@ -143,6 +147,14 @@ def _check_ids(raw: dict[str, Any]) -> None:
         _check_id(entry.get("interruptId"), f"resume.{index}.interruptId")
 
 
+def _check_protocol_version(version: str | None) -> None:
+    if version is not None and len(version) > MAX_PROTOCOL_VERSION_LENGTH:
+        raise InputError(
+            f"protocolVersion is longer than {MAX_PROTOCOL_VERSION_LENGTH} characters (this server speaks 1.0)",
+            "protocolVersion",
+        )
+
+
 def _check_arguments(function: Any, field: str) -> None:
     """A tool call's arguments are JSON in a string; whoever parses them (the model's API, a page
     replaying the transcript) meets the encoder's limit, so they obey the depth limit too."""
@@ -188,6 +200,7 @@ def decode_run_input(body: bytes, *, owner_id: int | None = None) -> DecodedInpu
             path = path.replace(snake, camel)
         raise InputError(f"{path}: {error['msg']}", path) from None
     _check_ids(raw)
+    _check_protocol_version(model.protocol_version)
     ids = [m.id for m in model.messages]
     if len(set(ids)) != len(ids):
         raise InputError("messages: two messages share an id", "messages")

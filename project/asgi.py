@@ -23,6 +23,7 @@ from django.core.handlers.asgi import ASGIHandler
 
 from agui.asgi import AguiHandler
 from agui.body import GatedReceive, closing_send, declares_over, read_capped
+from project.bodygate import admitted_receive
 from project.fdlimit import raise_open_file_limit
 from project.gctune import tune_gc
 from threads.dbthread import tune_switch_interval
@@ -31,12 +32,16 @@ raise_open_file_limit()
 
 
 class StandardHandler(ASGIHandler):
-    """Django's handler for everything but the AG-UI routes (admin, REST API, static files), with
-    bodies read in memory and capped as there: a body declared over the cap is not read (Django
-    answers 400 for it), and a longer one is cut one byte past the cap."""
+    """Django's handler for everything but the AG-UI routes (admin, REST API, static files). A body
+    is read only from a sender known by the headers (project/bodygate.py; anyone else may send a
+    login form's worth), in memory and capped as there: a body declared over the cap is not read
+    (Django answers 400 for it), and a longer one is cut one byte past the cap."""
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        gate = GatedReceive(receive)
+        admitted = await admitted_receive(scope, receive, send)
+        if admitted is None:
+            return  # refused (or gone) before Django saw it
+        gate = GatedReceive(admitted)
         if declares_over(scope, settings.DATA_UPLOAD_MAX_MEMORY_SIZE):
             gate.withhold()
         await super().handle(scope, gate, closing_send(send, gate))

@@ -2,6 +2,10 @@
 
 - An idle keep-alive connection is closed after ``SERVER_KEEP_ALIVE_SECONDS``.
 - Past ``SERVER_MAX_CONNECTIONS`` open connections (or requests in flight) a request gets 503.
+- One client (an IPv4 address, an IPv6 /64) may hold ``SERVER_MAX_CONNECTIONS_PER_CLIENT`` of them:
+  its idle sockets filled the cap for everyone (issue #23, item 7). A connection past it is not
+  counted against the cap, gets 503 with Retry-After for its request, and must send that request
+  within ``SERVER_KEEP_ALIVE_SECONDS``.
 - A request must arrive whole (headers and body) within ``SERVER_REQUEST_TIMEOUT_SECONDS`` of its
   first byte (or of the connection's opening): uvicorn has no such limit of its own, so a client
   trickling its headers or its body a byte at a time (slowloris) held a connection for ever.
@@ -12,8 +16,11 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import math
 import resource
+from collections import Counter
 from typing import Any
 
 from django.conf import settings
@@ -34,16 +41,60 @@ _REQUEST_TIMEOUT = (
 )
 
 
+def client_key(host: str) -> str:
+    """What the per-client cap counts a connection from ``host`` under: an IPv4 address (also when
+    it comes IPv4-mapped on a dual-stack socket), or an IPv6 /64, which one host usually holds whole."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+# The open connections of each client in this process (one event loop: no lock needed).
+_OPEN_PER_CLIENT: Counter[str] = Counter()
+
+
+def _retry_after() -> bytes:
+    # By then an idle keep-alive connection of the client's own has been closed.
+    return str(max(1, math.ceil(settings.SERVER_KEEP_ALIVE_SECONDS))).encode()
+
+
+async def too_many_from_client(scope: Any, receive: Any, send: Any) -> None:
+    """The answer to every request of a connection past its client's cap."""
+    body = (
+        b'{"error": {"code": "too_many_connections", "message": "this client has too many open connections '
+        b'(SERVER_MAX_CONNECTIONS_PER_CLIENT); close some, or retry later"}}'
+    )
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        (b"retry-after", _retry_after()),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline for reading each request."""
+    """uvicorn's httptools protocol with a deadline for reading each request, and a cap on the
+    connections of each client."""
 
     _deadline: asyncio.TimerHandle | None = None
+    _client_key: str | None = None
+    _over_client_cap = False
 
     def _arm(self) -> None:
         if self._deadline is None:
-            self._deadline = asyncio.get_running_loop().call_later(
-                settings.SERVER_REQUEST_TIMEOUT_SECONDS, self._request_too_slow
-            )
+            # A connection past its client's cap has only the time of an idle keep-alive to ask.
+            seconds = settings.SERVER_REQUEST_TIMEOUT_SECONDS
+            if self._over_client_cap:
+                seconds = min(seconds, settings.SERVER_KEEP_ALIVE_SECONDS)
+            self._deadline = asyncio.get_running_loop().call_later(seconds, self._request_too_slow)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -61,7 +112,30 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._count_client()
         self._arm()
+
+    def _count_client(self) -> None:
+        cap = settings.SERVER_MAX_CONNECTIONS_PER_CLIENT
+        if not cap or not self.client:
+            return  # no cap, or a Unix socket: no address to count by
+        key = self._client_key = client_key(self.client[0])
+        _OPEN_PER_CLIENT[key] += 1
+        if _OPEN_PER_CLIENT[key] <= cap:
+            return
+        self._over_client_cap = True
+        # Not counted against SERVER_MAX_CONNECTIONS: a client past its own cap takes nobody's room.
+        self.connections.discard(self)
+        self.app = too_many_from_client
+        if _OPEN_PER_CLIENT[key] == cap + 1:  # once as it goes over, not for each connection after
+            log.warning("%s holds %d connections, SERVER_MAX_CONNECTIONS_PER_CLIENT: more get 503", key, cap)
+
+    def _release_client(self) -> None:
+        key, self._client_key = self._client_key, None
+        if key is not None:
+            _OPEN_PER_CLIENT[key] -= 1
+            if _OPEN_PER_CLIENT[key] <= 0:
+                del _OPEN_PER_CLIENT[key]
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -73,10 +147,12 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def handle_websocket_upgrade(self) -> None:
         self._disarm()  # the connection is no longer an HTTP request's
+        self._release_client()  # nor this protocol's to count: its end goes to the WebSocket protocol
         super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._release_client()
         super().connection_lost(exc)
 
 

@@ -102,6 +102,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
 SERVER_KEEP_ALIVE_SECONDS = env_float("SERVER_KEEP_ALIVE_SECONDS", 5.0, minimum=0.1, maximum=3600.0)
 SERVER_REQUEST_TIMEOUT_SECONDS = env_float("SERVER_REQUEST_TIMEOUT_SECONDS", 60.0, minimum=0.1, maximum=3600.0)
 SERVER_MAX_CONNECTIONS = env_int("SERVER_MAX_CONNECTIONS", 2000, minimum=1, maximum=1_000_000)
+# One client (one IPv4 address, one IPv6 /64) may hold this many of them; past it its new connections
+# get 503 and do not count against the cap of everyone else. 0: no per-client cap (behind a proxy,
+# whose address every connection has).
+SERVER_MAX_CONNECTIONS_PER_CLIENT = env_int(
+    "SERVER_MAX_CONNECTIONS_PER_CLIENT", max(1, SERVER_MAX_CONNECTIONS // 4), minimum=0
+)
+if SERVER_MAX_CONNECTIONS_PER_CLIENT > SERVER_MAX_CONNECTIONS:
+    raise ImproperlyConfigured(
+        f"SERVER_MAX_CONNECTIONS_PER_CLIENT={SERVER_MAX_CONNECTIONS_PER_CLIENT} is above "
+        f"SERVER_MAX_CONNECTIONS={SERVER_MAX_CONNECTIONS}; a client's cap must fit in everyone's"
+    )
 # How long another process waits before it treats a silent process's running runs as abandoned.
 RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 30.0, minimum=1.0)
 SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)
@@ -319,7 +330,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "threads.api_permissions.OwnerOrChangePermission",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "threads.api_pagination.Pagination",
@@ -331,7 +345,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Read-only inspection of threads, runs, events, approvals, sub-agent tasks, agents and permission rules; "
         "answering a pending approval is the one write. Send `Authorization: Token <key>` "
-        "(`manage.py drf_create_token <user>`). Staff see everything, other users their own threads."
+        "(`manage.py drf_create_token <user>`). Staff see everything, other users their own threads; an approval is "
+        "answered by its thread's owner or by staff with the change permission on approvals."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,

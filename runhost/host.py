@@ -35,6 +35,7 @@ from runhost.policy import PolicyApprover
 from runhost.registry import LiveRun, RunRegistry
 from threads import selectors
 from threads.dbthread import on_db_thread
+from threads.locking import Contended
 from threads.models import QueuedMessage, Run, Session, Thread
 from threads.queue import (
     DbInbox,
@@ -70,6 +71,10 @@ from threads.waits import (
 )
 
 log = logging.getLogger(__name__)
+
+# RUN_ERROR's code when the request stored nothing because the database stayed contended: its
+# sender should send the same request again (README, Errors).
+RETRY = "retry"
 
 _STATUS = {
     Outcome.SUCCESS: Run.Status.SUCCEEDED,
@@ -269,6 +274,11 @@ class RunHost:
                 # It will not open on a retry either: the requests that follow the message are told.
                 await on_db_thread(queue_refuse, queued_pk=start.from_queue, error=f"{code}: {exc}")
             return self._refuse(live, surface, code, str(exc))
+        except Contended:
+            # Lost every race for the thread's rows (threads/locking.py): nothing was stored. A queued
+            # message stays queued, for the sweep to try again; a client's message is its to resend.
+            log.warning("run %s of thread %s: the database stayed contended", start.agui_run_id, start.agui_thread_id)
+            return self._refuse(live, surface, RETRY, "the server could not store the message in time; send it again")
         except Exception:
             # A queued message stays queued: the sweep, or its request, tries again.
             log.exception("could not open run %s of thread %s", start.agui_run_id, start.agui_thread_id)
@@ -324,6 +334,9 @@ class RunHost:
                 answered_by=answers.answered_by,
                 claim=ClaimAs(live.run_pk, answers.agui_run_id, answers.protocol_version),
             )
+        except Contended:
+            log.warning("answers on thread %s: the database stayed contended", answers.agui_thread_id)
+            return self._refuse(live, surface, RETRY, "the server could not record the answer in time; send it again")
         except Exception:
             log.exception("could not answer the run waiting on thread %s", answers.agui_thread_id)
             return self._refuse(live, surface, "internal", "the server could not record the answer")

@@ -23,6 +23,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _workspaces_root(data_dir: Path, workspace: Path) -> Path:
+    """Processes given one workspace share one root for their users' and threads' workspaces,
+    beside the workspace, and never inside the data dir (start-up refuses that)."""
+    root = workspace.parent / f"{workspace.name}-workspaces"
+    if root.resolve().is_relative_to(data_dir.resolve()):
+        root = data_dir.parent / f"{data_dir.name}-{workspace.name}-workspaces"
+    return root
+
+
 class ServerProcess:
     def __init__(
         self,
@@ -54,8 +63,7 @@ class ServerProcess:
             {
                 "THREADLINE_DATA_DIR": str(data_dir),
                 "AGENT_WORKSPACE": str(workspace),
-                # Processes given one workspace share one root for their users' and threads' workspaces.
-                "AGENT_WORKSPACES_ROOT": str(workspace.parent / f"{workspace.name}-workspaces"),
+                "AGENT_WORKSPACES_ROOT": str(_workspaces_root(data_dir, workspace)),
                 "AGUI_TOKEN": self.token,
                 "PORT": str(self.port),
                 "DEMO_MODEL_DELAY_SECONDS": "0",

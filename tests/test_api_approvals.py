@@ -6,7 +6,7 @@ import time
 
 import httpx
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 
 from tests.fakes.anthropic_api import text_turn, tool_turn
@@ -19,7 +19,16 @@ WRITE = {"path": "notes.txt", "content": "via the API\n"}
 
 @pytest.fixture
 def staff_token(transactional_db):
+    """Staff who may answer approvals: the change permission on them, as the admin requires."""
     staff = User.objects.create_user("ops", password="a-long-password", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="change_approval"))
+    return Token.objects.create(user=staff).key
+
+
+@pytest.fixture
+def reader_token(transactional_db):
+    """Staff without permissions: they read every thread, and change none."""
+    staff = User.objects.create_user("reader", password="a-long-password", is_staff=True)
     return Token.objects.create(user=staff).key
 
 
@@ -74,3 +83,15 @@ def test_bad_answers_and_strangers_are_refused(server, pending, staff_token, str
     assert missing.status_code == 404 and missing.json()["error"]["message"] == "no such approval"
     assert Approval.objects.get().decision == Approval.Decision.PENDING
     assert _api(server, "GET", "approvals/", stranger_token).json()["results"] == []
+
+
+def test_staff_without_the_permission_cannot_make_the_run_go_on(server, workspace, pending, reader_token):
+    assert _api(server, "GET", f"approvals/{pending}/", reader_token).status_code == 200
+    refused = _api(server, "POST", f"approvals/{pending}/answer", reader_token, json={"approved": True})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "permission_denied"
+    # Unanswered, the run waits on (till its deadline, minutes away): no sweep may take it on.
+    approval = Approval.objects.get()
+    assert approval.decision == Approval.Decision.PENDING and approval.answered_by == ""
+    assert not Run.objects.filter(agui_run_id="r1-continued").exists()
+    assert not (workspace / "notes.txt").exists()

@@ -81,6 +81,11 @@ def test_info_and_reattach_need_the_token_too(server):
             "messages",
             "share an id",
         ),
+        (
+            {"threadId": "t", "runId": "r", "messages": [], "protocolVersion": "1.0." + "0" * 13},
+            "protocolVersion",
+            "longer than 16 characters",
+        ),
     ],
 )
 def test_it_rejects_malformed_input_naming_the_field(server, body, field, fragment):

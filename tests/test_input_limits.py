@@ -96,6 +96,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("a long interrupt id", _base(resume=[{"interruptId": "i" * 201, "status": "resolved"}]), "resume.0.interruptId"),
     ("a long parent run id", _base(parentRunId="p" * 201), "parentRunId"),
+    # Stored in a 16-character column: PostgreSQL refused it, and the stream ended in RUN_ERROR internal.
+    ("a long protocol version", {**_base(), "protocolVersion": "1.0." + "0" * 13}, "protocolVersion"),
 ]
 
 

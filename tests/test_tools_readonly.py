@@ -56,6 +56,25 @@ def test_file_read_numbers_lines_and_pages(ws):
     assert out.touched == (("pkg/mod.py", "read"),)
 
 
+@pytest.mark.parametrize("offset", [4, 50])
+def test_file_read_past_the_end_says_so(ws, offset):
+    out = call(ws, "file_read", path="pkg/mod.py", offset=offset)
+    assert out.is_error
+    assert out.content == (
+        f"pkg/mod.py: offset {offset} is past the end of the file, which has 4 lines; "
+        "the last offset that shows a line is 3"
+    )
+    assert out.touched == ()
+    (ws / "one.txt").write_text("only")
+    assert "which has 1 line;" in call(ws, "file_read", path="one.txt", offset=1).content
+
+
+def test_file_read_of_the_last_line_and_of_an_empty_file(ws):
+    assert call(ws, "file_read", path="pkg/mod.py", offset=3).content == "4\t    return 42"
+    (ws / "empty.txt").write_text("")
+    assert call(ws, "file_read", path="empty.txt", offset=7).content == "(empty file)"
+
+
 def test_file_read_refuses_binary_and_directories(ws):
     assert "binary" in call(ws, "file_read", path="blob.bin").content
     assert call(ws, "file_read", path="pkg").is_error

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from threads.api_errors import error_responses
 from threads.api_query import ApiView, ListView, text_filter
+from threads.locking import Contended
 from threads.models import Approval
 from threads.selectors import approval_get_visible, approval_list
 from threads.waits import ApprovalAbandoned, wait_answer_for_operator
@@ -96,15 +97,18 @@ class AnswerInput(serializers.Serializer[dict[str, Any]]):
 @extend_schema(
     parameters=[APPROVAL_ID],
     request=AnswerInput,
-    responses={200: ApprovalOutput, **error_responses(400, 404, 409)},
+    responses={200: ApprovalOutput, **error_responses(400, 403, 404, 409, 503)},
 )
 class ApprovalAnswer(ApiView):
-    """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on."""
+    """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on. Its
+    thread's owner may answer, and staff with the change permission on approvals; other staff,
+    who see every approval, get a 403 (threads/api_permissions.py)."""
 
     def post(self, request: Request, approval_id: str) -> Response:
         approval = approval_get_visible(user=request.user, approval_id=approval_id)
         if approval is None:
             raise NotFound("no such approval")
+        self.check_object_permissions(request, approval)
         answer = AnswerInput(data=request.data)
         answer.is_valid(raise_exception=True)
         approved = answer.validated_data["approved"]
@@ -118,6 +122,12 @@ class ApprovalAnswer(ApiView):
             )
         except ApprovalAbandoned as exc:
             return Response({"error": {"code": "run_gone", "message": str(exc)}}, status=status.HTTP_409_CONFLICT)
+        except Contended:
+            return Response(
+                {"error": {"code": "retry", "message": "the answer could not be recorded in time; send it again"}},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": "1"},
+            )
         if not answered:
             return Response(
                 {"error": {"code": "already_answered", "message": f"the approval was already {approval.decision}"}},

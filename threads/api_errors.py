@@ -49,8 +49,10 @@ class ErrorOutput(serializers.Serializer[dict[str, Any]]):
 _MEANINGS = {
     400: "A query parameter or body field is invalid; `field` names it.",
     401: "No token, or an unknown one.",
+    403: "You may read it but not change it: that needs its thread's owner or the change permission.",
     404: "No such object, or not one of yours; for a list, a page past the last.",
     409: "The approval was already answered.",
+    503: "The database stayed contended and nothing was written (code `retry`): send the request again.",
 }
 
 

@@ -82,7 +82,7 @@ def runs_heal(*, run_ids: list[uuid.UUID], now: datetime) -> None:
     already ends with a terminal event, keeps it."""
     for run_id in run_ids:
         with transaction.atomic():
-            run = Run.objects.select_for_update().filter(pk=run_id).first()
+            run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
             if run is None:
                 continue
             if run.status == Run.Status.RUNNING:

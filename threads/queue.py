@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from agents.queued import Queued, join_queued
 from threads import fastsql, leases
+from threads.locking import again_after_a_race
 from threads.models import QueuedMessage, Run, Session, Thread
 from threads.services.transcript import message_preview, messages_append
 
@@ -68,6 +69,7 @@ class DbInbox:
         )
 
 
+@again_after_a_race
 def queue_take(
     *, thread_pk: uuid.UUID, session_id: uuid.UUID, run_pk: uuid.UUID, turns: list[dict[str, Any]]
 ) -> list[Queued]:
@@ -77,14 +79,15 @@ def queue_take(
         return []
     with transaction.atomic():
         rows = list(
-            QueuedMessage.objects.select_for_update()
+            QueuedMessage.objects.select_for_update(no_key=True)
             .filter(status=QueuedMessage.Status.QUEUED, thread_id=thread_pk)
             .order_by("queued_at")
         )
         if not rows:
             return []
         queued = [_queued(row) for row in rows]
-        session = Session.objects.select_for_update().get(pk=session_id)
+        # The queued messages, then the session (threads/locking.py).
+        session = Session.objects.select_for_update(no_key=True).get(pk=session_id)
         session.turns = [*turns[:-1], join_queued(turns[-1], queued)]
         session.save(update_fields=["turns", "updated_at"])
         messages_append(thread_id=thread_pk, bodies=[row.body for row in rows])
@@ -178,7 +181,7 @@ def queue_next(*, agui_thread_id: str) -> HandOver | None:
 def queue_claim(thread: Thread, *, queued_pk: uuid.UUID) -> QueuedMessage | None:
     """Under the thread's lock: the queued message, if it is still the oldest one waiting."""
     oldest = (
-        QueuedMessage.objects.select_for_update()
+        QueuedMessage.objects.select_for_update(no_key=True)
         .filter(status=QueuedMessage.Status.QUEUED, thread=thread)
         .order_by("queued_at")
         .first()

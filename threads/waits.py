@@ -23,6 +23,7 @@ from agents.models import Agent
 from agents.permissions import memory_key
 from agents.waits import Checkpoint, OpenCall, WaitKind
 from threads import leases
+from threads.locking import again_after_a_race, thread_lock
 from threads.models import Approval, Run, Session, Thread
 from threads.services.approvals import session_remember_approval
 
@@ -77,6 +78,7 @@ def waiting_checkpoint(run: Run) -> Checkpoint:
     return Checkpoint.from_json((run.checkpoint or {}).get("loop", {}))
 
 
+@again_after_a_race
 def run_wait(
     *,
     run_id: uuid.UUID,
@@ -89,7 +91,8 @@ def run_wait(
     must answer, are written together, so an answer can never find one without the other."""
     needed = checkpoint.answers_needed()
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        thread_lock(runs__pk=run_id)  # the thread first (threads/locking.py): its state is written below
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         Approval.objects.bulk_create(
             [
                 Approval(
@@ -231,29 +234,50 @@ def _claim(run: Run, answers: dict[str, Answer], claim: ClaimAs) -> Claimed | No
 
 
 def _waiting_run(*, agui_thread_id: str) -> Run | None:
+    """The thread's waiting run, locked, after the thread's row (threads/locking.py): a new message
+    on the thread (``run_open``) locks them in that order, and so does every answer."""
+    if thread_lock(agui_thread_id=agui_thread_id) is None:
+        return None
     return (
-        Run.objects.select_for_update(of=("self",))
+        Run.objects.select_for_update(of=("self",), no_key=True)
         .filter(thread__agui_thread_id=agui_thread_id, status=Run.Status.WAITING)
         .order_by("-started_at")
         .first()
     )
 
 
-def _record(run: Run, interrupt_id: str, decided: Decided, answered_by: str, now: datetime) -> bool:
+@dataclass(slots=True)
+class _Recorded:
+    """What ``_record`` wrote: how many answers, and the "yes, always" keys the session is to keep."""
+
+    count: int = 0
+    always: list[str] = field(default_factory=list)
+
+    def remember(self, run: Run) -> None:
+        # A "yes, always" is kept for the session at once, whoever goes on with the run; the
+        # session's row is the last a writer locks (threads/locking.py), so after every approval.
+        for key in self.always:
+            session_remember_approval(thread_id=run.thread_id, key=key)
+
+
+def _record(
+    run: Run, interrupt_id: str, decided: Decided, answered_by: str, now: datetime, recorded: _Recorded
+) -> None:
     """Writes one answer unless the interrupt already has one (the first answer wins)."""
     approval = Approval.objects.filter(pk=interrupt_id, run=run).first()
     if approval is None:
-        return False
+        return
     stored = decided.text if decided.text else decided.reason
     updated = Approval.objects.filter(pk=interrupt_id, decision=Approval.Decision.PENDING).update(
         decision=decided.decision, reason=stored, always=decided.always, answered_by=answered_by, answered_at=now
     )
-    if updated and decided.always and decided.decision == Approval.Decision.APPROVED:
-        # A "yes, always" is kept for the session at once, whoever goes on with the run.
-        session_remember_approval(thread_id=run.thread_id, key=memory_key(approval.tool, approval.arguments))
-    return bool(updated)
+    if updated:
+        recorded.count += 1
+        if decided.always and decided.decision == Approval.Decision.APPROVED:
+            recorded.always.append(memory_key(approval.tool, approval.arguments))
 
 
+@again_after_a_race
 def wait_answer(
     *,
     agui_thread_id: str,
@@ -280,20 +304,23 @@ def wait_answer(
         ]
         if missing:
             return Missing(missing)
+        recorded = _Recorded()
         for call in needed:
             if call.kind is WaitKind.CLIENT:
                 if call.answer_id in client_results and call.answer_id not in run.client_answers:
                     message_id, content = client_results[call.answer_id]
                     run.client_answers[call.answer_id] = {"messageId": message_id, "content": content}
             elif call.answer_id in decisions and _expires(call) > now:
-                _record(run, call.answer_id, decisions[call.answer_id], answered_by, now)
+                _record(run, call.answer_id, decisions[call.answer_id], answered_by, now, recorded)
         Run.objects.filter(pk=run.pk).update(client_answers=run.client_answers)
         answers = _collect(run, now=now, expire=True)
+        recorded.remember(run)
         if answers is None:  # cannot be: every call was answered or is past its deadline
             return Missing([c.answer_id for c in needed])
         return _claim(run, answers, claim)
 
 
+@again_after_a_race
 def wait_answer_for_operator(
     *, interrupt_id: str, decision: str, reason: str = "", always: bool = False, answered_by: str
 ) -> bool:
@@ -305,7 +332,8 @@ def wait_answer_for_operator(
         approval = Approval.objects.select_related("run").filter(pk=interrupt_id).first()
         if approval is None:
             return False
-        run = Run.objects.select_for_update().get(pk=approval.run_id)
+        thread_lock(pk=approval.run.thread_id)  # the thread, then the run (threads/locking.py)
+        run = Run.objects.select_for_update(no_key=True).get(pk=approval.run_id)
         abandoned = run.status != Run.Status.WAITING and approval.decision == Approval.Decision.PENDING
         if abandoned:
             # Its run ended without it (cancelled, superseded): close it rather than answer into the void.
@@ -313,10 +341,12 @@ def wait_answer_for_operator(
         elif run.status != Run.Status.WAITING:
             return False
         else:
-            recorded = _record(run, interrupt_id, Decided(decision, reason, always), answered_by, now)
-            if recorded and _collect(run, now=now, expire=False) is not None:
+            recorded = _Recorded()
+            _record(run, interrupt_id, Decided(decision, reason, always), answered_by, now, recorded)
+            if recorded.count and _collect(run, now=now, expire=False) is not None:
                 Run.objects.filter(pk=run.pk, status=Run.Status.WAITING).update(wait_deadline=now)
-            return recorded
+            recorded.remember(run)
+            return bool(recorded.count)
     raise ApprovalAbandoned(ABANDONED)
 
 
@@ -328,12 +358,14 @@ class ApprovalAbandoned(Exception):
 ABANDONED = "the run that asked has ended: it no longer waits for this answer"
 
 
+@again_after_a_race
 def wait_claim_due(*, run_id: uuid.UUID, run_pk: uuid.UUID) -> Claimed | None:
     """The sweep: a waiting run whose deadline has come, or that has every answer, goes on here
     (answers past their deadline are recorded as timed out), unless another process was first."""
     now = timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id, status=Run.Status.WAITING).first()
+        thread_lock(runs__pk=run_id)  # the thread, then the run (threads/locking.py)
+        run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, status=Run.Status.WAITING).first()
         if run is None:
             return None
         answers = _collect(run, now=now, expire=True)
@@ -366,6 +398,7 @@ def wait_supersede(run: Run, *, message: str, now: datetime) -> tuple[Checkpoint
     return waiting_checkpoint(run), answers
 
 
+@again_after_a_race
 def wait_cancel(*, run_id: uuid.UUID) -> bool:
     """A cancel of a waiting run: it ends here, and its questions with it."""
     now = timezone.now()

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from agents.tools.errors import ToolError
-from agents.tools.workspace import Located, PathGuard, keep_owner
+from agents.tools.workspace import CallGuard, Located, keep_owner
 
 
 def decode_text(data: bytes, relative: str) -> str:
@@ -26,16 +26,21 @@ def decode_text(data: bytes, relative: str) -> str:
         raise ToolError(f"{relative}: the file is not valid UTF-8 text; it cannot be changed here") from None
 
 
-def read_existing(target: Located) -> bytes:
+def read_existing(target: Located, guard: CallGuard, tool_name: str) -> bytes:
+    """The content of the file at ``target``, unless a deny rule covers another of its names."""
     info = target.lstat()
     if info is None:
         raise ToolError(f"{target.relative}: no such file")
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{target.relative}: not a file")
-    return target.read_bytes()
+    fd, opened = target.open_regular()
+    with os.fdopen(fd, "rb") as fh:
+        if (refusal := guard.file_refusal(target.relative, opened, tool_name)) is not None:
+            raise ToolError(refusal)
+        return fh.read()
 
 
-def refuse_denied(guard: PathGuard, target: Located, tool_name: str) -> None:
+def refuse_denied(guard: CallGuard, target: Located, tool_name: str) -> None:
     """A deny rule covers the path a call really reaches, its links resolved (issue #11, item 3)."""
     if guard.denies(target.relative):
         raise ToolError(f"{target.relative}: a permission rule denies {tool_name} this path")

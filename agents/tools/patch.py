@@ -20,7 +20,7 @@ from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_
 from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from agents.tools.ledger import ensure_fresh, forget, remember
 from agents.tools.targets import PatchTargets
-from agents.tools.workspace import PathGuard
+from agents.tools.workspace import CallGuard
 
 DEV_NULL = "/dev/null"
 Action = Literal["modify", "create", "delete"]
@@ -145,7 +145,7 @@ class Planned:
     removed: int
 
 
-def _plan_file(context: ToolContext, guard: PathGuard, patched: PatchedFile, held: ExitStack) -> Planned:
+def _plan_file(context: ToolContext, guard: CallGuard, patched: PatchedFile, held: ExitStack) -> Planned:
     source, target = _paths(patched)
     name = target or source or "?"
     if patched.is_binary_file:
@@ -164,7 +164,7 @@ def _plan_file(context: ToolContext, guard: PathGuard, patched: PatchedFile, hel
             raise ToolError(f"{relative}: the patch creates it (from /dev/null) but it already exists")
         before = TextFile([])
     else:
-        data = read_existing(located)
+        data = read_existing(located, guard, "apply_patch")
         ensure_fresh(context, relative, data)
         before = TextFile.parse(decode_text(data, relative))
     after = _apply_hunks(before, patched, relative)
@@ -177,7 +177,7 @@ def _plan_file(context: ToolContext, guard: PathGuard, patched: PatchedFile, hel
     return Planned(relative, action, change, patched.added, patched.removed)
 
 
-def _apply(context: ToolContext, guard: PathGuard, patch: str) -> list[Planned]:
+def _apply(context: ToolContext, guard: CallGuard, patch: str) -> list[Planned]:
     try:
         patch_set = PatchSet(patch)
     except UnidiffParseError as exc:

@@ -24,7 +24,7 @@ from wcmatch import glob as wcglob
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
 from agents.tools.ledger import remember_hash
 from agents.tools.targets import PathTarget
-from agents.tools.workspace import Entry, Located, PathGuard, Workspace
+from agents.tools.workspace import CallGuard, Entry, Located, Workspace
 
 
 class _Regex(Protocol):
@@ -52,7 +52,7 @@ def _check_pattern(pattern: str) -> int | None:
     return None if "**" in pattern else pattern.count("/") + 1
 
 
-def _listed(workspace: Workspace, guard: PathGuard, entry: Entry) -> tuple[str, bool] | None:
+def _listed(workspace: Workspace, guard: CallGuard, entry: Entry) -> tuple[str, bool] | None:
     """What a listing shows of ``entry`` (its path and whether it is a directory), or None when it
     is hidden: a link leading out of the workspace or to the server's files, a denied path."""
     if guard.denies(entry.relative):
@@ -68,7 +68,7 @@ def _listed(workspace: Workspace, guard: PathGuard, entry: Entry) -> tuple[str, 
         return None
 
 
-def _matching(context: ToolContext, guard: PathGuard, pattern: str, base: Located) -> Iterator[tuple[Entry, str, bool]]:
+def _matching(context: ToolContext, guard: CallGuard, pattern: str, base: Located) -> Iterator[tuple[Entry, str, bool]]:
     """The entries beneath ``base`` whose path relative to it matches ``pattern``, in path order."""
     depth = _check_pattern(pattern)
     cut = 0 if base.relative == "." else len(base.relative) + 1
@@ -80,7 +80,7 @@ def _matching(context: ToolContext, guard: PathGuard, pattern: str, base: Locate
             yield entry, listed[0], listed[1]
 
 
-def _glob(context: ToolContext, guard: PathGuard, pattern: str, raw_base: str) -> tuple[list[str], int]:
+def _glob(context: ToolContext, guard: CallGuard, pattern: str, raw_base: str) -> tuple[list[str], int]:
     with context.workspace.locate(raw_base, must_exist=True) as base:
         if not base.is_dir():
             raise ToolError(f"{raw_base}: not a directory")
@@ -164,13 +164,14 @@ def _line_bound(pattern: str) -> bool:
     return "\\A" in pattern or "\\z" in pattern or "(?" in pattern
 
 
-def _grep(context: ToolContext, guard: PathGuard, search: _Search, raw_base: str, include: str) -> None:
+def _grep(context: ToolContext, guard: CallGuard, search: _Search, raw_base: str, include: str) -> None:
     workspace = context.workspace
     with workspace.locate(raw_base, must_exist=True) as base:
         if not base.is_dir():
-            if guard.denies(base.relative):
-                raise ToolError(f"{base.relative}: a permission rule denies grep this path")
-            fd, _ = base.open_regular()
+            fd, info = base.open_regular()
+            if (refusal := guard.file_refusal(base.relative, info, "grep")) is not None:
+                os.close(fd)
+                raise ToolError(refusal)
             search.file(base.relative, fd)
             return
         for entry, relative, is_dir in _matching(context, guard, include, base):
@@ -181,17 +182,22 @@ def _grep(context: ToolContext, guard: PathGuard, search: _Search, raw_base: str
             try:
                 if entry.is_link:
                     with workspace.locate(entry.relative, must_exist=True) as target:
-                        fd, _ = target.open_regular()
+                        fd, info = target.open_regular()
+                        reached = target.relative
                 else:
                     fd = os.open(
                         entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=entry.dir_fd
                     )
-                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    info, reached = os.fstat(fd), entry.relative
+                    if not stat.S_ISREG(info.st_mode):
                         os.close(fd)
                         continue
                     os.set_blocking(fd, True)
             except (ToolError, OSError):
                 continue  # gone, swapped for a link, unreadable: skipped
+            if guard.file_refusal(reached, info, "grep") is not None:
+                os.close(fd)
+                continue  # another name of a denied file: left out, as the denied file is
             search.file(relative, fd)
 
 
@@ -228,7 +234,7 @@ async def grep_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     return ToolOutput("\n".join(hits))
 
 
-def _read(context: ToolContext, guard: PathGuard, raw_path: str, offset: int, limit: int) -> tuple[str, int, str, str]:
+def _read(context: ToolContext, guard: CallGuard, raw_path: str, offset: int, limit: int) -> tuple[str, int, str, str]:
     """The numbered window of lines, the file's line count, its path and the hash of its content.
     Only the window is kept: the rest of the file streams through the hash and the line count."""
     with context.workspace.locate(raw_path, must_exist=True) as target:
@@ -236,8 +242,11 @@ def _read(context: ToolContext, guard: PathGuard, raw_path: str, offset: int, li
             raise ToolError(f"{target.relative}: a permission rule denies file_read this path")
         if target.is_dir():
             raise ToolError(f"{raw_path}: not a file")
-        fd, _ = target.open_regular()
+        fd, info = target.open_regular()
         relative = target.relative
+    if (refusal := guard.file_refusal(relative, info, "file_read")) is not None:
+        os.close(fd)
+        raise ToolError(refusal)
     digest = hashlib.sha256()
     window: list[str] = []
     total = 0
@@ -276,6 +285,14 @@ async def file_read_tool(arguments: dict[str, Any], context: ToolContext) -> Too
     limit = optional_int(arguments, "limit", READ_LIMIT_LINES, minimum=1)
     guard = await context.workspace.guard("file_read")
     body, total, relative, digest = await asyncio.to_thread(_read, context, guard, raw_path, offset, limit)
+    if total and offset >= total:
+        # An empty window read as an empty file, and the model went on as if it had seen the end.
+        # Not remembered as read: the model saw none of it.
+        lines = "1 line" if total == 1 else f"{total} lines"
+        raise ToolError(
+            f"{relative}: offset {offset} is past the end of the file, which has {lines}; "
+            f"the last offset that shows a line is {total - 1}"
+        )
     remember_hash(context, relative, digest)  # the stale-edit check compares against what was read
     if total == 0:
         body = "(empty file)"

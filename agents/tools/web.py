@@ -5,10 +5,13 @@ permission rule matching, each call asks a person, and a rule can allow a domain
 (agents/permissions.py matches it against the URL's host). Neither changes the workspace, so the
 grounding gate lets them through.
 
-web_fetch follows redirects itself, up to ``max_redirects``, and only while they stay on the host the
-call named (an ``http`` to ``https`` upgrade included): a rule that allows one domain must not be
-escaped by a redirect, so a redirect elsewhere ends the call and tells the model where it points, and
-a fetch of that URL is judged on its own. Every host is checked by ``netguard.check_host`` first.
+web_fetch follows redirects itself, up to ``max_redirects``, and only while they stay on the host and
+port the call named (an ``http`` to ``https`` upgrade, and a move to the scheme's own port, included):
+a rule that allows one domain, or an approval of one URL, must not be escaped by a redirect, so a
+redirect elsewhere ends the call and tells the model where it points, and a fetch of that URL is
+judged on its own. For the first request and every redirect, the host is resolved once and every
+address checked (``netguard.resolve_checked``), and the request goes to one of those addresses, not
+to the name (see ``_send_to``).
 The body is read up to ``max_bytes`` (the rest is dropped and the model told), the whole call is
 bounded by ``timeout_seconds``, and HTML is returned as its text.
 """
@@ -16,12 +19,14 @@ bounded by ``timeout_seconds``, and HTML is returned as its text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
-from agents.tools.netguard import HostRefused, check_host, is_public
+from agents.tools.netguard import HostRefused, resolve_checked
 from agents.tools.targets import TextTarget, UrlTarget
 
 # httpx (whose package import brings its command line's rich and click) and BeautifulSoup are
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
     import httpx
 
 USER_AGENT = "Threadline-agent/0.1 (+web_fetch)"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/javascript")
 _DROPPED_TAGS = ("script", "style", "noscript", "template", "svg", "iframe", "head")
@@ -57,9 +63,16 @@ def _checked_url(url: str) -> httpx.URL:
         raise ToolError(f"{url!r}: {exc}") from exc
 
 
+def _port(url: httpx.URL) -> int:
+    return url.port or _DEFAULT_PORTS[url.scheme]
+
+
 def _same_site(first: httpx.URL, then: httpx.URL) -> bool:
-    """A redirect web_fetch follows: same host, and the same scheme or an upgrade to https."""
-    return then.host == first.host and (then.scheme == first.scheme or then.scheme == "https")
+    """A redirect web_fetch follows: same host, the same scheme or an upgrade to https, and the port
+    the call named or the scheme's own (80 to 443 with the upgrade). Another port on the same host is
+    another service (a database, an admin), which the call's approval or rule never saw."""
+    same_scheme = then.scheme == first.scheme or then.scheme == "https"
+    return then.host == first.host and same_scheme and _port(then) in (_port(first), _DEFAULT_PORTS[then.scheme])
 
 
 def html_to_text(html: str) -> str:
@@ -98,14 +111,12 @@ async def _fetch(url: httpx.URL, context: ToolContext) -> ToolOutput:
         follow_redirects=False, timeout=timeout, trust_env=False, headers={"User-Agent": USER_AGENT}
     ) as client:
         for hop in range(config.max_redirects + 1):
-            host = url.host
             try:
-                await check_host(host, url.port or (443 if url.scheme == "https" else 80), config)
+                addresses = await resolve_checked(_ascii_host(url), _port(url), config)
             except HostRefused as exc:
                 raise ToolError(str(exc)) from None
             try:
-                async with client.stream("GET", url) as response:
-                    _check_peer(response, host, context)
+                async with _send_to(client, url, addresses) as response:
                     if response.status_code in _REDIRECTS and "location" in response.headers:
                         target = url.join(response.headers["location"])
                         if target.scheme not in ("http", "https"):
@@ -127,15 +138,42 @@ async def _fetch(url: httpx.URL, context: ToolContext) -> ToolOutput:
     raise AssertionError("unreachable")
 
 
-def _check_peer(response: httpx.Response, host: str, context: ToolContext) -> None:
-    """The address the connection really reached is checked too: a name that resolved to a public
-    address a moment ago may resolve to a private one now (DNS rebinding)."""
-    if host.lower() in context.web.allowed_private_hosts:
+def _ascii_host(url: httpx.URL) -> str:
+    """The host as DNS and TLS know it (an internationalised name in its ``xn--`` form)."""
+    return url.raw_host.decode("ascii")
+
+
+@contextlib.asynccontextmanager
+async def _send_to(client: httpx.AsyncClient, url: httpx.URL, addresses: list[str]) -> AsyncIterator[httpx.Response]:
+    """GET ``url`` from the first of ``addresses`` (all checked) that takes the connection.
+
+    The address is put in the request's URL, so nothing resolves the name again between the check
+    and the connection; the Host header, and TLS's server name (SNI, and the name the certificate
+    must be valid for: httpx's ``sni_hostname`` extension), stay those of ``url``. httpx has no public
+    hook for where its connections go (its transport builds the connection pool and its network
+    backend privately), and this is the use its documentation gives that extension: a pinned address."""
+    import httpx
+
+    failed: httpx.ConnectError | None = None
+    for address in addresses:
+        request = client.build_request(
+            "GET",
+            url.copy_with(host=address),
+            headers={"Host": url.netloc.decode("ascii")},
+            extensions={"sni_hostname": _ascii_host(url)},
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.ConnectError as exc:  # nothing was sent: the next address may answer
+            failed = exc
+            continue
+        try:
+            yield response
+        finally:
+            await response.aclose()
         return
-    stream = response.extensions.get("network_stream")
-    peer = stream.get_extra_info("server_addr") if stream is not None else None
-    if peer and not is_public(str(peer[0])):
-        raise ToolError(f"{host} connected to {peer[0]}, a private address, which web_fetch does not reach")
+    assert failed is not None
+    raise failed
 
 
 async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:

@@ -9,7 +9,7 @@ from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_
 from agents.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from agents.tools.ledger import ensure_fresh, remember
 from agents.tools.targets import PathTarget
-from agents.tools.workspace import PathGuard
+from agents.tools.workspace import CallGuard
 
 
 def _path(arguments: dict[str, Any]) -> str:
@@ -18,7 +18,7 @@ def _path(arguments: dict[str, Any]) -> str:
     return raw_path
 
 
-def _write(context: ToolContext, guard: PathGuard, raw_path: str, content: str) -> tuple[str, bool]:
+def _write(context: ToolContext, guard: CallGuard, raw_path: str, content: str) -> tuple[str, bool]:
     """Writes ``content``; returns the file's path and whether it existed. An existing file the
     agent has read must not have changed since (one it never read may simply be overwritten)."""
     with context.workspace.locate(raw_path) as target:
@@ -27,7 +27,7 @@ def _write(context: ToolContext, guard: PathGuard, raw_path: str, content: str) 
         relative = target.relative
         existed = target.lstat() is not None
         if existed:
-            ensure_fresh(context, relative, read_existing(target), require_read=False)
+            ensure_fresh(context, relative, read_existing(target, guard, "file_write"), require_read=False)
         data = content.encode("utf-8")
         apply_changes([Change(target, data)])
     remember(context, relative, data)
@@ -69,13 +69,13 @@ def _replace(text: str, old: str, new: str, replace_all: bool, relative: str) ->
 
 
 def _edit(
-    context: ToolContext, guard: PathGuard, raw_path: str, old: str, new: str, replace_all: bool
+    context: ToolContext, guard: CallGuard, raw_path: str, old: str, new: str, replace_all: bool
 ) -> tuple[str, int, int]:
     with context.workspace.locate(raw_path) as target:
         refuse_denied(guard, target, "file_edit")
         refuse_directory(target)
         relative = target.relative
-        data = read_existing(target)
+        data = read_existing(target, guard, "file_edit")
         ensure_fresh(context, relative, data)
         text, count, line = _replace(decode_text(data, relative), old, new, replace_all, relative)
         written = text.encode("utf-8")

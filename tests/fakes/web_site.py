@@ -3,6 +3,7 @@ redirects, and the Brave Search API (``/res/v1/web/search``, which wants its tok
 
     with FakeWeb() as web:
         web.url("/page")            # http://127.0.0.1:<port>/page
+        web.url("/redirect?to=<url>")   # a 302 to <url>
         web.searches                # the queries Brave received, with their token
 """
 
@@ -26,6 +27,7 @@ class FakeWeb:
     base_url: str = ""
     searches: list[dict[str, Any]] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)  # the Host header of each request
     big_bytes: int = 5 * 1024 * 1024
     _release: threading.Event = field(default_factory=threading.Event)
 
@@ -55,6 +57,7 @@ class FakeWeb:
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 web.requests.append(parts.path)
+                web.hosts.append(self.headers.get("Host", ""))
                 route = parts.path
                 if route == "/page":
                     self._send(200, PAGE.encode())
@@ -88,6 +91,8 @@ class FakeWeb:
                     self._send(302, b"", Location="file:///etc/passwd")
                 elif route == "/loop":
                     self._send(302, b"", Location="/loop")
+                elif route == "/redirect":
+                    self._send(302, b"", Location=parse_qs(parts.query)["to"][0])
                 elif route == "/res/v1/web/search":
                     query = parse_qs(parts.query)
                     web.searches.append(

@@ -19,6 +19,7 @@ from threads.admin.board import board_liveness, thread_board
 from threads.admin.display import message_html, pretty_json
 from threads.admin.liveness import Liveness
 from threads.admin.timeline_reads import run_liveness, run_timeline
+from threads.locking import Contended
 from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel_request
 from threads.services.workspaces import thread_delete, workspace_info
@@ -359,7 +360,7 @@ class ApprovalAdmin(admin.ModelAdmin):
         who = request.user.get_username()
         decision = Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
         reason = "" if approved else f"denied by {who} in the admin"
-        answered = gone = 0
+        answered = gone = contended = 0
         for pending in queryset.filter(decision=Approval.Decision.PENDING):
             try:
                 answered += wait_answer_for_operator(
@@ -367,11 +368,19 @@ class ApprovalAdmin(admin.ModelAdmin):
                 )
             except ApprovalAbandoned:
                 gone += 1
+            except Contended:
+                contended += 1
         self.message_user(request, f"Answered {answered} pending approval(s); their runs go on.")
         if gone:
             self.message_user(
                 request,
                 f"{gone} approval(s) were closed instead: {ABANDONED}.",
+                level=messages.WARNING,
+            )
+        if contended:
+            self.message_user(
+                request,
+                f"{contended} approval(s) could not be recorded in time (the database was busy); answer them again.",
                 level=messages.WARNING,
             )
 

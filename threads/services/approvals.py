@@ -17,7 +17,7 @@ def session_approved_always(*, session_id: uuid.UUID) -> set[str]:
 @transaction.atomic
 def session_remember_approval(*, thread_id: uuid.UUID, key: str) -> None:
     """Remembers a "yes, always" for the thread's session, whoever goes on with the run."""
-    session = Session.objects.select_for_update().get(thread_id=thread_id)
+    session = Session.objects.select_for_update(no_key=True).get(thread_id=thread_id)
     if key not in session.approved_always:
         session.approved_always = [*session.approved_always, key]
         session.save(update_fields=["approved_always"])

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -19,6 +17,7 @@ from agents.models import Agent
 from agents.waits import Checkpoint
 from threads import fastsql, leases
 from threads.healing import runs_heal
+from threads.locking import again_after_a_race, again_after_a_race_to_create
 from threads.models import Message, QueuedMessage, Run, Session, Thread
 from threads.queue import queue_claim, queue_message, queue_started
 from threads.selectors import agent_get
@@ -59,21 +58,7 @@ class AgentUnavailable(Exception):
     """No enabled agent has that name (HTTP 404)."""
 
 
-def _again_after_a_race[**P, R](open_: Callable[P, R]) -> Callable[P, R]:
-    """Two first requests of one new thread race to create it: the loser's insert fails, and
-    it tries once more, now finding the thread and taking the path for an existing one."""
-
-    @functools.wraps(open_)
-    def once_more(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return open_(*args, **kwargs)
-        except IntegrityError:
-            return open_(*args, **kwargs)
-
-    return once_more
-
-
-@_again_after_a_race
+@again_after_a_race_to_create
 @transaction.atomic
 def run_open(
     *,
@@ -111,9 +96,10 @@ def run_open(
     agent = agent_get(name=agent_name)
     if agent is None:
         raise AgentUnavailable(f"no agent named {agent_name!r}")
-    # order_by() and a slice rather than first(): no ORDER BY to compile or run.
+    # The thread's row first, whatever else is locked below (threads/locking.py). order_by() and
+    # a slice rather than first(): no ORDER BY to compile or run.
     found = list(
-        Thread.objects.select_for_update(of=("self",))
+        Thread.objects.select_for_update(of=("self",), no_key=True)
         .select_related("session")
         .filter(agui_thread_id=agui_thread_id)
         .order_by()[:1]
@@ -146,7 +132,7 @@ def run_open(
         session = Session.objects.create(thread=thread)
     stored = set(Message.objects.filter(thread=thread).values_list("message_id", flat=True))
     waiting = (
-        Run.objects.select_for_update(of=("self",))
+        Run.objects.select_for_update(of=("self",), no_key=True)
         .filter(thread=thread, status=Run.Status.WAITING)
         .order_by("-started_at")
         .first()
@@ -272,6 +258,7 @@ def run_cancel_request(*, run_id: uuid.UUID) -> None:
         raise RunNotCancellable("the run has already ended")
 
 
+@again_after_a_race
 @transaction.atomic
 def run_finish(
     *,
@@ -288,6 +275,7 @@ def run_finish(
     this is every run's last fixed cost, bench/stream.py --profile-concurrent)."""
     now = timezone.now()
     ended = {"status": status, "outcome": outcome, "error": error, "event_count": event_count, "finished_at": now}
-    fastsql.update(Run, run_id, setting=ended, adding={})
+    # The thread's row before the run's: the order every writer of both keeps (threads/locking.py).
     fastsql.update(Thread, thread_id, setting={"state": state, "updated_at": now}, adding={})
+    fastsql.update(Run, run_id, setting=ended, adding={})
     return fastsql.exists(QueuedMessage, thread=thread_id, status=QueuedMessage.Status.QUEUED)

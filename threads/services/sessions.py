@@ -11,11 +11,13 @@ from django.utils import timezone
 from agents.events import AssistantMessage, ToolMessage
 from agents.providers.base import TokenCount
 from threads import fastsql
+from threads.locking import again_after_a_race
 from threads.models import Run, Session
 from threads.services.tokens import token_counts
 from threads.services.transcript import messages_append, transcript_body
 
 
+@again_after_a_race
 @transaction.atomic
 def session_commit(
     *,
@@ -30,11 +32,12 @@ def session_commit(
 
     Once per model call, so its statements are built once (threads/fastsql.py): the ORM's
     compilation of these updates was most of a run's fixed cost with a hundred runs at once
-    (bench/stream.py --profile-concurrent). The session's row is written first, which locks it
-    for the transcript's append (as queue_take, the other writer, locks it)."""
+    (bench/stream.py --profile-concurrent). The session's row is written before the transcript's
+    append, which its lock orders (queue_take, the other writer, locks it too), and after the
+    run's, the order every writer of both keeps (threads/locking.py)."""
     counts = token_counts(usage)
-    fastsql.update(Session, session_id, setting={"turns": turns, "updated_at": timezone.now()}, adding=counts)
     fastsql.update(Run, run_id, setting={}, adding=counts)
+    fastsql.update(Session, session_id, setting={"turns": turns, "updated_at": timezone.now()}, adding=counts)
     messages_append(thread_id=thread_id, bodies=[transcript_body(m) for m in messages])
 
 

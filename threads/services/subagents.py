@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.events import AssistantMessage, ToolMessage
 from agents.providers.base import TokenCount
 from agents.verdict import conclusion_of
+from threads.locking import again_after_a_race
 from threads.models import Run, Session, SubAgentTask, Thread
 from threads.services.tokens import tokens_added
 from threads.services.transcript import messages_append, transcript_body
@@ -49,6 +50,7 @@ def subagent_begin(
     )
 
 
+@again_after_a_race
 @transaction.atomic
 def subagent_commit(
     *,
@@ -60,12 +62,16 @@ def subagent_commit(
 ) -> None:
     """A sub-agent's new messages join the thread's transcript, marked as its own (``subagentRunId``,
     first, as the protocol's models order it); its tokens count on the session, the run and the task."""
-    session = Session.objects.select_for_update().only("thread_id").get(pk=session_id)
-    if usage.input_tokens or usage.output_tokens or usage.cache_read_tokens or usage.cache_write_tokens:
-        tokens = tokens_added(usage)
-        Session.objects.filter(pk=session_id).update(**tokens)
+    # The run, its task, then the session (threads/locking.py); the session's lock orders the
+    # transcript's writers (services/sessions.py).
+    counted = usage.input_tokens or usage.output_tokens or usage.cache_read_tokens or usage.cache_write_tokens
+    tokens = tokens_added(usage)
+    if counted:
         Run.objects.filter(pk=run_id).update(**tokens)
         SubAgentTask.objects.filter(pk=task_id).update(**tokens)
+    session = Session.objects.select_for_update(no_key=True).only("thread_id").get(pk=session_id)
+    if counted:
+        Session.objects.filter(pk=session_id).update(**tokens)
     bodies = [{"subagentRunId": task_id, **transcript_body(m)} for m in messages]
     messages_append(thread_id=session.thread_id, bodies=bodies)
 
