@@ -415,18 +415,24 @@ class RunHost:
             listener = surface.attach(context)
             # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
             workspace = await workspace_open(thread)
+            working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
             tools = tools_for()
             add_client_tools(tools, client_tools)
             loop = AgentLoop(
                 provider=provider,
                 tools=tools,
-                tool_context=tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace),
+                tool_context=working,
                 config=loop_config(agent, provider, grounding=session.grounding_override),
                 store=DbSessionStore(
                     session_id=session.pk, thread_pk=thread.pk, run_pk=live.run_pk, turns=session.turns
                 ),
                 listener=(listeners := Listeners(listener, MetricsListener(agent.name), _CancelWatch(live))),
-                approver=PolicyApprover(agent_name=agent.name, thread_id=thread.agui_thread_id, session_id=session.pk),
+                approver=PolicyApprover(
+                    agent_name=agent.name,
+                    thread_id=thread.agui_thread_id,
+                    session_id=session.pk,
+                    workspace=working.workspace,
+                ),
                 subagent_stores=lambda started, params: DbSubAgentStore(
                     thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk, started=started, params=params
                 ),

@@ -12,6 +12,7 @@ from agents.approval_text import approval_message
 from agents.approvals import Answer, Ask
 from agents.permissions import Decision, arules_for, evaluate, memory_key
 from agents.tools.base import Tool
+from agents.tools.workspace import Workspace
 from threads.dbthread import on_db_thread
 from threads.services.approvals import session_approved_always
 
@@ -22,8 +23,12 @@ class PolicyApprover:
 
     can_wait = True
 
-    def __init__(self, *, agent_name: str, thread_id: str, session_id: uuid.UUID) -> None:
+    def __init__(
+        self, *, agent_name: str, thread_id: str, session_id: uuid.UUID, workspace: Workspace | None = None
+    ) -> None:
         self.agent_name = agent_name
+        # The run's workspace, against which the rules resolve a call's paths (issue #24).
+        self.workspace = workspace
         self.thread_id = thread_id
         self.session_id = session_id
         self.approval_seconds: float = settings.APPROVAL_TIMEOUT_SECONDS
@@ -40,6 +45,7 @@ class PolicyApprover:
             arguments=arguments,
             remembered=remembered,
             auto_approve=settings.AGENT_MUTATING_TOOLS == "on",
+            workspace=self.workspace,
             ask_a_person=settings.HUMAN_IN_THE_LOOP,
         )
         if verdict.decision == Decision.ALLOW:

@@ -252,3 +252,25 @@ def test_workspace_directory_names_come_from_ids_only(tmp_path):
         assert place_of(owner_id=3, thread_pk=None).path == tmp_path / "users" / "3"
     with override_settings(AGENT_WORKSPACE_MODE="shared"):
         assert place_of(owner_id=3, thread_pk=None).shared
+
+
+def test_an_ask_rule_is_matched_in_the_runs_own_workspace(server, fake_api, workspace):
+    # The rules resolve a call's links in the run's workspace, not in AGENT_WORKSPACE: a link in the
+    # user's own workspace to a path an ask rule covers still asks.
+    from agents.models import PermissionRule
+
+    olive = _person("olive")
+    place = place_of(owner_id=User.objects.get(username="olive").pk, thread_pk=None)
+    (place.path / "secret").mkdir(parents=True)
+    (place.path / "secret" / "plan.txt").write_text("the plan\n")
+    (place.path / "peek").symlink_to("secret")
+    PermissionRule.objects.create(position=1, decision="ask", tool="file_read", match="secret/**")
+    fake_api.script([tool_turn("file_read", {"path": "peek/plan.txt"}), text_turn(["Read."])])
+    response = httpx.post(
+        f"{server.url}/agui/coder",
+        content=orjson.dumps(v1(run_input("t-olive", "r1", user("read it", "u1")))),
+        headers={"Authorization": f"Token {olive}", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    server.drain()
+    assert b'"interrupt"' in response.content and b"the plan" not in response.content
