@@ -167,6 +167,7 @@ class ToolMessage:
     message_id: str
     tool_call_id: str
     content: str
+    error: str = ""  # a client's tool that failed: its error, kept beside what it sent as content
 
 
 @dataclass(slots=True, frozen=True)
