@@ -151,6 +151,8 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     duration_seconds: float = 0.0
+    # The sub-agent whose call it was ("" for the run's own): its context is not the run's.
+    task_id: str = ""
 
 
 @dataclass(slots=True, frozen=True)

@@ -528,6 +528,7 @@ class AgentLoop:
                     cache_read_tokens=usage.cache_read_tokens,
                     cache_write_tokens=usage.cache_write_tokens,
                     duration_seconds=time.monotonic() - began,
+                    task_id=self.task_id,
                 )
             )
             for message in messages:

@@ -102,7 +102,7 @@ def test_a_parent_delegates_two_children_and_one_fails(server, fake_api, workspa
     assert board["breaker"]["status"] == "failed" and board["breaker"]["error"]
     run = Run.objects.get(thread=thread)
     # The parent's two calls (25 each), the reader's two (25 and 40); the breaker's call failed.
-    assert run.input_tokens == 25 + 25 + 25 + 40 == thread.state["tokenUsage"]["promptTokens"]
+    assert run.input_tokens == 25 + 25 + 25 + 40 == thread.state["tokenUsage"]["totalPromptTokens"]
 
 
 def test_the_depth_cap_is_a_structured_error(server, fake_api):

@@ -188,13 +188,17 @@ function StatePanels() {
         <h2>Tokens</h2>
         {!usage ? <p className="empty">No model call yet.</p> : (
           <dl>
-            {/* The contract's names (promptTokens, ...) and the names Threadline sends today. */}
-            <dt>prompt</dt><dd data-testid="prompt-tokens">{usage.promptTokens ?? usage.inputTokens ?? 0}</dd>
-            <dt>completion</dt><dd>{usage.completionTokens ?? usage.outputTokens ?? 0}</dd>
-            <dt>cache read / write</dt>
+            {/* promptTokens is the live context (the latest model call's whole prompt), against
+                contextWindow; the total* counts are what the thread has spent, sub-agents included. */}
+            <dt>context</dt>
             <dd>
-              {usage.cacheReadTokens ?? usage.cachedInputTokens ?? 0} / {usage.cacheWriteTokens ?? usage.cacheWriteInputTokens ?? 0}
+              <span data-testid="prompt-tokens">{usage.promptTokens ?? 0}</span> of {usage.contextWindow ?? "?"}
+              {usage.contextWindow ? ` (${Math.round((100 * (usage.promptTokens ?? 0)) / usage.contextWindow)}%)` : ""}
             </dd>
+            <dt>spent in / out</dt>
+            <dd data-testid="spent-tokens">{usage.totalPromptTokens ?? 0} / {usage.totalCompletionTokens ?? 0}</dd>
+            <dt>cache read / write</dt>
+            <dd>{usage.totalCacheReadTokens ?? 0} / {usage.totalCacheWriteTokens ?? 0}</dd>
             <dt>cost</dt><dd data-testid="cost">${Number(usage.cost ?? 0).toFixed(6)}</dd>
           </dl>
         )}
