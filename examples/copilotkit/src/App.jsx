@@ -24,7 +24,7 @@ function threadIdFromUrl() {
 export function App() {
   const [threadId] = useState(threadIdFromUrl);
   const [error, setError] = useState(null);
-  const showError = ({ error: failure }) => setError(readable(failure));
+  const showError = ({ error: failure }) => setError({ text: readable(failure), retry: opening(failure) });
   return (
     <CopilotKitProvider runtimeUrl="/api/copilotkit" onError={showError} showDevConsole={false}>
       <div className="layout">
@@ -35,7 +35,11 @@ export function App() {
           </header>
           {error && (
             <div className="error" role="alert" data-testid="error">
-              {error}
+              {error.text}
+              {/* A thread that could not be opened is opened again by loading the page again. */}
+              {error.retry && (
+                <button data-testid="retry" onClick={() => window.location.reload()}>Retry</button>
+              )}
               <button onClick={() => setError(null)}>Dismiss</button>
             </div>
           )}
@@ -49,9 +53,15 @@ export function App() {
   );
 }
 
+// Whether the error is the runner's: the thread could not be opened (threadline-runner.mjs).
+function opening(error) {
+  return typeof error?.code === "string" && error.code.startsWith("threadline_");
+}
+
 // What went wrong, in words: a refused token, an unreachable server, or the server's own message.
 function readable(error) {
   const text = String(error?.message ?? error ?? "unknown error");
+  if (opening(error)) return text; // the runner's own sentence: what is wrong and what to do
   if (/\b401\b|token/i.test(text)) {
     return `Threadline refused the request: the AG-UI token is wrong or missing (${text}). Check AGUI_TOKEN where the example's server runs.`;
   }
