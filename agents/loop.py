@@ -184,6 +184,7 @@ class AgentLoop:
         self._grounded = True
         self._can_ask = True
         self.tokens_spent = 0  # this run's tokens so far (its children's included), for their budget
+        self._model = config.model  # the model the listeners were last told of (on_model)
         self._system = config.system_prompt
         # Set when the run ended as waiting: what it goes on from once answered.
         self.waiting: Checkpoint | None = None
@@ -277,6 +278,8 @@ class AgentLoop:
                     description=request.description,
                 )
             )
+            self._model = self.config.model
+            listener.on_model(self._model)
             outcome = await self._run(request, resume)
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED
@@ -516,6 +519,9 @@ class AgentLoop:
                 raise
             messages = call.finish(reply)
             emit(PhaseChanged(Phase.PLANNING, False))
+            if reply.model and reply.model != self._model:
+                self._model = reply.model
+                self.listener.on_model(reply.model)
             usage = reply.usage
             self.tokens_spent += (
                 usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
