@@ -130,3 +130,15 @@ def test_stored_token_usage_takes_the_live_context_and_keeps_the_sums_under_thei
         "cost": 0.5,
     }
     assert untouched.state["tokenUsage"] == current
+
+
+def test_the_seeded_agent_takes_the_seeds_grounding_mode_unless_someone_chose_another(db):
+    migration = importlib.import_module("agents.migrations.0006_grounding_prompt_by_default")
+    Agent.objects.filter(name="coder").update(grounding_mode="off")
+    Agent.objects.create(name="quiet", grounding_mode="off")
+    migration.seeded_agent_to_prompt(apps, None)
+    assert Agent.objects.get(name="coder").grounding_mode == "prompt"
+    assert Agent.objects.get(name="quiet").grounding_mode == "off"  # not the seeded agent: left alone
+    Agent.objects.filter(name="coder").update(grounding_mode="enforced")
+    migration.seeded_agent_to_prompt(apps, None)
+    assert Agent.objects.get(name="coder").grounding_mode == "enforced"  # an operator's choice is kept
