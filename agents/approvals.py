@@ -23,6 +23,9 @@ class Answer:
     answered_by: str = ""
     timed_out: bool = False
     text: str = ""  # the reply to a question, or what a client-side tool returned
+    # The client ran its tool and it failed: what it said went wrong (an AG-UI tool message's
+    # ``error``). The model reads this, as a failed result; ``text`` stays what the client sent.
+    error: str = ""
     message_id: str = ""  # the client's id for that result, when it sent one
     cancelled: bool = False  # the run was cancelled while it waited
     superseded: bool = False  # the user wrote a new message instead of answering

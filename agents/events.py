@@ -151,6 +151,8 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     duration_seconds: float = 0.0
+    # The sub-agent whose call it was ("" for the run's own): its context is not the run's.
+    task_id: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -167,6 +169,7 @@ class ToolMessage:
     message_id: str
     tool_call_id: str
     content: str
+    error: str = ""  # a client's tool that failed: its error, kept beside what it sent as content
 
 
 @dataclass(slots=True, frozen=True)
@@ -260,6 +263,10 @@ class RunListener(Protocol):
     the parent's listeners hear it); a child's model calls also reach ``on_usage``,
     since its tokens count on the parent's.
     ``should_continue`` is polled between iterations; False ends the run as cancelled.
+    ``on_model`` names the model the run talks to: once when it starts (the one it asks for), and
+    again whenever the model that answers is another (an alias the API resolves to a dated id, a
+    deployment that serves another model than was asked for), so a listener that shows or records
+    the model shows the one really answering.
 
     A listener hears either ``on_start`` (it was there when the run started) or ``on_subscribe``
     (it joined a run already in flight through ``Listeners.subscribe``: a message queued on a
@@ -269,6 +276,7 @@ class RunListener(Protocol):
 
     def on_start(self, run: RunInfo) -> None: ...
     def on_subscribe(self) -> None: ...
+    def on_model(self, model: str) -> None: ...
     def on_event(self, event: RunEvent) -> None: ...
     def on_message(self, message: AssistantMessage | ToolMessage) -> None: ...
     def on_usage(self, usage: Usage) -> None: ...
@@ -312,6 +320,10 @@ class Listeners:
     def on_subscribe(self) -> None:
         for listener in self.listeners:
             listener.on_subscribe()
+
+    def on_model(self, model: str) -> None:
+        for listener in self.listeners:
+            listener.on_model(model)
 
     def on_event(self, event: RunEvent) -> None:
         for listener in self._hearing:
@@ -361,6 +373,9 @@ class BaseListener:
         pass
 
     def on_subscribe(self) -> None:
+        pass
+
+    def on_model(self, model: str) -> None:
         pass
 
     def on_event(self, event: RunEvent) -> None:

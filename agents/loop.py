@@ -184,6 +184,7 @@ class AgentLoop:
         self._grounded = True
         self._can_ask = True
         self.tokens_spent = 0  # this run's tokens so far (its children's included), for their budget
+        self._model = config.model  # the model the listeners were last told of (on_model)
         self._system = config.system_prompt
         # Set when the run ended as waiting: what it goes on from once answered.
         self.waiting: Checkpoint | None = None
@@ -277,6 +278,8 @@ class AgentLoop:
                     description=request.description,
                 )
             )
+            self._model = self.config.model
+            listener.on_model(self._model)
             outcome = await self._run(request, resume)
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED
@@ -516,6 +519,9 @@ class AgentLoop:
                 raise
             messages = call.finish(reply)
             emit(PhaseChanged(Phase.PLANNING, False))
+            if reply.model and reply.model != self._model:
+                self._model = reply.model
+                self.listener.on_model(reply.model)
             usage = reply.usage
             self.tokens_spent += (
                 usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
@@ -528,6 +534,7 @@ class AgentLoop:
                     cache_read_tokens=usage.cache_read_tokens,
                     cache_write_tokens=usage.cache_write_tokens,
                     duration_seconds=time.monotonic() - began,
+                    task_id=self.task_id,
                 )
             )
             for message in messages:
@@ -579,6 +586,9 @@ class AgentLoop:
     def _answered(call: OpenCall, answer: Answer) -> ToolOutput:
         """A question's or a client tool's answer, as the model reads it."""
         if call.kind is WaitKind.CLIENT:
+            if answer.approved and answer.error:
+                # The client ran it and it failed: the model must not read that as a success.
+                return ToolOutput(answer.error, True)
             if answer.approved:
                 return ToolOutput(answer.text)
             if answer.timed_out:
@@ -668,22 +678,24 @@ class AgentLoop:
                 return ToolOutput(decision.refusal(tool.name), True)
             return await run_approved(call, step)
 
-        async def answer(call: dict[str, Any], before: OpenCall) -> tuple[ToolOutput | None, str]:
-            """An open call of the checkpoint, with its answer: the output, or None (waits again)."""
+        async def answer(call: dict[str, Any], before: OpenCall) -> tuple[ToolOutput | None, Answer | None]:
+            """An open call of the checkpoint, with its answer: the output, or None (waits again), and
+            the client's own answer when the client ran the call (its message is the transcript's)."""
             assert resume is not None
             arguments = call.get("input") or {}
             if before.kind is WaitKind.CHILD:
                 assert before.child is not None
                 parent = self.as_parent(request)
                 child = await resume_sub_agent(parent, self.new_child, before.child, resume.answers)
-                return delegated(call, child), ""
+                return delegated(call, child), None
             given = resume.answers.get(before.answer_id) or Answer(approved=False, timed_out=True)
             if before.kind is not WaitKind.APPROVAL:
-                return self._answered(before, given), given.message_id if before.kind is WaitKind.CLIENT else ""
+                by_client = before.kind is WaitKind.CLIENT and bool(given.message_id)
+                return self._answered(before, given), given if by_client else None
             tool = self.tools.get(call["name"])
             if not given.approved or tool is None:
-                return ToolOutput(given.refusal(call["name"]), True), ""
-            return await run_approved(call, approved_call(tool, arguments)), ""
+                return ToolOutput(given.refusal(call["name"]), True), None
+            return await run_approved(call, approved_call(tool, arguments)), None
 
         def question(call: dict[str, Any], asked: str | ToolOutput) -> ToolOutput | None:
             """Puts ``asked`` to the person (the call waits for the reply), or returns why it cannot be."""
@@ -723,20 +735,24 @@ class AgentLoop:
 
         async def run_one(call: dict[str, Any]) -> None:
             began = time.monotonic()
-            client_message_id = ""
+            client: Answer | None = None
             output: ToolOutput | None
             if earlier is not None and call["id"] in earlier.done:
                 waiting.done[call["id"]] = earlier.done[call["id"]]
                 return  # reported and stored before the run waited
             if call["id"] in open_before:
-                output, client_message_id = await answer(call, open_before[call["id"]])
+                output, client = await answer(call, open_before[call["id"]])
             else:
                 output = await dispatch(call)
             if output is None:
                 return  # waits for an answer
-            message_id = client_message_id or self.make_id("tool")
+            message_id = client.message_id if client is not None else self.make_id("tool")
             results[call["id"]] = output
-            messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
+            if client is not None and client.error:
+                # The transcript keeps the client's message as it was sent, its error beside its content.
+                messages[call["id"]] = ToolMessage(message_id, call["id"], client.text, client.error)
+            else:
+                messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
             waiting.done[call["id"]] = DoneCall(output.content, output.is_error, message_id)
             emit(
                 ToolResult(
@@ -747,7 +763,7 @@ class AgentLoop:
                     message_id,
                     output.touched,
                     time.monotonic() - began,
-                    from_client=bool(client_message_id),
+                    from_client=client is not None,
                 )
             )
 

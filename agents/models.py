@@ -26,7 +26,18 @@ class Agent(models.Model):
         max_length=128, blank=True, help_text="Model id; blank uses ANTHROPIC_MODEL from the environment."
     )
     system_prompt = models.TextField(blank=True)
-    grounding_mode = models.CharField(max_length=16, choices=Grounding.choices, default=Grounding.OFF)
+    # seeds/003: a chat agent reads the code before it acts, advised by its system prompt; "enforced"
+    # would force the ritual on quick questions, "off" leaves the agent guessing where the code is.
+    grounding_mode = models.CharField(
+        max_length=16,
+        choices=Grounding.choices,
+        default=Grounding.PROMPT,
+        help_text=(
+            "off: no grounding protocol; prompt: the system prompt asks the agent to read the code before it "
+            "acts (the default, as seeds/003 has it for chat agents); enforced: only exploration tools until "
+            "it reports that it understood."
+        ),
+    )
     environment_block = models.BooleanField(
         default=True,
         help_text=(

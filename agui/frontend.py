@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from agui.decode import DecodedInput
+from threads.waits import ClientResult
 
 
 def declared_tools(decoded: DecodedInput) -> list[dict[str, Any]]:
@@ -28,14 +29,20 @@ def declared_tools(decoded: DecodedInput) -> list[dict[str, Any]]:
     ]
 
 
-def client_tool_results(decoded: DecodedInput) -> dict[str, tuple[str, str]]:
-    """The trailing ``tool`` messages of the request: toolCallId -> (message id, content)."""
-    results: dict[str, tuple[str, str]] = {}
+def client_tool_results(decoded: DecodedInput) -> dict[str, ClientResult]:
+    """The trailing ``tool`` messages of the request, by toolCallId. A message's ``error`` (the
+    browser's tool failed) is kept: the model reads it as a failed result, not as an empty success."""
+    results: dict[str, ClientResult] = {}
     for message in reversed(decoded.raw["messages"]):
         if not isinstance(message, dict) or message.get("role") != "tool":
             break
         content = message.get("content")
         if isinstance(content, list):
             content = "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        results[str(message.get("toolCallId"))] = (str(message.get("id")), str(content or ""))
+        error = message.get("error")
+        results[str(message.get("toolCallId"))] = ClientResult(
+            message_id=str(message.get("id")),
+            content=str(content or ""),
+            error=error if isinstance(error, str) else "",
+        )
     return results

@@ -48,19 +48,26 @@ def model_entry(info: ModelInfo) -> dict[str, Any]:
 
 def empty_usage(context_window: int) -> dict[str, Any]:
     """The thread's token counts, under the seed's names (they are JSON Pointer paths of the contract).
-    The four counts add up every model call of the thread, sub-agents' included; ``lastPromptTokens``
-    is the latest call's prompt, the context in use against ``contextWindow``."""
+
+    The seed's counts are "the live context budget": ``promptTokens`` beside ``contextWindow`` is how
+    full the window is now, so they are the latest model call of the thread's own run (a sub-agent's
+    calls fill a context of their own, not this one). What the thread has spent is kept under names
+    of its own (``total*``), sub-agents' calls included, and ``cost`` is that spend in dollars."""
     return {
-        "promptTokens": 0,  # every token sent as prompt: fresh input plus cache reads and writes
-        "completionTokens": 0,
-        "cacheReadTokens": 0,
-        "cacheWriteTokens": 0,
+        "promptTokens": 0,  # the latest call's whole prompt: fresh input plus cache reads and writes
+        "completionTokens": 0,  # that call's reply
+        "cacheReadTokens": 0,  # the part of promptTokens read from the prompt cache
+        "cacheWriteTokens": 0,  # the part of promptTokens written to it
         "reasoningTokens": 0,  # Anthropic counts thinking in the completion tokens and reports none apart
-        "totalTokens": 0,
-        "lastPromptTokens": 0,
         "contextWindow": context_window,
         "estimated": False,  # the counts are the provider's own, not estimates
-        "cost": 0.0,  # US dollars at list prices (agents/pricing.py)
+        "cost": 0.0,  # the thread's spend, US dollars at list prices (agents/pricing.py)
+        "lastPromptTokens": 0,  # promptTokens under the name it had while promptTokens was a total
+        "totalPromptTokens": 0,
+        "totalCompletionTokens": 0,
+        "totalCacheReadTokens": 0,
+        "totalCacheWriteTokens": 0,
+        "totalTokens": 0,  # totalPromptTokens + totalCompletionTokens
     }
 
 
@@ -72,13 +79,26 @@ _OLD_USAGE_NAMES = {
     "cacheWriteInputTokens": "cacheWriteTokens",
     "lastInputTokens": "lastPromptTokens",
 }
+# The seed's four counts were the thread's totals before they were the live context (issue #25).
+_TOTALS = {
+    "promptTokens": "totalPromptTokens",
+    "completionTokens": "totalCompletionTokens",
+    "cacheReadTokens": "totalCacheReadTokens",
+    "cacheWriteTokens": "totalCacheWriteTokens",
+}
 
 
 def _usage_of(stored: Any, context_window: int) -> dict[str, Any]:
     usage = empty_usage(context_window)
     if isinstance(stored, dict):
-        for key, value in stored.items():
-            usage[_OLD_USAGE_NAMES.get(str(key), str(key))] = value
+        renamed = {_OLD_USAGE_NAMES.get(str(key), str(key)): value for key, value in stored.items()}
+        if "totalPromptTokens" not in renamed:
+            # Stored while the seed's names held totals: they move to theirs, and the live context
+            # is the latest call's prompt, which was kept apart; the rest of that call is unknown.
+            for name, total in _TOTALS.items():
+                renamed[total] = renamed.pop(name, 0)
+            renamed["promptTokens"] = renamed.get("lastPromptTokens", 0)
+        usage.update(renamed)
     usage["contextWindow"] = context_window
     return usage
 
@@ -127,14 +147,22 @@ class ThreadState:
         current = self.document["tokenUsage"]
         prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         updated = {
-            "promptTokens": current["promptTokens"] + prompt,
-            "completionTokens": current["completionTokens"] + usage.output_tokens,
-            "cacheReadTokens": current["cacheReadTokens"] + usage.cache_read_tokens,
-            "cacheWriteTokens": current["cacheWriteTokens"] + usage.cache_write_tokens,
-            "lastPromptTokens": prompt,
+            "totalPromptTokens": current["totalPromptTokens"] + prompt,
+            "totalCompletionTokens": current["totalCompletionTokens"] + usage.output_tokens,
+            "totalCacheReadTokens": current["totalCacheReadTokens"] + usage.cache_read_tokens,
+            "totalCacheWriteTokens": current["totalCacheWriteTokens"] + usage.cache_write_tokens,
+            "cost": round(current.get("cost", 0.0) + cost_of(usage), 6),
         }
-        updated["totalTokens"] = updated["promptTokens"] + updated["completionTokens"]
-        updated["cost"] = round(current.get("cost", 0.0) + cost_of(usage), 6)
+        updated["totalTokens"] = updated["totalPromptTokens"] + updated["totalCompletionTokens"]
+        if not usage.task_id:
+            # The thread's own context: a sub-agent's call counts in the totals only.
+            updated |= {
+                "promptTokens": prompt,
+                "completionTokens": usage.output_tokens,
+                "cacheReadTokens": usage.cache_read_tokens,
+                "cacheWriteTokens": usage.cache_write_tokens,
+                "lastPromptTokens": prompt,
+            }
         ops: list[Op] = []
         for key, value in updated.items():
             if current.get(key) != value:

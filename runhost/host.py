@@ -61,6 +61,7 @@ from threads.store import DbSessionStore, DbSubAgentStore
 from threads.waits import (
     ClaimAs,
     Claimed,
+    ClientResult,
     Decided,
     Missing,
     run_wait,
@@ -183,7 +184,7 @@ class Answers:
     agui_run_id: str
     protocol_version: str
     decisions: dict[str, Decided]
-    client_results: dict[str, tuple[str, str]]  # call id -> (message id, content)
+    client_results: dict[str, ClientResult]  # by call id
     answered_by: str
     request: RunRequest
     client_tools: list[dict[str, Any]] = field(default_factory=list)

@@ -106,6 +106,7 @@ def test_the_model_receives_the_block_in_its_system_prompt(server, fake_api, wor
 
 def test_an_agent_can_switch_the_block_off(server, fake_api, coder):
     coder.environment_block = False
+    coder.grounding_mode = "off"  # no grounding protocol either: the prompt is the agent's alone
     coder.save()
     fake_api.script([text_turn(["ok"])])
     post_run(server.url, "coder", v1(run_input("t-env-off", "r1", user("hi"))))

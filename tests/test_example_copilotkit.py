@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +204,10 @@ def test_the_state_panels_fill_in_live(stack):
     page.sees("All done.", MESSAGES)
     page.sees("reviewer", "[data-testid=subagents]")
     page.sees("The summary reads well.", "[data-testid=subagents]")
-    page.check(page.text("[data-testid=prompt-tokens]") not in ("", "0"), "no prompt tokens counted")
+    # Five model calls of 25 prompt tokens each (the sub-agent's included) were spent; the context
+    # gauge shows the latest call of the thread's own, not their sum.
+    page.sees("125 /", "[data-testid=spent-tokens]")
+    page.check(page.text("[data-testid=prompt-tokens]") == "25", "the context gauge is not the latest prompt")
     page.check(page.text("[data-testid=cost]") != "$0.000000", "no cost counted")
     page.check(page.eval("window.__samePage === true"), "the page reloaded to show the panels")
 
@@ -270,6 +275,86 @@ def test_a_wrong_token_shows_a_readable_error(stack, tmp_path):
         page.sees("AG-UI token is wrong or missing", "[data-testid=error]")
     finally:
         wrong.stop()
+
+
+def _shot(page: Page, name: str) -> None:
+    """A screenshot of what the person sees, kept beside the failure shots for a person to look at."""
+    page.do("screenshot", path=str(page.shots / f"{name}.png"))
+
+
+def test_a_reload_with_threadline_down_says_so_and_a_retry_brings_the_thread_back(stack):
+    stack.fake.script([text_turn(["Still here after the outage."])])
+    page = stack.open("t-down")
+    page.say("remember me")
+    page.sees("Still here after the outage.", MESSAGES)
+    stack.threadline.stop()
+    try:
+        page.reload()
+        page.sees(f"Threadline could not be reached at {stack.threadline.url}", "[data-testid=error]")
+        page.sees("Start Threadline (make run) or point THREADLINE_URL at it, then retry.", "[data-testid=error]")
+        _shot(page, "threadline-down")
+        page.check(page.count("[data-testid=retry]") == 1, "the page does not offer to retry")
+    finally:
+        stack.threadline.start()
+    page.click("[data-testid=retry]")
+    page.sees("Still here after the outage.", MESSAGES)
+    page.sees("remember me", MESSAGES)
+    page.check(page.count("[data-testid=error]") == 0, "the error is still shown after the retry")
+
+
+def test_a_reload_with_a_wrong_token_says_which_token_to_fix(stack, tmp_path):
+    stack.fake.script([text_turn(["Written with the right token."])])
+    page = stack.open("t-reload-wrong-token")
+    page.say("hello")
+    page.sees("Written with the right token.", MESSAGES)
+    wrong = ExampleServer(threadline_url=stack.threadline.url, token="not-the-token", log=tmp_path / "wrong.log")
+    wrong.start()
+    try:
+        page.open(f"{wrong.url}/?thread=t-reload-wrong-token")
+        page.sees("Threadline refused this page's server (HTTP 401", "[data-testid=error]")
+        page.sees("Set AGUI_TOKEN where the example's server runs", "[data-testid=error]")
+        _shot(page, "wrong-token")
+        page.check(page.count("[data-testid=retry]") == 1, "the page does not offer to retry")
+        page.check("Written with the right token." not in page.text(MESSAGES), "a refused token showed the thread")
+    finally:
+        wrong.stop()
+
+
+class _Overloaded(BaseHTTPRequestHandler):
+    """A Threadline that answers every request with a 503, as a proxy in front of a sick one would."""
+
+    def _refuse(self) -> None:
+        body = b'{"error": {"code": "overloaded", "message": "the server is overloaded", "field": null}}'
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _refuse
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_reload_when_threadline_answers_5xx_says_so(stack, tmp_path):
+    overloaded = ThreadingHTTPServer(("127.0.0.1", 0), _Overloaded)
+    serving = threading.Thread(target=overloaded.serve_forever, daemon=True)
+    serving.start()
+    sick = ExampleServer(
+        threadline_url=f"http://127.0.0.1:{overloaded.server_address[1]}", token="proc-token", log=tmp_path / "5xx.log"
+    )
+    sick.start()
+    try:
+        page = stack.page
+        page.open(f"{sick.url}/?thread=t-5xx")
+        page.sees("Threadline answered with an error (HTTP 503: the server is overloaded)", "[data-testid=error]")
+        page.sees("Check Threadline's log, then retry.", "[data-testid=error]")
+        page.check(page.count("[data-testid=retry]") == 1, "the page does not offer to retry")
+    finally:
+        sick.stop()
+        overloaded.shutdown()
+        overloaded.server_close()
 
 
 def test_a_run_in_flight_is_followed_after_a_restart_of_the_example_server(stack):

@@ -7,6 +7,7 @@ import pytest
 from django.test import override_settings
 
 from tests.agui_client import run_client
+from tests.api_world import person
 from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
 from tests.helpers import eventually, run_input, user, v1
 from tests.sse import EVENT, post_run
@@ -196,3 +197,60 @@ def test_a_0x_client_reloading_a_thread_a_1x_client_left_waiting_gets_what_its_s
         "RUN_FINISHED",
     ]
     assert "outcome" not in reloaded["received"][-1]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_browser_tool_that_failed_reaches_the_model_as_a_failed_result(server, fake_api, version):
+    fake_api.script(
+        [
+            tool_turn("change_background", {"color": "plaid"}, id="toolu_bg"),
+            text_turn(["The page could not show plaid."]),
+        ]
+    )
+    thread_id = f"t-front-failed-{version}"
+    failed = {
+        "id": "tr-failed",
+        "role": "tool",
+        "toolCallId": "toolu_bg",
+        "content": "",
+        "error": "plaid is not a colour the page knows",
+    }
+    called, answered = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [
+            {
+                "threadId": thread_id,
+                "runId": "r1",
+                "tools": [BACKGROUND],
+                "messages": [{"id": "u1", "role": "user", "content": "make it plaid"}],
+            },
+            {"runId": "r2", "tools": [BACKGROUND], "append": [failed]},
+        ],
+    )
+    server.drain()
+    assert called["error"] is None and answered["error"] is None
+    # What the model was sent, as the SDK put it on the wire: a failed result, the error its content.
+    told = fake_api.requests[1].body["messages"][-1]["content"]
+    assert told == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_bg",
+            "content": "plaid is not a colour the page knows",
+            "is_error": True,
+        }
+    ]
+    # The transcript keeps the client's message as it was sent, its error included, and so does the API.
+    thread = Thread.objects.get(agui_thread_id=thread_id)
+    kept = [m for m in selectors.thread_transcript(thread=thread) if m["role"] == "tool"]
+    assert kept == [failed]
+    staff = person("ops", staff=True)
+    assert [m for m in staff.get(f"threads/{thread_id}/").json()["messages"] if m["role"] == "tool"] == [failed]
+    # A client that reloads the thread gets the error back in its snapshot, and its schema takes it.
+    (reloaded,) = run_client(
+        version, f"{server.url}/agui/coder", "test-token", [{"threadId": thread_id, "runId": "r3", "messages": []}]
+    )
+    assert reloaded["error"] is None
+    snapshot = next(e for e in reloaded["received"] if e["type"] == "MESSAGES_SNAPSHOT")
+    assert [m for m in snapshot["messages"] if m["role"] == "tool"] == [failed]

@@ -61,6 +61,22 @@ def test_the_advisory_mode_asks_for_grounding_without_a_gate(server, fake_api, c
     assert "file_write" in _offered(fake_api.requests[0])
 
 
+@pytest.mark.parametrize("version", ["1", "0"])
+def test_an_agent_left_at_its_defaults_is_asked_to_ground_without_a_gate(server, fake_api, version):
+    fake_api.script([text_turn(["ok"])])
+    (result,) = run_client(
+        version,
+        f"{server.url}/agui/coder",
+        "test-token",
+        [{"threadId": f"t-gate-default-{version}", "runId": "r1", "messages": [user("look", "u1")]}],
+    )
+    server.drain()
+    assert result["error"] is None
+    system = fake_api.requests[0].body["system"][0]["text"]
+    assert "Grounding: before you change anything" in system and "ACTIVE" not in system
+    assert "grounding_report" in _offered(fake_api.requests[0])
+
+
 def test_bash_under_the_gate_still_passes_its_own_approval(server, fake_api, enforced, workspace):
     fake_api.script([tool_turn("bash", {"command": "touch made.txt"}, id="toolu_bash"), text_turn(["ok"])])
     with override_settings(AGENT_MUTATING_TOOLS="ask"):

@@ -35,6 +35,9 @@ class Recorder(BaseListener):
     def on_subscribe(self) -> None:
         self.calls.append(("subscribe", None))
 
+    def on_model(self, model: str) -> None:
+        self.calls.append(("model", model))
+
     def on_usage(self, usage: Usage) -> None:
         self.calls.append(("usage", usage.input_tokens))
 
@@ -99,6 +102,26 @@ async def test_success_finishes_once(store, tmp_path):
     assert [t["role"] for t in session.turns] == ["user", "assistant", "user", "assistant"]
 
 
+async def test_on_model_names_the_model_once_while_the_one_asked_for_answers(store, tmp_path):
+    with FakeAnthropic([tool_turn("glob", {"pattern": "*"}), text_turn(["done"])]) as fake:
+        recorder = Recorder()
+        assert await _run(fake, store, recorder, tmp_path) is Outcome.SUCCESS
+    assert recorder.calls[:2] == [("start", "r-loop"), ("model", "claude-sonnet-5-5")]
+    assert [value for name, value in recorder.calls if name == "model"] == ["claude-sonnet-5-5"]
+
+
+async def test_on_model_tells_when_another_model_answers(store, tmp_path):
+    """seeds/004's OnModel: the API resolved the alias to a dated model, and a listener is told which."""
+    dated = "claude-sonnet-5-5-20261101"
+    script = [tool_turn("glob", {"pattern": "*"}, model=dated), text_turn(["done"], model=dated)]
+    with FakeAnthropic(script) as fake:
+        recorder = Recorder()
+        assert await _run(fake, store, recorder, tmp_path) is Outcome.SUCCESS
+    assert [value for name, value in recorder.calls if name == "model"] == ["claude-sonnet-5-5", dated]
+    # Told before the usage of the call that answered with it.
+    assert recorder.calls.index(("model", dated)) < recorder.calls.index(("usage", 25))
+
+
 async def test_on_start_tells_the_request_s_user_parent_and_description(store, tmp_path):
     """seeds/004's Request reaches the listeners: whose run it is, and for a delegated run, which run
     delegated it and what it is for."""
@@ -122,7 +145,7 @@ async def test_a_model_error_is_reported_then_finishes_once(store, tmp_path):
     with FakeAnthropic([text_turn(["x"]).error_mid_stream(after_events=4)]) as fake:
         recorder = Recorder()
         assert await _run(fake, store, recorder, tmp_path) is Outcome.ERROR
-    assert [name for name, _ in recorder.calls] == ["start", "error", "finished"]
+    assert [name for name, _ in recorder.calls] == ["start", "model", "error", "finished"]
     assert recorder.finished == [Outcome.ERROR]
 
 

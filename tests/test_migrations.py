@@ -90,3 +90,55 @@ def test_stored_state_documents_take_the_seeds_paths_and_conclusions_become_verd
     }
     assert [e["conclusion"] for e in doc["subAgents"]] == ["partial", "partial"]
     assert task.conclusion == "blocked"
+
+
+def test_stored_token_usage_takes_the_live_context_and_keeps_the_sums_under_their_own_names(db):
+    migration = importlib.import_module("agui.migrations.0002_token_usage_live_context")
+    summed = {
+        "promptTokens": 2100,  # two calls of 1,000 and 1,100
+        "completionTokens": 30,
+        "cacheReadTokens": 1000,
+        "cacheWriteTokens": 0,
+        "reasoningTokens": 0,
+        "lastPromptTokens": 1100,
+        "totalTokens": 2130,
+        "contextWindow": 200000,
+        "estimated": False,
+        "cost": 0.5,
+    }
+    coder = Agent.objects.get(name="coder")
+    thread = Thread.objects.create(agui_thread_id="t-summed", agent=coder, state={"tokenUsage": summed})
+    current = {**summed, "promptTokens": 1100, "totalPromptTokens": 2100}
+    untouched = Thread.objects.create(agui_thread_id="t-current", agent=coder, state={"tokenUsage": current})
+    migration.forwards(apps, None)
+    thread.refresh_from_db()
+    untouched.refresh_from_db()
+    assert thread.state["tokenUsage"] == {
+        "promptTokens": 1100,
+        "completionTokens": 0,
+        "cacheReadTokens": 0,
+        "cacheWriteTokens": 0,
+        "reasoningTokens": 0,
+        "lastPromptTokens": 1100,
+        "totalPromptTokens": 2100,
+        "totalCompletionTokens": 30,
+        "totalCacheReadTokens": 1000,
+        "totalCacheWriteTokens": 0,
+        "totalTokens": 2130,
+        "contextWindow": 200000,
+        "estimated": False,
+        "cost": 0.5,
+    }
+    assert untouched.state["tokenUsage"] == current
+
+
+def test_the_seeded_agent_takes_the_seeds_grounding_mode_unless_someone_chose_another(db):
+    migration = importlib.import_module("agents.migrations.0006_grounding_prompt_by_default")
+    Agent.objects.filter(name="coder").update(grounding_mode="off")
+    Agent.objects.create(name="quiet", grounding_mode="off")
+    migration.seeded_agent_to_prompt(apps, None)
+    assert Agent.objects.get(name="coder").grounding_mode == "prompt"
+    assert Agent.objects.get(name="quiet").grounding_mode == "off"  # not the seeded agent: left alone
+    Agent.objects.filter(name="coder").update(grounding_mode="enforced")
+    migration.seeded_agent_to_prompt(apps, None)
+    assert Agent.objects.get(name="coder").grounding_mode == "enforced"  # an operator's choice is kept

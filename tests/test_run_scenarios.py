@@ -252,7 +252,8 @@ def test_the_run_is_persisted(server, fake_api):
     roles = list(Message.objects.filter(thread=thread).order_by("position").values_list("role", flat=True))
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert thread.session.turns[0] == {"role": "user", "content": "list"}
-    assert thread.state["tokenUsage"]["promptTokens"] == 50
+    assert thread.state["tokenUsage"]["totalPromptTokens"] == 50
+    assert thread.state["tokenUsage"]["promptTokens"] == 25  # the live context: the latest call's prompt
 
 
 def test_only_the_trailing_user_message_is_forwarded_with_context_first(server, fake_api):

@@ -35,3 +35,9 @@ def test_the_loop_gets_the_agents_switch_for_the_environment_block(db):
     agent = Agent.objects.create(name="quiet", environment_block=False)
     assert loop_config(agent, DemoProvider(delay=0)).environment is False
     assert loop_config(Agent.objects.create(name="chatty"), DemoProvider(delay=0)).environment is True
+
+
+def test_a_chat_agent_grounds_by_prompt_unless_told_otherwise(db):
+    """seeds/003: GroundingPrompt is the default for agents people chat with (and for sub-agents)."""
+    assert Agent(name="fresh").grounding_mode == "prompt"
+    assert Agent.objects.get(name="coder").grounding_mode == "prompt"  # seeded by the migrations

@@ -100,9 +100,11 @@ def test_every_path_the_seed_names_resolves_in_a_real_document(server, fake_api,
     )
     assert server_doc["title"] == "check it"
     usage = server_doc["tokenUsage"]
-    assert usage["promptTokens"] == session.input_tokens + session.cache_read_tokens + session.cache_write_tokens
-    assert usage["completionTokens"] == session.output_tokens
-    assert usage["lastPromptTokens"] == 70 and usage["contextWindow"] == 200000 and usage["estimated"] is False
+    spent = session.input_tokens + session.cache_read_tokens + session.cache_write_tokens
+    assert usage["totalPromptTokens"] == spent and usage["totalCompletionTokens"] == session.output_tokens
+    # The seed's promptTokens is the live context: the thread's latest call's prompt, not the sum.
+    assert usage["promptTokens"] == usage["lastPromptTokens"] == 70 < spent
+    assert usage["contextWindow"] == 200000 and usage["estimated"] is False
     assert server_doc["files"][0] == {"path": "README.md", "name": "README.md", "action": "read"}
     (entry,) = server_doc["subAgents"]
     assert entry["role"] == "checker" and entry["status"] == "succeeded"

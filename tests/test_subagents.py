@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from tests.agui_client import run_client
 from tests.fakes.anthropic_api import http_error, text_turn, tool_turn, tool_use, turn
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
@@ -102,7 +103,7 @@ def test_a_parent_delegates_two_children_and_one_fails(server, fake_api, workspa
     assert board["breaker"]["status"] == "failed" and board["breaker"]["error"]
     run = Run.objects.get(thread=thread)
     # The parent's two calls (25 each), the reader's two (25 and 40); the breaker's call failed.
-    assert run.input_tokens == 25 + 25 + 25 + 40 == thread.state["tokenUsage"]["promptTokens"]
+    assert run.input_tokens == 25 + 25 + 25 + 40 == thread.state["tokenUsage"]["totalPromptTokens"]
 
 
 def test_the_depth_cap_is_a_structured_error(server, fake_api):
@@ -409,3 +410,51 @@ def test_the_offline_demo_delegates_when_asked(server, version):
     assert "README" in entry["summary"] or "readme" in entry["summary"].lower()
     last = [m for m in result["messages"] if m["role"] == "assistant" and "subagentRunId" not in m][-1]
     assert last["content"].startswith("The sub-agent reported:")
+
+
+THEME = {
+    "name": "change_theme",
+    "description": "Change the page's colour theme.",
+    "parameters": {"type": "object", "properties": {"theme": {"type": "string"}}},
+}
+
+
+@pytest.mark.parametrize("version", ["1", "0"])
+def test_a_sub_agent_without_a_tool_list_is_offered_its_parents_tools_but_the_threads_own(server, fake_api, version):
+    """No allowed_tools: the parent's whole set, as seeds/003's BuildSubAgentRegistry clones it, less
+    what belongs to the thread and its person (README, departures): ask_user, todo_write,
+    grounding_report and the client's tools; and less sub_agent at the depth cap."""
+    fake_api.script(
+        [tool_turn("sub_agent", {"task": "LEVEL-ONE: look around"}, id="toolu_one"), text_turn(["All seen."])]
+    )
+    fake_api.script_for(
+        "LEVEL-ONE", [tool_turn("sub_agent", {"task": "LEVEL-TWO: look closer"}, id="toolu_two"), text_turn(["ok"])]
+    )
+    fake_api.script_for("LEVEL-TWO", [text_turn(["closer look done"])])
+    with override_settings(AGENT_MUTATING_TOOLS="on"):
+        (result,) = run_client(
+            version,
+            f"{server.url}/agui/coder",
+            "test-token",
+            [
+                {
+                    "threadId": f"t-sub-offered-{version}",
+                    "runId": "r1",
+                    "tools": [THEME],
+                    "messages": [{"id": "u1", "role": "user", "content": "survey it"}],
+                }
+            ],
+        )
+    server.drain()
+    assert result["error"] is None
+
+    def offered(request: Any) -> list[str]:
+        return [tool["name"] for tool in request.body["tools"]]
+
+    parent = offered(fake_api.requests[0])
+    assert {"ask_user", "todo_write", "grounding_report", "change_theme", "sub_agent", "file_write"} <= set(parent)
+    kept_by_the_thread = {"ask_user", "todo_write", "grounding_report", "change_theme"}
+    child = offered(_requests_for(fake_api, "LEVEL-ONE")[0])
+    assert child == [name for name in parent if name not in kept_by_the_thread]
+    grandchild = offered(_requests_for(fake_api, "LEVEL-TWO")[0])
+    assert grandchild == [name for name in child if name != "sub_agent"]

@@ -25,7 +25,7 @@ def test_mutating_tools_can_be_turned_off(server, fake_api):
     with override_settings(AGENT_MUTATING_TOOLS="off"):
         post_run(server.url, "coder", v1(run_input("t-off", "r1", user("hi"))))
     offered = [tool["name"] for tool in fake_api.requests[0].body["tools"]]
-    assert offered == ["glob", "grep", "file_read", "web_fetch", "ask_user", "sub_agent"]
+    assert offered == ["glob", "grep", "file_read", "web_fetch", "ask_user", "grounding_report", "sub_agent"]
 
 
 def test_the_agent_reads_then_edits_a_file(server, fake_api, workspace, mutating_on):

@@ -38,6 +38,16 @@ class Decided:
     text: str = ""
 
 
+@dataclass(slots=True, frozen=True)
+class ClientResult:
+    """What the client sent for one of its own tools (an AG-UI ``tool`` message): ``error`` set
+    when the tool failed there."""
+
+    message_id: str
+    content: str
+    error: str = ""
+
+
 @dataclass(slots=True)
 class Claimed:
     """This process won the waiting run: ``run`` is the new Run row it goes on in."""
@@ -162,7 +172,9 @@ def _collect(run: Run, *, now: datetime, expire: bool, supersede: str | None = N
         if call.kind is WaitKind.CLIENT:
             given = run.client_answers.get(call.answer_id)
             if given is not None:
-                answers[call.answer_id] = Answer(approved=True, text=given["content"], message_id=given["messageId"])
+                answers[call.answer_id] = Answer(
+                    approved=True, text=given["content"], message_id=given["messageId"], error=given.get("error", "")
+                )
             elif late:
                 answers[call.answer_id] = Answer(approved=False, timed_out=True)
             elif supersede is not None:
@@ -282,7 +294,7 @@ def wait_answer(
     *,
     agui_thread_id: str,
     decisions: dict[str, Decided],
-    client_results: dict[str, tuple[str, str]],
+    client_results: dict[str, ClientResult],
     answered_by: str,
     claim: ClaimAs,
 ) -> Claimed | Missing | NotWaiting:
@@ -308,8 +320,9 @@ def wait_answer(
         for call in needed:
             if call.kind is WaitKind.CLIENT:
                 if call.answer_id in client_results and call.answer_id not in run.client_answers:
-                    message_id, content = client_results[call.answer_id]
-                    run.client_answers[call.answer_id] = {"messageId": message_id, "content": content}
+                    result = client_results[call.answer_id]
+                    stored = {"messageId": result.message_id, "content": result.content}
+                    run.client_answers[call.answer_id] = stored | ({"error": result.error} if result.error else {})
             elif call.answer_id in decisions and _expires(call) > now:
                 _record(run, call.answer_id, decisions[call.answer_id], answered_by, now, recorded)
         Run.objects.filter(pk=run.pk).update(client_answers=run.client_answers)

@@ -15,6 +15,12 @@
 //   stop      Threadline's cancel (a run survives its HTTP request there, so closing the
 //             connection alone would not stop it), then the local stop.
 //
+// A connect that fails (Threadline unreachable, the token refused, a server error) ends as an
+// AG-UI RUN_ERROR whose message says in a sentence what is wrong and what to do, and whose code
+// is `threadline_unreachable`, `threadline_unauthorized` or `threadline_unavailable`. CopilotKit's
+// runtime closes a connect stream that errors without a word to the page (it logs it here), so
+// an error thrown would leave the page an empty chat, as if the conversation were gone.
+//
 // To use it in your own runtime: new CopilotRuntime({ agents, runner: new
 // ThreadlineAgentRunner({ baseUrl, token }) }), with agents that are HttpAgents pointed at
 // `${baseUrl}/agui/<agent>`. Only this file and `@ag-ui/client` are needed.
@@ -112,7 +118,7 @@ export class ThreadlineAgentRunner extends InMemoryAgentRunner {
           if (event.type === EventType.RUN_FINISHED && event.outcome?.type === "interrupt") waiting = true;
           subscriber.next(event);
         },
-        error: (error) => subscriber.error(error),
+        error: (error) => this.failed(subscriber, error, request.threadId, hydrateInput.runId),
         complete: () => {
           if (closed) return;
           if (waiting) {
@@ -120,7 +126,11 @@ export class ThreadlineAgentRunner extends InMemoryAgentRunner {
             subscriber.complete();
             return;
           }
-          inner = this.followLatestRun(agent, request.threadId, seen).subscribe(subscriber);
+          inner = this.followLatestRun(agent, request.threadId, seen).subscribe({
+            next: (event) => subscriber.next(event),
+            error: (error) => this.failed(subscriber, error, request.threadId, hydrateInput.runId),
+            complete: () => subscriber.complete(),
+          });
         },
       });
       return () => {
@@ -128,6 +138,45 @@ export class ThreadlineAgentRunner extends InMemoryAgentRunner {
         inner?.unsubscribe();
       };
     });
+  }
+
+  // A connect that could not reach the thread: a run of its own that ends in RUN_ERROR, which
+  // the page shows, instead of an error CopilotKit's runtime would only log.
+  failed(subscriber, error, threadId, runId) {
+    const { code, message } = this.explain(error);
+    console.error(`Threadline: could not open thread ${threadId}: ${describe(error)}`);
+    subscriber.next({ type: EventType.RUN_STARTED, threadId, runId });
+    subscriber.next({ type: EventType.RUN_ERROR, message, code });
+    subscriber.complete();
+  }
+
+  // What a failed request to Threadline means to the person at the page, and what to do.
+  explain(error) {
+    const status = error?.status;
+    const cannot = "so this conversation cannot be shown";
+    if (status === 401 || status === 403) {
+      return {
+        code: "threadline_unauthorized",
+        message:
+          `Threadline refused this page's server (HTTP ${status}: its AG-UI token is wrong or missing), ${cannot}. ` +
+          "Set AGUI_TOKEN where the example's server runs to the token Threadline printed at start, restart that server, then retry.",
+      };
+    }
+    if (typeof status === "number") {
+      const detail = error?.payload?.error?.message ?? "";
+      return {
+        code: "threadline_unavailable",
+        message:
+          `Threadline answered with an error (HTTP ${status}${detail ? `: ${detail}` : ""}), ${cannot} right now. ` +
+          "Check Threadline's log, then retry.",
+      };
+    }
+    return {
+      code: "threadline_unreachable",
+      message:
+        `Threadline could not be reached at ${this.baseUrl} (${describe(error)}), ${cannot}. ` +
+        "Start Threadline (make run) or point THREADLINE_URL at it, then retry.",
+    };
   }
 
   // The thread's latest run from its start, followed live while it goes on; what the
@@ -240,4 +289,11 @@ export class ThreadlineAgentRunner extends InMemoryAgentRunner {
     const local = await super.stop(request);
     return cancelled || Boolean(local);
   }
+}
+
+// A failure in a few words: the system's own code for a connection that failed (ECONNREFUSED),
+// else the error's message.
+function describe(error) {
+  const cause = error?.cause;
+  return cause?.code ?? cause?.message ?? error?.message ?? String(error);
 }

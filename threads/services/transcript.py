@@ -53,12 +53,15 @@ def transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
     if isinstance(message, ToolMessage):
         # Keys in the order of the protocol's ToolMessage, so a replayed snapshot
         # is byte for byte what the official models encode.
-        return {
+        tool: dict[str, Any] = {
             "id": message.message_id,
             "role": "tool",
             "content": message.content,
             "toolCallId": message.tool_call_id,
         }
+        if message.error:
+            tool["error"] = message.error
+        return tool
     body: dict[str, Any] = {"id": message.message_id, "role": "assistant"}
     if message.content:
         body["content"] = message.content

@@ -24,7 +24,7 @@ function threadIdFromUrl() {
 export function App() {
   const [threadId] = useState(threadIdFromUrl);
   const [error, setError] = useState(null);
-  const showError = ({ error: failure }) => setError(readable(failure));
+  const showError = ({ error: failure }) => setError({ text: readable(failure), retry: opening(failure) });
   return (
     <CopilotKitProvider runtimeUrl="/api/copilotkit" onError={showError} showDevConsole={false}>
       <div className="layout">
@@ -35,7 +35,11 @@ export function App() {
           </header>
           {error && (
             <div className="error" role="alert" data-testid="error">
-              {error}
+              {error.text}
+              {/* A thread that could not be opened is opened again by loading the page again. */}
+              {error.retry && (
+                <button data-testid="retry" onClick={() => window.location.reload()}>Retry</button>
+              )}
               <button onClick={() => setError(null)}>Dismiss</button>
             </div>
           )}
@@ -49,9 +53,15 @@ export function App() {
   );
 }
 
+// Whether the error is the runner's: the thread could not be opened (threadline-runner.mjs).
+function opening(error) {
+  return typeof error?.code === "string" && error.code.startsWith("threadline_");
+}
+
 // What went wrong, in words: a refused token, an unreachable server, or the server's own message.
 function readable(error) {
   const text = String(error?.message ?? error ?? "unknown error");
+  if (opening(error)) return text; // the runner's own sentence: what is wrong and what to do
   if (/\b401\b|token/i.test(text)) {
     return `Threadline refused the request: the AG-UI token is wrong or missing (${text}). Check AGUI_TOKEN where the example's server runs.`;
   }
@@ -188,13 +198,17 @@ function StatePanels() {
         <h2>Tokens</h2>
         {!usage ? <p className="empty">No model call yet.</p> : (
           <dl>
-            {/* The contract's names (promptTokens, ...) and the names Threadline sends today. */}
-            <dt>prompt</dt><dd data-testid="prompt-tokens">{usage.promptTokens ?? usage.inputTokens ?? 0}</dd>
-            <dt>completion</dt><dd>{usage.completionTokens ?? usage.outputTokens ?? 0}</dd>
-            <dt>cache read / write</dt>
+            {/* promptTokens is the live context (the latest model call's whole prompt), against
+                contextWindow; the total* counts are what the thread has spent, sub-agents included. */}
+            <dt>context</dt>
             <dd>
-              {usage.cacheReadTokens ?? usage.cachedInputTokens ?? 0} / {usage.cacheWriteTokens ?? usage.cacheWriteInputTokens ?? 0}
+              <span data-testid="prompt-tokens">{usage.promptTokens ?? 0}</span> of {usage.contextWindow ?? "?"}
+              {usage.contextWindow ? ` (${Math.round((100 * (usage.promptTokens ?? 0)) / usage.contextWindow)}%)` : ""}
             </dd>
+            <dt>spent in / out</dt>
+            <dd data-testid="spent-tokens">{usage.totalPromptTokens ?? 0} / {usage.totalCompletionTokens ?? 0}</dd>
+            <dt>cache read / write</dt>
+            <dd>{usage.totalCacheReadTokens ?? 0} / {usage.totalCacheWriteTokens ?? 0}</dd>
             <dt>cost</dt><dd data-testid="cost">${Number(usage.cost ?? 0).toFixed(6)}</dd>
           </dl>
         )}
