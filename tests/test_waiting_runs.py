@@ -190,7 +190,10 @@ def _staff_token(server: ServerProcess) -> str:
         "shell",
         "-c",
         "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
+        "from django.contrib.auth.models import Permission; "
         "ops, _ = User.objects.get_or_create(username='ops', defaults={'is_staff': True}); "
+        # Answering another's approval takes the change permission on approvals, as in the admin.
+        "ops.user_permissions.add(Permission.objects.get(codename='change_approval')); "
         "print(Token.objects.get_or_create(user=ops)[0].key)",  # one user for the module's tests
     )
     assert made.returncode == 0, made.stderr
