@@ -64,7 +64,8 @@ class Command(BaseCommand):
             f"  Agents:         {', '.join(agents) or '(none enabled)'}",
             f"  AG-UI token:    {settings.AGUI_TOKEN}   ({origin})",
             f"  Model:          {model}",
-            f"  Workspace:      {settings.AGENT_WORKSPACE}",
+            f"  Workspace:      {settings.AGENT_WORKSPACE}   (the shared token's threads)",
+            f"  Workspaces:     {_workspaces_line()}",
             f"  Processes:      {workers}",
             f"  bash:           {bash_choice().note}",
             *(f"  WARNING:        {warning}" for warning in startup_warnings()),
@@ -102,3 +103,13 @@ class Command(BaseCommand):
             Multiprocess(config, sockets=sockets).run()
         else:
             server.run(sockets=sockets)
+
+
+def _workspaces_line() -> str:
+    """Where users' runs work (AGENT_WORKSPACE_MODE), for the start-up banner."""
+    root = settings.AGENT_WORKSPACES_ROOT
+    return {
+        "owner": f"each user's own, in {root}/users/<user id> (AGENT_WORKSPACE_MODE=owner)",
+        "thread": f"each thread's own, in {root}/threads/<thread> (AGENT_WORKSPACE_MODE=thread)",
+        "shared": "everybody in the shared workspace: users are NOT isolated (AGENT_WORKSPACE_MODE=shared)",
+    }[settings.AGENT_WORKSPACE_MODE]
