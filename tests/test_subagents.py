@@ -227,7 +227,11 @@ def test_cancelling_the_parent_cancels_the_child(server, fake_api):
     )
     thread.start()
     deadline = time.monotonic() + 10
-    while not SubAgentTask.objects.filter(thread__agui_thread_id="t-sub-cancel").exists():
+    # The cancel is sent once the child's model call is streaming (under load the task's row can
+    # be there before the call starts, and a child cancelled before it calls has nothing to cut).
+    while not SubAgentTask.objects.filter(thread__agui_thread_id="t-sub-cancel").exists() or not any(
+        "PATIENT" in str(request.body) for request in list(fake_api.requests)
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.02)
     response = httpx.post(
