@@ -26,12 +26,27 @@ dies, even by SIGKILL, the kernel kills bwrap, and with it every process of the 
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 # The host's directories the command may read: programs, their libraries and the system's settings.
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+@functools.cache
+def system_mounts() -> tuple[str, ...]:
+    """bwrap's arguments for the system's directories, read once: each as it is on this host, a
+    read-only bind or, where merged /usr made it one, a link."""
+    argv: list[str] = []
+    for name in SYSTEM_DIRS:
+        path = Path(name)
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            argv += ["--ro-bind", name, name]
+    return tuple(argv)
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,12 +80,7 @@ class Sandbox:
             argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
         if not self.network:
             argv.append("--unshare-net")
-        for name in SYSTEM_DIRS:
-            path = Path(name)
-            if path.is_symlink():
-                argv += ["--symlink", os.readlink(path), name]
-            elif path.is_dir():
-                argv += ["--ro-bind", name, name]
+        argv += system_mounts()
         argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
         # The directories above the workspace, made in the sandbox's own root as plain 0755 ones
         # (bwrap would copy the host's modes, and a 0700 /root would shut the sandbox user out).
