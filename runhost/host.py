@@ -30,7 +30,7 @@ from agents.providers.base import ModelInfo
 from agents.request import RunRequest, chat_scenario
 from agents.runtime import close_providers, loop_config, provider_for, subagent_limits, tool_context, tools_for
 from agents.tools.client import add_client_tools
-from agents.waits import Checkpoint, Resumption, WaitKind
+from agents.waits import Checkpoint, Resumption, Waiting, WaitKind
 from runhost.policy import PolicyApprover
 from runhost.registry import LiveRun, RunRegistry
 from threads import selectors
@@ -449,11 +449,12 @@ class RunHost:
                 request.scenario.name,
                 ", going on after a wait" if resume else "",
             )
-            outcome = await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume)
-            if outcome is Outcome.WAITING:
-                checkpoint = loop.waiting
-                assert checkpoint is not None
-                await surface.waiting(checkpoint)
+            match await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume):
+                case Waiting(checkpoint=waiting):
+                    outcome, checkpoint = Outcome.WAITING, waiting
+                    await surface.waiting(checkpoint)
+                case Outcome() as finished:
+                    outcome = finished
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED
         except Exception:

@@ -5,7 +5,7 @@ enforced; the default of sub-agents, which their parent has already scoped); ``e
 until the model calls ``grounding_report{understood: true}``, or the run has spent its grounding
 iterations, only the tools of ``GATE_ALLOWED_TOOLS`` and other read-only tools may run).
 
-grounding_report is answered by the loop itself (it opens the gate, or puts the agent's question to
+grounding_report is answered by the run itself (agents/questions.py: it opens the gate, or puts the agent's question to
 the person); its function here is never called.
 """
 
