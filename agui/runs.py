@@ -24,16 +24,14 @@ from agui.relay import RunRelay, follow_stored_run, shared_layer
 from agui.state import STATE_CACHE, ThreadState
 from agui.stream import TERMINAL_TYPES, RunStream
 from agui.translate import MESSAGE_QUEUED, QUEUED_MESSAGES_READ, AguiTranslator, run_finished, run_started
-from runhost.host import Flushed, RunContext
+from runhost.host import HOST
+from runhost.surface import Flushed, RunContext
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
 from threads.models import Run, Thread
-from threads.services.runs import OpenedThread
+from threads.services.runs import Hydrate
 from threads.waits import waiting_checkpoint
-
-# The streams of the runs this process executes, by Run pk, for a reattach in this process.
-LIVE_STREAMS: dict[Any, RunStream] = {}
 
 # The roles a 0.0.59 client's MESSAGES_SNAPSHOT schema knows.
 _V0_ROLES = ("user", "assistant", "tool", "system", "developer")
@@ -105,7 +103,6 @@ class AguiRun:
     def attach(self, context: RunContext) -> RunListener:
         self._thread, self._run_pk = context.thread, context.run_pk
         self.stream.attach_log(new_log(context.run_pk))
-        LIVE_STREAMS[context.run_pk] = self.stream
         state = self._state(context.thread, context.session.pk, context.agent.name, context.model)
         STATE_CACHE.put(self.thread_id, state.document)
         translator = AguiTranslator(
@@ -141,7 +138,6 @@ class AguiRun:
         if failed:
             self.stream.replace_terminal({"type": "RUN_ERROR", "message": failed, "code": "not_recorded"})
         self.stream.close()
-        LIVE_STREAMS.pop(self._run_pk, None)
 
     def refused(self, code: str, message: str) -> None:
         if self.stream.closed:
@@ -161,7 +157,7 @@ class AguiRun:
         run = await on_db_thread(_run_of, pk=run_pk)
         if run is None:
             return False
-        live = LIVE_STREAMS.get(run_pk)
+        live = HOST.registry.stream_of(run_pk)
         frames = live.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS) if live else follow_stored_run(run, 0)
         joined = from_start
         open_steps: list[str] = []
@@ -218,7 +214,7 @@ class AguiRun:
             finished["outcome"] = outcome  # 0.x clients know the interrupt outcome, and no other
         return finished
 
-    async def hydrate(self, opened: OpenedThread) -> None:
+    async def hydrate(self, opened: Hydrate) -> None:
         """Replays the thread's messages and state without running the agent; a thread whose run
         waits for answers gets its questions again, so a reloaded page can ask the person."""
         transcript = await transcript_for(opened.thread, v1=self.v1)

@@ -167,15 +167,14 @@ FREED_SCRIPT = (
     + """
 import gc, weakref
 
-from agui.runs import LIVE_STREAMS
 from runhost.host import HOST
 
 async def main():
     gc.disable()
     ended, seen = asyncio.Event(), []
     async def send(message):
-        if message["type"] == "http.response.body" and not seen and LIVE_STREAMS:
-            seen.append(weakref.ref(next(iter(LIVE_STREAMS.values()))))
+        if message["type"] == "http.response.body" and not seen and HOST.registry.streams():
+            seen.append(weakref.ref(HOST.registry.streams()[0]))
         if message["type"] == "http.response.body" and not message.get("more_body"):
             ended.set()
     await application(post_scope(b"lean"), receiver(ended), send)
