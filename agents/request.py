@@ -88,7 +88,7 @@ class RunRequest:
 def chat_scenario() -> Scenario:
     """A chat's scenario: with nobody to answer questions (AGUI_HUMAN_IN_THE_LOOP=off), the agent is
     not offered ask_user."""
-    return INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED
+    return INTERACTIVE if settings.AGUI_HUMAN_IN_THE_LOOP else UNATTENDED
 
 
 def render_prompt(template: str, variables: dict[str, str]) -> str:

@@ -239,8 +239,8 @@ async def info(request: HttpRequest, caller: Caller) -> HttpResponseBase:
         ],
         "capabilities": {
             "streaming": True,
-            "frontendTools": settings.FRONTEND_TOOLS,
-            "humanInTheLoop": settings.HUMAN_IN_THE_LOOP,
+            "frontendTools": settings.AGUI_FRONTEND_TOOLS,
+            "humanInTheLoop": settings.AGUI_HUMAN_IN_THE_LOOP,
             "sharedState": True,
             "interrupts": True,
             "reasoning": True,

@@ -163,7 +163,7 @@ def try_call(data: dict[str, Any]) -> TriedCall:
         arguments=data["arguments"],
         remembered=data["remembered"],
         auto_approve=data["auto_approve"],
-        ask_a_person=settings.HUMAN_IN_THE_LOOP,  # as the server would decide it
+        ask_a_person=settings.AGUI_HUMAN_IN_THE_LOOP,  # as the server would decide it
     )
     return TriedCall(
         verdict, rules, primary_argument(tool.name, data["arguments"]), memory_key(tool.name, data["arguments"])
