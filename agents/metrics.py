@@ -30,7 +30,7 @@ TOOL_SECONDS = Histogram(
     ["tool", "outcome"],
     buckets=(0.005, 0.02, 0.1, 0.5, 1, 5, 30, 120, 600),
 )
-# ``agent`` attributes usage to the agent it served (seeds/003, SetAgentName); a sub-agent's
+# ``agent`` attributes usage to the agent it served; a sub-agent's
 # calls count on its parent's agent, whose run started them.
 MODEL_CALLS = Counter("threadline_model_calls_total", "Model calls that returned a reply.", ["agent", "model"])
 MODEL_SECONDS = Histogram(

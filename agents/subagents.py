@@ -5,8 +5,8 @@ its own tools (a subset of the parent's), its own iteration cap and a timeout.
 It shares the parent's approver (each of its calls is decided like the
 parent's) and its cancel (the parent's ``should_continue``). Its stream reaches
 the parent's listeners as SubAgentActivity, its tokens as the parent's usage;
-only its summary goes back to the parent's model. seeds/003 (MaxSubAgentDepth,
-BuildSubAgentRegistry, FormatSubAgentSummary) and seeds/004 (ParentRequestID).
+only its summary goes back to the parent's model. Nesting stops at a depth of two, and a child's
+request names the request of the run that delegated it.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def child_registry(
     """The child's tools and the names of ``allowed`` it cannot have: those of the parent it asked
     for (all it may have when none are named), only those ``delegable`` (the parent's scenario and
     grounding gate), never the client's own tools. A name it cannot have is skipped, not refused
-    (seeds/003, BuildSubAgentRegistry: the model does not know the registry's exact contents); the
+    (the model does not know the registry's exact contents); the
     summary line names it. (A child at the depth cap keeps ``sub_agent`` but is not offered it: a
     call anyway gets the structured refusal.)"""
     available = {

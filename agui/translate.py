@@ -2,8 +2,9 @@
 
 The translator is a RunListener. It tracks what is open (text messages, tool
 calls, reasoning spans, steps; vocabulary/agui.py OpenParts) so that whatever
-ends the run, open parts are closed before the one terminal event (DESIGN.md §3,
-ordering rules). Every event is made by vocabulary/agui.py's constructors.
+ends the run, open parts are closed before the one terminal event (the clients
+refuse RUN_FINISHED while anything is open, and anything after RUN_ERROR). Every
+event is made by vocabulary/agui.py's constructors.
 """
 
 from __future__ import annotations
@@ -244,7 +245,7 @@ class AguiTranslator(BaseListener):
             }
             self._state_delta(self.state.subagent_changed_ops(event.task_id, changes))
 
-    # -- messages that join the run (seeds/004, FireOrQueue) ---------------
+    # -- messages that join the run ------------------------------------
 
     def on_message_queued(self, request_id: str, display: str) -> None:
         if not self.finished:

@@ -1,6 +1,6 @@
 """The admin of the agents app: agents, the permission rules and the page that tries a tool call
 against them. It lives here, not in agents/, because it is an HTTP surface and agents/ knows nothing
-of HTTP (DESIGN.md §1); "project" is an installed app so that the admin finds this module."""
+of HTTP; "project" is an installed app so that the admin finds this module."""
 
 from __future__ import annotations
 

@@ -202,7 +202,7 @@ WEB_ALLOWED_PRIVATE_HOSTS = frozenset(
 )
 
 # Compaction: older turns are summarised before a prompt passes COMPACTION_AT_SHARE of the context
-# budget: COMPACTION_WINDOW_TOKENS (160,000 by default, as seeds/003 has it: a 200k window less room
+# budget: COMPACTION_WINDOW_TOKENS (160,000 by default: a 200k window less room
 # for the reply and tool output), or the model's window if that is smaller (0: the model's window).
 COMPACTION_AT_SHARE = env_float("COMPACTION_AT_SHARE", 0.75, minimum=0.1)
 COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 160_000, minimum=0)

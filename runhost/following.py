@@ -1,4 +1,4 @@
-"""Following a message sent while a run is in flight (one active run per thread, DESIGN.md §2).
+"""Following a message sent while a run is in flight (one active run per thread).
 
 The request that carried a queued message streams the run that reads it: the run in flight, from
 where it reads the message, or the run the message starts once that one has ended without it. The

@@ -11,11 +11,11 @@ import sys
 import httpx
 import orjson
 
+from tests.asgi_scripts import ASGI_POST, _env
 from tests.fakes.anthropic_api import split_tokens, text_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ROOT
 from tests.sse import get_stream, parse_frames, post_run
-from tests.test_lean_process import ASGI_POST, _env
 from threads.models import Run, RunEvent, Thread
 
 HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}

@@ -1,4 +1,4 @@
-"""Grounding: the agent reads the code before it changes anything (seeds/003, ``grounding``).
+"""Grounding: the agent reads the code before it changes anything.
 
 Three modes: ``off``; ``prompt`` (advisory: the protocol is in the system prompt, nothing is
 enforced; the default of sub-agents, which their parent has already scoped); ``enforced`` (the gate:

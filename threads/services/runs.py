@@ -196,7 +196,7 @@ def run_open(
     # A message sent after a question was put supersedes it (below); one queued before it was put
     # waits for its answer, and the run that goes on reads it.
     if from_queue is None and (busy or (queue and waiting is None)):
-        # One active run per thread (DESIGN.md §2): the message joins the run in flight, or the
+        # One active run per thread: the message joins the run in flight, or the
         # next run after the messages queued before it; it is never interleaved into a turn.
         if len(queue) >= settings.QUEUED_MESSAGES_MAX:
             raise ThreadConflict(
@@ -222,7 +222,7 @@ def run_open(
     superseded = None
     if waiting is not None:
         # The user wrote instead of answering: the open calls are closed as superseded and the
-        # agent run goes on from its checkpoint with this message (DESIGN.md §3, interrupts).
+        # agent run goes on from its checkpoint with this message.
         superseded = wait_supersede(waiting, message=message_preview(new_user_message), now=now)
         if superseded is None:
             raise ThreadConflict(f"the run waiting on thread {agui_thread_id} was just taken by another request")
