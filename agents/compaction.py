@@ -8,8 +8,18 @@ no tool_result is left without its call.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from agents.events import Compacted, Phase, PhaseChanged, RunEvent
+from agents.providers.base import ModelError, ModelProvider, ModelReply, ModelRequest, TokenCount
+
+log = logging.getLogger(__name__)
 
 SUMMARY_PROMPT = """You are summarising the earlier part of a conversation between a user and a coding \
 assistant that works in a repository with tools. Write a summary the assistant can continue from \
@@ -65,3 +75,51 @@ def compacted(summary: str, tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "The earlier part of this conversation was summarised above to save space; continue from it."
     )
     return [{"role": "user", "content": [{"type": "text", "text": note}]}, *tail]
+
+
+@dataclass(slots=True, frozen=True)
+class Compaction:
+    """The turns with the older ones summarised, and what the summary cost."""
+
+    turns: list[dict[str, Any]]
+    usage: TokenCount
+
+
+async def compact(
+    provider: ModelProvider,
+    turns: list[dict[str, Any]],
+    *,
+    model: str,
+    max_tokens: int,
+    keep_turns: int,
+    emit: Callable[[RunEvent], None],
+) -> Compaction | None:
+    """Summarises the turns before the kept tail; None when there is nothing to compact or it failed
+    (the run goes on uncompacted)."""
+    split = split_point(turns, keep_turns)
+    if split is None:
+        return None
+    emit(PhaseChanged(Phase.COMPACTING, True))
+    began = time.monotonic()
+    request = ModelRequest(
+        model=model,
+        system=SUMMARY_PROMPT,
+        messages=[{"role": "user", "content": render_for_summary(turns[:split])}],
+        tools=[],
+        max_tokens=min(max_tokens, 4096),
+    )
+    reply: ModelReply | None = None
+    try:
+        async with contextlib.aclosing(provider.stream(request)) as stream:
+            async for item in stream:
+                if type(item) is ModelReply:
+                    reply = item
+    except ModelError as exc:
+        log.warning("compaction failed (%s); the run goes on uncompacted", exc.message)
+    finally:
+        emit(PhaseChanged(Phase.COMPACTING, False))
+    summary = "".join(b["text"] for b in reply.content if b.get("type") == "text") if reply else ""
+    if not summary.strip() or reply is None:
+        return None
+    emit(Compacted(dropped_turns=split, duration_seconds=time.monotonic() - began))
+    return Compaction(compacted(summary, turns[split:]), reply.usage)

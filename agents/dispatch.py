@@ -1,7 +1,7 @@
 """What the loop does with one of the model's tool calls, decided in one place.
 
-``classify`` turns a call into a small typed value, and the loop matches it once (agents/loop.py,
-``_run_tools``), as openai-agents does with its typed next steps:
+``classify`` turns a call into a small typed value, and one turn's tool calls match it once (agents/toolcalls.py,
+``_dispatch``), as openai-agents does with its typed next steps:
 
 - ``Refused``: the call does not run; the model reads ``output`` (a loop, bad arguments, a tool it
   was not offered, a tool the grounding gate holds back);

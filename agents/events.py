@@ -225,7 +225,8 @@ SubAgentEvent = SubAgentStarted | SubAgentActivity | SubAgentFinished | SubAgent
 
 @dataclass(slots=True)
 class RunInfo:
-    """What ``on_start`` tells a listener of the run (seeds/004's Request, as far as it is known)."""
+    """What ``on_start`` tells a listener of the run: whose request it is, and for a delegated run
+    which request delegated it and what for."""
 
     run_id: str
     thread_id: str

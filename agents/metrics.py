@@ -6,6 +6,8 @@ counters live in prometheus_client's default registry, served at /metrics.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from agents.approvals import Answer
@@ -20,6 +22,7 @@ from agents.events import (
     ToolResult,
     Usage,
 )
+from agents.waits import Checkpoint, WaitKind
 
 TOOL_SECONDS = Histogram(
     "threadline_tool_duration_seconds",
@@ -27,7 +30,7 @@ TOOL_SECONDS = Histogram(
     ["tool", "outcome"],
     buckets=(0.005, 0.02, 0.1, 0.5, 1, 5, 30, 120, 600),
 )
-# ``agent`` attributes usage to the agent it served (seeds/003, SetAgentName); a sub-agent's
+# ``agent`` attributes usage to the agent it served; a sub-agent's
 # calls count on its parent's agent, whose run started them.
 MODEL_CALLS = Counter("threadline_model_calls_total", "Model calls that returned a reply.", ["agent", "model"])
 MODEL_SECONDS = Histogram(
@@ -86,6 +89,18 @@ def record_approval(tool: str, answer: Answer, waited_seconds: float) -> None:
     """Counts a person's answer (or its absence) to an approval or a question, and the wait."""
     APPROVALS.labels(tool, approval_decision(answer)).inc()
     APPROVAL_SECONDS.observe(waited_seconds)
+
+
+def record_answers(checkpoint: Checkpoint, answers: dict[str, Answer], *, approval_seconds: float) -> None:
+    """The answers a run goes on with (questions and approvals; not client tools): each is counted
+    with how long it was waited for (asked ``approval_seconds`` before its deadline)."""
+    now = datetime.now(UTC)
+    for call in checkpoint.answers_needed():
+        answer = answers.get(call.answer_id)
+        if call.kind is WaitKind.CLIENT or answer is None:
+            continue
+        asked = datetime.fromisoformat(call.expires_at) - timedelta(seconds=approval_seconds)
+        record_approval(call.name, answer, max(0.0, (now - asked).total_seconds()))
 
 
 class MetricsListener(BaseListener):

@@ -26,7 +26,7 @@ class Agent(models.Model):
         max_length=128, blank=True, help_text="Model id; blank uses ANTHROPIC_MODEL from the environment."
     )
     system_prompt = models.TextField(blank=True)
-    # seeds/003: a chat agent reads the code before it acts, advised by its system prompt; "enforced"
+    # A chat agent reads the code before it acts, advised by its system prompt; "enforced"
     # would force the ritual on quick questions, "off" leaves the agent guessing where the code is.
     grounding_mode = models.CharField(
         max_length=16,

@@ -1,4 +1,4 @@
-"""Permission rules: whether a tool call runs, waits for a person, or is refused (DESIGN.md §4).
+"""Permission rules: whether a tool call runs, waits for a person, or is refused.
 
 A rule names a tool (or any tool), a glob over the call's primary argument and a decision. Rules are
 tried in order and the first enabled one that matches decides:

@@ -1,4 +1,4 @@
-"""Messages that join a run in flight (seeds/004, FireOrQueue).
+"""Messages that join a run in flight.
 
 A user message sent while a run works on its thread is stored at once; the run
 reads it at its next tool boundary, after the calls' results and before the

@@ -1,4 +1,4 @@
-"""What starts a run: the runtime's request contract (seeds/004, ``Request``)."""
+"""What starts a run: the runtime's request contract."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from agents.tools.base import Tool
 
 @dataclass(slots=True, frozen=True)
 class Scenario:
-    """Decides memory and which tools a run is offered (seeds/004, ``Scenario``)."""
+    """Decides memory and which tools a run is offered."""
 
     name: str
     conversation_memory: bool = True
@@ -88,7 +88,7 @@ class RunRequest:
 def chat_scenario() -> Scenario:
     """A chat's scenario: with nobody to answer questions (AGUI_HUMAN_IN_THE_LOOP=off), the agent is
     not offered ask_user."""
-    return INTERACTIVE if settings.HUMAN_IN_THE_LOOP else UNATTENDED
+    return INTERACTIVE if settings.AGUI_HUMAN_IN_THE_LOOP else UNATTENDED
 
 
 def render_prompt(template: str, variables: dict[str, str]) -> str:

@@ -5,8 +5,8 @@ its own tools (a subset of the parent's), its own iteration cap and a timeout.
 It shares the parent's approver (each of its calls is decided like the
 parent's) and its cancel (the parent's ``should_continue``). Its stream reaches
 the parent's listeners as SubAgentActivity, its tokens as the parent's usage;
-only its summary goes back to the parent's model. seeds/003 (MaxSubAgentDepth,
-BuildSubAgentRegistry, FormatSubAgentSummary) and seeds/004 (ParentRequestID).
+only its summary goes back to the parent's model. Nesting stops at a depth of two, and a child's
+request names the request of the run that delegated it.
 """
 
 from __future__ import annotations
@@ -19,31 +19,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agents.childlistener import ChildListener
 from agents.events import (
     AssistantMessage,
-    BaseListener,
     Outcome,
     PauseReason,
-    Phase,
-    PhaseChanged,
-    RunEvent,
     RunListener,
-    RunPaused,
-    SubAgentActivity,
-    SubAgentEvent,
     SubAgentFinished,
     SubAgentResumed,
     SubAgentStarted,
     SubAgentStatus,
     ToolMessage,
-    ToolResult,
-    Usage,
 )
 from agents.providers.base import TokenCount
 from agents.request import DELEGATION, RunRequest
 from agents.tools.base import ToolKind, ToolOutput, ToolRegistry
 from agents.verdict import REPORT_INSTRUCTION
-from agents.waits import Checkpoint, ChildCheckpoint, Resumption
+from agents.waits import ChildCheckpoint, Resumption, Waiting
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +102,34 @@ SubAgentStores = Callable[[SubAgentStarted, SubAgentParams], SubAgentStore]
 
 
 @dataclass(slots=True, frozen=True)
-class Parent:
-    """What a sub-agent sees of the run that delegates to it, as that run was when it delegated."""
+class ChildSpec:
+    """A child run as its parent's sub_agent call shapes it; the delegation's ``spawn`` makes the
+    loop, with the parent's model, approver and workspace and what the parent's budget has left."""
+
+    tools: ToolRegistry
+    store: SubAgentStore
+    listener: RunListener
+    system_prompt: str
+    max_iterations: int
+    depth: int
+    task_id: str
+
+
+class ChildRun(Protocol):
+    """The child's loop, as its parent drives it: it returns its outcome, or what it waits on."""
+
+    async def run(
+        self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
+    ) -> Outcome | Waiting: ...
+
+
+ChildFactory = Callable[[ChildSpec], ChildRun]
+
+
+@dataclass(slots=True, frozen=True)
+class Delegation:
+    """What a sub_agent call of one turn may start, as the delegating run was when the turn began:
+    nothing of it calls back into that run."""
 
     listener: RunListener  # hears the child's activity, usage and end
     tools: ToolRegistry  # the parent's tools
@@ -125,34 +143,7 @@ class Parent:
     request: RunRequest
     make_id: Callable[[str], str]
     budget_spent: bool  # its token budget is spent: no child may start
-
-
-@dataclass(slots=True, frozen=True)
-class ChildSpec:
-    """A child run as its parent's sub_agent call shapes it; the parent's ``ChildFactory`` makes the
-    loop, with the parent's model, approver and workspace and what the parent's budget has left."""
-
-    tools: ToolRegistry
-    store: SubAgentStore
-    listener: RunListener
-    system_prompt: str
-    max_iterations: int
-    depth: int
-    task_id: str
-
-
-class ChildRun(Protocol):
-    """The child's loop, as its parent drives it."""
-
-    @property
-    def waiting(self) -> Checkpoint | None: ...
-
-    async def run(
-        self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
-    ) -> Outcome: ...
-
-
-ChildFactory = Callable[[ChildSpec], ChildRun]
+    spawn: ChildFactory  # makes the child's loop (agents/loop.py, ChildLoops)
 
 
 @dataclass(slots=True)
@@ -224,7 +215,7 @@ def child_registry(
     """The child's tools and the names of ``allowed`` it cannot have: those of the parent it asked
     for (all it may have when none are named), only those ``delegable`` (the parent's scenario and
     grounding gate), never the client's own tools. A name it cannot have is skipped, not refused
-    (seeds/003, BuildSubAgentRegistry: the model does not know the registry's exact contents); the
+    (the model does not know the registry's exact contents); the
     summary line names it. (A child at the depth cap keeps ``sub_agent`` but is not offered it: a
     call anyway gets the structured refusal.)"""
     available = {
@@ -238,94 +229,8 @@ def child_registry(
     return ToolRegistry({name: available[name] for name in allowed if name in available}), skipped
 
 
-class _ChildListener(BaseListener):
-    """What the child reports, passed to the parent as its sub-agent's, and what the result is made of."""
-
-    def __init__(self, parent: RunListener, task_id: str, waited: ChildCheckpoint | None = None) -> None:
-        """``waited``: the child goes on from a checkpoint, with what it had done before."""
-        self.parent = parent
-        self.task_id = task_id
-        self.outcome = Outcome.ERROR
-        self.error = ""
-        self.last_text = waited.last_text if waited else ""
-        self.tool_calls: dict[str, dict[str, Any]] = {c["id"]: c for c in waited.tool_calls} if waited else {}
-        self.iterations = waited.iterations if waited else 0
-        self.usage = TokenCount(**waited.usage) if waited else TokenCount()
-        self.usage_before = self.usage  # what the parent already counted
-        self.changed: dict[str, None] = {}  # paths, in the order first changed
-        self.pause_reason: PauseReason | None = None
-        self._children_calls: dict[str, str] = {}  # a child's task id -> this run's sub_agent call
-
-    def _note_changes(self, event: ToolResult) -> None:
-        for path, action in event.touched:
-            if action != "read":
-                self.changed[path] = None
-
-    def on_event(self, event: RunEvent) -> None:
-        if type(event) is ToolResult:
-            self._note_changes(event)
-            if event.tool_call_id in self.tool_calls:
-                self.tool_calls[event.tool_call_id]["isError"] = event.is_error
-                self.tool_calls[event.tool_call_id]["ended"] = True
-        elif type(event) is RunPaused:
-            self.pause_reason = event.reason
-        elif type(event) is PhaseChanged and event.phase is Phase.PLANNING and event.started:
-            self.iterations += 1  # its own model calls (a grandchild's usage also passes through here)
-        self.parent.on_subagent(SubAgentActivity(self.task_id, event))
-
-    def on_message(self, message: AssistantMessage | ToolMessage) -> None:
-        if isinstance(message, AssistantMessage):
-            if message.content.strip():
-                self.last_text = message.content.strip()
-            for call_id, name, arguments in message.tool_calls:
-                self.tool_calls[call_id] = {
-                    "id": call_id,
-                    "name": name,
-                    "arguments": arguments,
-                    "isError": False,
-                    "ended": False,  # True once its result came; False: the child stopped mid-call
-                }
-
-    def on_usage(self, usage: Usage) -> None:
-        self.usage = TokenCount(
-            input_tokens=self.usage.input_tokens + usage.input_tokens,
-            output_tokens=self.usage.output_tokens + usage.output_tokens,
-            cache_read_tokens=self.usage.cache_read_tokens + usage.cache_read_tokens,
-            cache_write_tokens=self.usage.cache_write_tokens + usage.cache_write_tokens,
-        )
-        self.parent.on_usage(usage)  # the child's tokens count on the parent's
-
-    def on_subagent(self, event: SubAgentEvent) -> None:
-        # A grandchild: what it changed is this child's work too, and its calls are kept under the
-        # sub_agent call that started it.
-        kind = type(event)
-        if kind is SubAgentActivity:
-            assert isinstance(event, SubAgentActivity)
-            if type(event.event) is ToolResult:
-                self._note_changes(event.event)
-        elif kind is SubAgentStarted:
-            assert isinstance(event, SubAgentStarted)
-            if event.parent_task_id == self.task_id:
-                self._children_calls[event.task_id] = event.tool_call_id
-        elif kind is SubAgentFinished:
-            assert isinstance(event, SubAgentFinished)
-            call = self.tool_calls.get(self._children_calls.get(event.task_id, ""))
-            if call is not None:
-                call["calls"] = list(event.tool_calls)
-        self.parent.on_subagent(event)  # it names its own parent
-
-    def on_error(self, error: BaseException, message: str) -> None:
-        self.error = message
-
-    def on_finished(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-
-    def should_continue(self) -> bool:
-        return self.parent.should_continue()  # cancelling the parent cancels the child
-
-
 def _result(
-    child: _ChildListener,
+    child: ChildListener,
     limits: SubAgentLimits,
     *,
     timed_out: bool,
@@ -379,9 +284,7 @@ def _output(task_id: str, role: str, result: SubAgentResult) -> ToolOutput:
     return ToolOutput(f"{body}\n\n{footer}", result.status is not SubAgentStatus.SUCCEEDED)
 
 
-async def run_sub_agent(
-    parent: Parent, new_child: ChildFactory, *, tool_call_id: str, arguments: dict[str, Any]
-) -> Delegated:
+async def run_sub_agent(parent: Delegation, *, tool_call_id: str, arguments: dict[str, Any]) -> Delegated:
     """Runs one child to its end and returns what its parent's model is told, or the child's
     checkpoint when it waits for an answer."""
     limits = parent.limits
@@ -414,13 +317,11 @@ async def run_sub_agent(
     store = parent.stores(started, params)
     await store.begin()
     parent.listener.on_subagent(started)
-    listener = _ChildListener(parent.listener, task_id)
-    return await _drive(parent, new_child, started, params, tools, store, listener, resume=None, skipped=skipped)
+    listener = ChildListener(parent.listener, task_id)
+    return await _drive(parent, started, params, tools, store, listener, resume=None, skipped=skipped)
 
 
-async def resume_sub_agent(
-    parent: Parent, new_child: ChildFactory, waited: ChildCheckpoint, answers: dict[str, Any]
-) -> Delegated:
+async def resume_sub_agent(parent: Delegation, waited: ChildCheckpoint, answers: dict[str, Any]) -> Delegated:
     """A child that waited goes on from its checkpoint with the answers (by answer id)."""
     params = SubAgentParams(**{**waited.params, "allowed_tools": tuple(waited.params.get("allowed_tools", ()))})
     started = waited.subagent_started()
@@ -429,26 +330,25 @@ async def resume_sub_agent(
     store.turns = list(waited.turns)
     earlier = waited.checkpoint
     parent.listener.on_subagent(SubAgentResumed(started, (*earlier.done, *(c.call_id for c in earlier.open))))
-    listener = _ChildListener(parent.listener, started.task_id, waited)
+    listener = ChildListener(parent.listener, started.task_id, waited)
     resume = Resumption(waited.checkpoint, answers)
-    return await _drive(parent, new_child, started, params, tools, store, listener, resume=resume)
+    return await _drive(parent, started, params, tools, store, listener, resume=resume)
 
 
 async def _drive(
-    parent: Parent,
-    new_child: ChildFactory,
+    parent: Delegation,
     started: SubAgentStarted,
     params: SubAgentParams,
     tools: ToolRegistry,
     store: SubAgentStore,
-    child_listener: _ChildListener,
+    child_listener: ChildListener,
     *,
     resume: Resumption | None,
     skipped: tuple[str, ...] = (),
 ) -> Delegated:
     limits = parent.limits
     task_id = started.task_id
-    child = new_child(
+    child = parent.spawn(
         ChildSpec(
             tools=tools,
             store=store,
@@ -470,8 +370,9 @@ async def _drive(
         user_id=request.user_id,
     )
     timed_out = False
+    ended: Outcome | Waiting = Outcome.ERROR
     try:
-        await asyncio.wait_for(
+        ended = await asyncio.wait_for(
             child.run(child_request, run_id=task_id, thread_id=parent.thread_id, resume=resume),
             timeout=limits.timeout_seconds,
         )
@@ -482,14 +383,14 @@ async def _drive(
         await _end(parent.listener, store, child_listener, cancelled)
         raise
     spent = _since(child_listener.usage, child_listener.usage_before)
-    if child_listener.outcome is Outcome.WAITING and child.waiting is not None and not timed_out:
+    if isinstance(ended, Waiting) and not timed_out:
         usage = child_listener.usage
         checkpoint = ChildCheckpoint(
             **dataclasses.asdict(started),
             params={**dataclasses.asdict(params), "allowed_tools": list(params.allowed_tools)},
             allowed_tools=list(tools.tools),
             turns=await store.load_turns(),
-            checkpoint=child.waiting,
+            checkpoint=ended.checkpoint,
             iterations=child_listener.iterations,
             last_text=child_listener.last_text,
             tool_calls=list(child_listener.tool_calls.values()),
@@ -501,7 +402,7 @@ async def _drive(
     return Delegated(_output(task_id, params.role, result), spent)
 
 
-async def _end(listener: RunListener, store: SubAgentStore, child: _ChildListener, result: SubAgentResult) -> None:
+async def _end(listener: RunListener, store: SubAgentStore, child: ChildListener, result: SubAgentResult) -> None:
     listener.on_subagent(
         SubAgentFinished(
             child.task_id, result.status, result.summary, result.conclusion, result.error, tuple(result.tool_calls)

@@ -1,4 +1,4 @@
-"""A sub-agent's own verdict on its task: success, partial, failed or blocked (seeds/000, ``SubAgentState``).
+"""A sub-agent's own verdict on its task: success, partial, failed or blocked.
 
 The child is asked to end its final report with a ``Conclusion: <verdict>`` line; the verdict is read
 from there. A child that did not finish by itself (a limit, a cancel, a failure) or said nothing

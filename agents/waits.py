@@ -2,7 +2,7 @@
 
 When a tool call needs an answer (a person's approval, the reply to a
 question, the result of a tool the client runs, or a sub-agent waiting on one
-of these), the loop ends with ``Outcome.WAITING`` and leaves a ``Checkpoint``:
+of these), the loop returns ``Waiting``, which holds a ``Checkpoint``:
 the calls of the model's last turn that already have results, the calls still
 open and what each waits for, and the loop's counters. Whoever holds the
 checkpoint and the answers can go on from it, in any process, after any restart
@@ -17,7 +17,8 @@ from enum import StrEnum
 from typing import Any
 
 from agents.approvals import Answer
-from agents.events import SubAgentStarted
+from agents.events import SubAgentStarted, ToolMessage
+from agents.providers.base import TokenCount
 
 
 class WaitKind(StrEnum):
@@ -155,3 +156,16 @@ class Resumption:
 
     checkpoint: Checkpoint
     answers: dict[str, Answer]
+
+
+@dataclass(slots=True, frozen=True)
+class Waiting:
+    """A run, or one turn's tool calls, ended on calls that need answers; ``checkpoint`` is what it
+    goes on from once they are answered. From a turn's calls (agents/toolcalls.py) it also carries
+    the calls that ended in this pass (stored at once), the tokens its sub-agents spent, and
+    whether the grounding gate is open after it; the loop folds those into the checkpoint's counters."""
+
+    checkpoint: Checkpoint
+    messages: tuple[ToolMessage, ...] = ()
+    spent: TokenCount = field(default_factory=TokenCount)
+    grounded: bool = True

@@ -36,7 +36,8 @@ class DecodedInput:
 
     @property
     def speaks_v1(self) -> bool:
-        """1.0 events only for a client that said which protocol it speaks (DESIGN.md §3)."""
+        """1.0 events only for a client that said which protocol it speaks;
+        a request without protocolVersion is a 0.x client, which refuses them."""
         return self.model.protocol_version is not None
 
 

@@ -21,7 +21,7 @@ from threads.waits import ClientResult
 def declared_tools(decoded: DecodedInput) -> list[dict[str, Any]]:
     """The client's own tools as this request declares them (the set may change between requests);
     none with AGUI_FRONTEND_TOOLS=off, where the request's tools are ignored."""
-    if not settings.FRONTEND_TOOLS:
+    if not settings.AGUI_FRONTEND_TOOLS:
         return []
     return [
         {"name": tool.name, "description": tool.description, "parameters": tool.parameters}

@@ -18,12 +18,13 @@ from typing import Any
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 from django.utils import timezone
 
-from agui.stream import TERMINAL_TYPES, sse_frame
+from agui.stream import sse_frame
 from threads import leases, selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import Rows
 from threads.healing import runs_heal
 from threads.models import Run
+from vocabulary import agui as ev
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.25
@@ -73,7 +74,7 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
             for event in events:
                 cursor = event.seq
                 yield sse_frame(event.seq, event.payload.encode())
-                if event.type in TERMINAL_TYPES:
+                if event.type in ev.TERMINAL_TYPES:
                     return
             if len(events) == REPLAY_PAGE:
                 continue
@@ -104,7 +105,7 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                 for seq, type_, payload in rows:
                     cursor = seq
                     yield sse_frame(seq, payload.encode())
-                    if type_ in TERMINAL_TYPES:
+                    if type_ in ev.TERMINAL_TYPES:
                         return
     finally:
         if layer is not None:

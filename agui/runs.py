@@ -22,18 +22,17 @@ from agents.waits import Checkpoint
 from agui.interrupts import suspension_outcome
 from agui.relay import RunRelay, follow_stored_run, shared_layer
 from agui.state import STATE_CACHE, ThreadState
-from agui.stream import TERMINAL_TYPES, RunStream
-from agui.translate import MESSAGE_QUEUED, QUEUED_MESSAGES_READ, AguiTranslator, run_finished, run_started
-from runhost.host import Flushed, RunContext
+from agui.stream import RunStream
+from agui.translate import AguiTranslator, run_finished
+from runhost.host import HOST
+from runhost.surface import Flushed, RunContext
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
 from threads.models import Run, Thread
-from threads.services.runs import OpenedThread
+from threads.services.runs import Hydrate
 from threads.waits import waiting_checkpoint
-
-# The streams of the runs this process executes, by Run pk, for a reattach in this process.
-LIVE_STREAMS: dict[Any, RunStream] = {}
+from vocabulary import agui as ev
 
 # The roles a 0.0.59 client's MESSAGES_SNAPSHOT schema knows.
 _V0_ROLES = ("user", "assistant", "tool", "system", "developer")
@@ -74,7 +73,7 @@ def _events_of(chunk: bytes) -> list[dict[str, Any]]:
 
 def _v1_only(event: dict[str, Any]) -> bool:
     """Events a 0.x client does not know: sub-agents' (agui/translate.py gives 0.x runs none)."""
-    return "subagentRunId" in event or event["type"].startswith("SUBAGENT_")
+    return "subagentRunId" in event or event["type"] in ev.SUBAGENT_TYPES
 
 
 class AguiRun:
@@ -86,7 +85,7 @@ class AguiRun:
         self.v1 = v1
         self.client_state = client_state
         self.stream = RunStream(log=None)
-        self.stream.publish(run_started(thread_id, run_id, v1=v1))
+        self.stream.publish(ev.run_started(thread_id, run_id, v1=v1))
         self.translator: AguiTranslator | None = None
         self._thread: Any = None
         self._run_pk: uuid.UUID | None = None
@@ -105,14 +104,13 @@ class AguiRun:
     def attach(self, context: RunContext) -> RunListener:
         self._thread, self._run_pk = context.thread, context.run_pk
         self.stream.attach_log(new_log(context.run_pk))
-        LIVE_STREAMS[context.run_pk] = self.stream
         state = self._state(context.thread, context.session.pk, context.agent.name, context.model)
         STATE_CACHE.put(self.thread_id, state.document)
         translator = AguiTranslator(
             self.stream.publish, thread_id=self.thread_id, run_id=self.run_id, v1=self.v1, state=state
         )
         # A run that goes on after a wait gives the result of calls announced before it, not the calls again.
-        translator.closed_tools |= context.announced_calls
+        translator.open.closed_tools |= context.announced_calls
         translator.start(announced=True)
         self.translator = translator
         return translator
@@ -127,8 +125,7 @@ class AguiRun:
             # The run failed inside attach, before anything could tell of its end: its stream and
             # log still end with RUN_ERROR, and the run is recorded as failed, so its thread is
             # free at once rather than held until the lease lapses. The thread keeps its state.
-            failed = {"type": "RUN_ERROR", "message": "the server could not start the run", "code": "internal"}
-            self.stream.publish(failed)
+            self.stream.publish(ev.run_error("the server could not start the run", "internal"))
             if self.stream.log is not None:
                 await self.stream.log.close()
             stored = getattr(self._thread, "state", None)
@@ -139,19 +136,17 @@ class AguiRun:
 
     def close(self, *, failed: str = "") -> None:
         if failed:
-            self.stream.replace_terminal({"type": "RUN_ERROR", "message": failed, "code": "not_recorded"})
+            self.stream.replace_terminal(ev.run_error(failed, "not_recorded"))
         self.stream.close()
-        LIVE_STREAMS.pop(self._run_pk, None)
 
     def refused(self, code: str, message: str) -> None:
         if self.stream.closed:
             return
-        self.stream.publish({"type": "RUN_ERROR", "message": message, "code": code})
+        self.stream.publish(ev.run_error(message, code))
         self.stream.close()
 
     def queued(self, display: str) -> None:
-        value = {"requestId": self.run_id, "display": display}
-        self.stream.publish({"type": "CUSTOM", "name": MESSAGE_QUEUED, "value": value})
+        self.stream.publish(ev.custom(ev.MESSAGE_QUEUED, {"requestId": self.run_id, "display": display}))
 
     async def relay(self, run_pk: uuid.UUID, *, request_id: str, from_start: bool) -> bool:
         """Another run's events, as this request's run: its RUN_STARTED is this stream's own (sent
@@ -161,46 +156,43 @@ class AguiRun:
         run = await on_db_thread(_run_of, pk=run_pk)
         if run is None:
             return False
-        live = LIVE_STREAMS.get(run_pk)
+        live = HOST.registry.stream_of(run_pk)
         frames = live.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS) if live else follow_stored_run(run, 0)
         joined = from_start
-        open_steps: list[str] = []
+        opened = ev.OpenParts()  # what the followed run has open, until the join
         state: Any = None  # the state document as the events so far left it, until the join
         publish = self.stream.publish
         async for chunk in frames:
             for event in _events_of(chunk):
                 kind = event["type"]
                 if not joined:
-                    if kind == "STEP_STARTED":
-                        open_steps.append(event["stepName"])
-                    elif kind == "STEP_FINISHED" and event["stepName"] in open_steps:
-                        open_steps.remove(event["stepName"])
-                    elif kind == "STATE_SNAPSHOT":
+                    opened.see(event)
+                    if kind == ev.STATE_SNAPSHOT:
                         state = event["snapshot"]
-                    elif kind == "STATE_DELTA" and state is not None:
+                    elif kind == ev.STATE_DELTA and state is not None:
                         try:
                             state = jsonpatch.apply_patch(state, event["delta"])
                         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
                             state = None  # no snapshot is better than a wrong one
-                    elif kind in TERMINAL_TYPES:
+                    elif kind in ev.TERMINAL_TYPES:
                         return False
                     elif (
-                        kind == "CUSTOM"
-                        and event.get("name") == QUEUED_MESSAGES_READ
+                        kind == ev.CUSTOM
+                        and event.get("name") == ev.QUEUED_MESSAGES_READ
                         and request_id in event["value"]["requestIds"]
                     ):
                         # The join point: the client gets the document the deltas from here apply
                         # to, and the steps open here, before the rest.
                         joined = True
                         if state is not None:
-                            publish({"type": "STATE_SNAPSHOT", "snapshot": state})
-                        for step in open_steps:
-                            publish({"type": "STEP_STARTED", "stepName": step})
+                            publish(ev.state_snapshot(state))
+                        for step in opened.steps:
+                            publish(ev.step_started(step))
                         publish(event)
                     continue
-                if kind == "RUN_STARTED" or (not self.v1 and _v1_only(event)):
+                if kind == ev.RUN_STARTED or (not self.v1 and _v1_only(event)):
                     continue
-                if kind in TERMINAL_TYPES:
+                if kind in ev.TERMINAL_TYPES:
                     publish(self._own_terminal(event))
                     self.stream.close()
                     return True
@@ -210,7 +202,7 @@ class AguiRun:
     def _own_terminal(self, event: dict[str, Any]) -> dict[str, Any]:
         """The followed run's terminal event as this request's: its runId, and an outcome in the
         form this request's client takes (the followed run's client may speak the other version)."""
-        if event["type"] != "RUN_FINISHED":
+        if event["type"] != ev.RUN_FINISHED:
             return event  # RUN_ERROR names no run
         finished = run_finished(self.thread_id, self.run_id, v1=self.v1)
         outcome = event.get("outcome")
@@ -218,13 +210,13 @@ class AguiRun:
             finished["outcome"] = outcome  # 0.x clients know the interrupt outcome, and no other
         return finished
 
-    async def hydrate(self, opened: OpenedThread) -> None:
+    async def hydrate(self, opened: Hydrate) -> None:
         """Replays the thread's messages and state without running the agent; a thread whose run
         waits for answers gets its questions again, so a reloaded page can ask the person."""
         transcript = await transcript_for(opened.thread, v1=self.v1)
         state = self._state(opened.thread, opened.session.pk, opened.agent.name, provider_for(opened.agent).info)
-        self.stream.publish({"type": "MESSAGES_SNAPSHOT", "messages": transcript})
-        self.stream.publish({"type": "STATE_SNAPSHOT", "snapshot": state.document})
+        self.stream.publish(ev.messages_snapshot(transcript))
+        self.stream.publish(ev.state_snapshot(state.document))
         finished = run_finished(self.thread_id, self.run_id, v1=self.v1)
         if opened.waiting is not None:
             outcome = suspension_outcome(waiting_checkpoint(opened.waiting), v1=self.v1)

@@ -1,6 +1,6 @@
 """The per-thread shared-state document and the targeted JSON Patch operations that change it.
 
-The document belongs to the thread, not the run (DESIGN.md §3). Its JSON
+The document belongs to the thread, not the run. Its JSON
 Pointer paths are part of the contract with clients. Each change produces
 operations computed from what changed, never a diff of the whole document.
 """

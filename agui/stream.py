@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from threads.eventlog import EventLogWriter
+from vocabulary import agui as ev
 
 HEARTBEAT = b": ping\n\n"
-TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
 
 def encode_event(event: dict[str, Any]) -> bytes:
@@ -77,7 +77,7 @@ class RunStream:
         frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))
         if self.log is not None:
             self.log.append(seq, event["type"], payload.decode())
-            if event["type"] in TERMINAL_TYPES:
+            if event["type"] in ev.TERMINAL_TYPES:
                 return
         self.visible = seq
         for waiter in self._waiters:

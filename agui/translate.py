@@ -1,10 +1,10 @@
 """Agent run events → AG-UI events, kept well formed for the clients that enforce the order.
 
 The translator is a RunListener. It tracks what is open (text messages, tool
-calls, reasoning spans, steps) so that whatever ends the run, open parts are
-closed before the one terminal event (DESIGN.md §3, ordering rules). Events are
-plain dicts with camelCase keys in the models' field order, optional keys
-omitted, so encoding them gives the frames the ag-ui-protocol models would.
+calls, reasoning spans, steps; vocabulary/agui.py OpenParts) so that whatever
+ends the run, open parts are closed before the one terminal event (the clients
+refuse RUN_FINISHED while anything is open, and anything after RUN_ERROR). Every
+event is made by vocabulary/agui.py's constructors.
 """
 
 from __future__ import annotations
@@ -43,28 +43,14 @@ from agents.events import (
 )
 from agents.verdict import conclusion_of
 from agui.state import ThreadState
+from vocabulary import agui as ev
 
 Publish = Callable[[dict[str, Any]], None]
 
 
-# CUSTOM events of a message sent while the run was in flight: it was queued, and (a tool boundary
-# later) the run read it. ``requestId``/``requestIds`` are the runIds of the requests that sent them.
-MESSAGE_QUEUED = "threadline.message_queued"
-QUEUED_MESSAGES_READ = "threadline.queued_messages_read"
-
-
-def run_started(thread_id: str, run_id: str, *, v1: bool) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
-    if v1:
-        event["protocolVersion"] = "1.0"
-    return event
-
-
 def run_finished(thread_id: str, run_id: str, *, v1: bool) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}
-    if v1:
-        event["outcome"] = {"type": "success"}
-    return event
+    """A run's RUN_FINISHED when it succeeded: a 1.0 client is told so in its outcome."""
+    return ev.run_finished(thread_id, run_id, {"type": "success"} if v1 else None)
 
 
 class AguiTranslator(BaseListener):
@@ -84,11 +70,7 @@ class AguiTranslator(BaseListener):
         self.state = state
         self.started = False
         self.finished = False
-        self.open_texts: dict[str, None] = {}
-        self.open_tools: dict[str, None] = {}
-        self.closed_tools: set[str] = set()
-        self.open_reasoning: dict[str, None] = {}
-        self.open_steps: dict[str, None] = {}
+        self.open = ev.OpenParts()
         self.error_message = ""
         self.error_code = ""
         self.pause_reason = ""
@@ -104,8 +86,8 @@ class AguiTranslator(BaseListener):
             return
         self.started = True
         if not announced:
-            self.publish(run_started(self.thread_id, self.run_id, v1=self.v1))
-        self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
+            self.publish(ev.run_started(self.thread_id, self.run_id, v1=self.v1))
+        self.publish(ev.state_snapshot(self.state.document))
 
     def suspend(self, outcome: dict[str, Any], messages: list[dict[str, Any]]) -> None:
         """Ends this AG-UI run while the agent run waits (for a person, or a client's tool): what
@@ -119,13 +101,10 @@ class AguiTranslator(BaseListener):
             # The run now waits for a person: the waiting_approval step, closed with the rest
             # right below, since no step may stay open past RUN_FINISHED.
             self._phase(PhaseChanged(Phase.WAITING_APPROVAL, True))
-        self._close_open()
-        self.publish({"type": "MESSAGES_SNAPSHOT", "messages": messages})
-        self.publish({"type": "STATE_SNAPSHOT", "snapshot": self.state.document})
-        finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
-        if outcome:
-            finished["outcome"] = outcome
-        self.publish(finished)
+        self.close_open()
+        self.publish(ev.messages_snapshot(messages))
+        self.publish(ev.state_snapshot(self.state.document))
+        self.publish(ev.run_finished(self.thread_id, self.run_id, outcome))
 
     def on_start(self, run: RunInfo) -> None:
         self.start()
@@ -144,126 +123,85 @@ class AguiTranslator(BaseListener):
         for scope in self.children.values():
             scope.close()
         self.children.clear()
-        self._close_open()
+        self.close_open()
         publish = self.publish
         if outcome is Outcome.ERROR:
-            publish(
-                {
-                    "type": "RUN_ERROR",
-                    "message": self.error_message or "the run failed",
-                    "code": self.error_code or "error",
-                }
-            )
+            publish(ev.run_error(self.error_message or "the run failed", self.error_code or "error"))
             return
         if outcome is Outcome.CANCELLED and self.v1:
-            publish(
-                {
-                    "type": "RUN_FINISHED",
-                    "threadId": self.thread_id,
-                    "runId": self.run_id,
-                    "outcome": {"type": "cancelled"},
-                }
-            )
+            publish(ev.run_finished(self.thread_id, self.run_id, {"type": "cancelled"}))
             return
         if outcome in (Outcome.PAUSED, Outcome.CANCELLED, Outcome.INTERRUPTED):
             reason = self.pause_reason or outcome.value
-            publish({"type": "CUSTOM", "name": f"threadline.{outcome.value}", "value": {"reason": reason}})
+            publish(ev.custom(f"threadline.{outcome.value}", {"reason": reason}))
         publish(run_finished(self.thread_id, self.run_id, v1=self.v1))
 
-    def _close_open(self) -> None:
-        publish = self.publish
-        for message_id in list(self.open_texts):
-            publish({"type": "TEXT_MESSAGE_END", "messageId": message_id})
-        self.open_texts.clear()
-        for tool_call_id in list(self.open_tools):
-            publish({"type": "TOOL_CALL_END", "toolCallId": tool_call_id})
-        self.open_tools.clear()
-        for reasoning_id in list(self.open_reasoning):
-            publish({"type": "REASONING_MESSAGE_END", "messageId": reasoning_id})
-            publish({"type": "REASONING_END", "messageId": reasoning_id})
-        self.open_reasoning.clear()
-        for step in reversed(list(self.open_steps)):
-            publish({"type": "STEP_FINISHED", "stepName": step})
-        self.open_steps.clear()
+    def close_open(self) -> None:
+        """Closes whatever this stream left open (before a terminal event, or a sub-agent's end)."""
+        for event in self.open.close():
+            self.publish(event)
 
     # -- the stream -----------------------------------------------------
 
     def on_event(self, event: RunEvent) -> None:
         _HANDLERS[type(event)](self, event)
 
+    # The per-token events are published as they come; the events that open or close a part go
+    # through ``open``, which keeps what is open.
+
     def _text_delta(self, event: TextDelta) -> None:
-        self.publish({"type": "TEXT_MESSAGE_CONTENT", "messageId": event.message_id, "delta": event.delta})
+        self.publish(ev.text_message_content(event.message_id, event.delta))
 
     def _tool_args(self, event: ToolCallArgs) -> None:
-        self.publish({"type": "TOOL_CALL_ARGS", "toolCallId": event.tool_call_id, "delta": event.delta})
+        self.publish(ev.tool_call_args(event.tool_call_id, event.delta))
 
     def _reasoning_delta(self, event: ReasoningDelta) -> None:
-        self.publish({"type": "REASONING_MESSAGE_CONTENT", "messageId": event.reasoning_id, "delta": event.delta})
+        self.publish(ev.reasoning_message_content(event.reasoning_id, event.delta))
 
     def _text_started(self, event: TextStarted) -> None:
-        self.open_texts[event.message_id] = None
-        self.publish({"type": "TEXT_MESSAGE_START", "messageId": event.message_id, "role": "assistant"})
+        self.publish(self.open.see(ev.text_message_start(event.message_id)))
 
     def _text_ended(self, event: TextEnded) -> None:
-        if self.open_texts.pop(event.message_id, 0) is None:
-            self.publish({"type": "TEXT_MESSAGE_END", "messageId": event.message_id})
+        if event.message_id in self.open.texts:
+            self.publish(self.open.see(ev.text_message_end(event.message_id)))
 
     def _tool_started(self, event: ToolCallStarted) -> None:
-        if event.tool_call_id in self.open_tools or event.tool_call_id in self.closed_tools:
+        if event.tool_call_id in self.open.tools or event.tool_call_id in self.open.closed_tools:
             return  # a toolCallId is never reused
-        self.open_tools[event.tool_call_id] = None
-        self.publish(
-            {
-                "type": "TOOL_CALL_START",
-                "toolCallId": event.tool_call_id,
-                "toolCallName": event.name,
-                "parentMessageId": event.message_id,
-            }
-        )
+        self.publish(self.open.see(ev.tool_call_start(event.tool_call_id, event.name, event.message_id)))
 
     def _tool_ended(self, event: ToolCallEnded) -> None:
-        if self.open_tools.pop(event.tool_call_id, 0) is None:
-            self.closed_tools.add(event.tool_call_id)
-            self.publish({"type": "TOOL_CALL_END", "toolCallId": event.tool_call_id})
+        if event.tool_call_id in self.open.tools:
+            self.publish(self.open.see(ev.tool_call_end(event.tool_call_id)))
 
     def _tool_result(self, event: ToolResult) -> None:
         if event.from_client:
             return  # the client ran it and already holds its result as a tool message
-        if event.tool_call_id not in self.closed_tools:
+        if event.tool_call_id not in self.open.closed_tools:
             # A result for a call the stream never opened (or never closed)
             # opens and closes it first: a bare result aborts the clients.
             self._tool_started(ToolCallStarted(event.tool_call_id, event.name, event.message_id))
             self._tool_ended(ToolCallEnded(event.tool_call_id))
-        self.publish(
-            {
-                "type": "TOOL_CALL_RESULT",
-                "messageId": event.message_id,
-                "toolCallId": event.tool_call_id,
-                "content": event.content,
-                "role": "tool",
-            }
-        )
+        self.publish(ev.tool_call_result(event.message_id, event.tool_call_id, event.content))
         if event.touched:
             self._state_delta(self.state.file_ops(event.touched))
 
     def _reasoning_started(self, event: ReasoningStarted) -> None:
-        self.open_reasoning[event.reasoning_id] = None
-        self.publish({"type": "REASONING_START", "messageId": event.reasoning_id})
-        self.publish({"type": "REASONING_MESSAGE_START", "messageId": event.reasoning_id, "role": "reasoning"})
+        self.publish(self.open.see(ev.reasoning_start(event.reasoning_id)))
+        self.publish(ev.reasoning_message_start(event.reasoning_id))
 
     def _reasoning_ended(self, event: ReasoningEnded) -> None:
-        if self.open_reasoning.pop(event.reasoning_id, 0) is None:
-            self.publish({"type": "REASONING_MESSAGE_END", "messageId": event.reasoning_id})
-            self.publish({"type": "REASONING_END", "messageId": event.reasoning_id})
+        if event.reasoning_id in self.open.reasoning:
+            self.publish(ev.reasoning_message_end(event.reasoning_id))
+            self.publish(self.open.see(ev.reasoning_end(event.reasoning_id)))
 
     def _phase(self, event: PhaseChanged) -> None:
         name = event.phase.value
         if event.started:
-            if name not in self.open_steps:
-                self.open_steps[name] = None
-                self.publish({"type": "STEP_STARTED", "stepName": name})
-        elif self.open_steps.pop(name, 0) is None:
-            self.publish({"type": "STEP_FINISHED", "stepName": name})
+            if name not in self.open.steps:
+                self.publish(self.open.see(ev.step_started(name)))
+        elif name in self.open.steps:
+            self.publish(self.open.see(ev.step_finished(name)))
 
     def _ignored(self, event: RunEvent) -> None:
         pass
@@ -292,7 +230,7 @@ class AguiTranslator(BaseListener):
         elif type(event) is SubAgentResumed:
             # A child that waited goes on: announced again, already on the board.
             scope = _ChildScope(self, event.started)
-            scope.translator.closed_tools.update(event.call_ids)
+            scope.translator.open.closed_tools.update(event.call_ids)
             self.children[event.started.task_id] = scope
             scope.announce()
         elif type(event) is SubAgentFinished:
@@ -307,16 +245,15 @@ class AguiTranslator(BaseListener):
             }
             self._state_delta(self.state.subagent_changed_ops(event.task_id, changes))
 
-    # -- messages that join the run (seeds/004, FireOrQueue) ---------------
+    # -- messages that join the run ------------------------------------
 
     def on_message_queued(self, request_id: str, display: str) -> None:
         if not self.finished:
-            value = {"requestId": request_id, "display": display}
-            self.publish({"type": "CUSTOM", "name": MESSAGE_QUEUED, "value": value})
+            self.publish(ev.custom(ev.MESSAGE_QUEUED, {"requestId": request_id, "display": display}))
 
     def on_queued_message_read(self, request_ids: list[str]) -> None:
         # The join point: a request that queued one of these follows the run from here.
-        self.publish({"type": "CUSTOM", "name": QUEUED_MESSAGES_READ, "value": {"requestIds": request_ids}})
+        self.publish(ev.custom(ev.QUEUED_MESSAGES_READ, {"requestIds": request_ids}))
 
     # -- per model call -------------------------------------------------
 
@@ -325,7 +262,7 @@ class AguiTranslator(BaseListener):
 
     def _state_delta(self, ops: list[dict[str, Any]]) -> None:
         if ops:
-            self.publish({"type": "STATE_DELTA", "delta": ops})
+            self.publish(ev.state_delta(ops))
 
 
 # The translator's method for each kind of run event. Kept on the class, not as bound methods on each
@@ -391,71 +328,44 @@ class _ChildScope:
         self.translator.started = True  # the parent's run is the one that started
 
     def _publish(self, event: dict[str, Any]) -> None:
-        if event["type"] == "STATE_DELTA":
+        if event["type"] == ev.STATE_DELTA:
             self.parent.publish(event)  # the document is the thread's, whoever changed it
         elif self.parent.v1:
-            kind, rest = event["type"], {k: v for k, v in event.items() if k != "type"}
-            self.parent.publish({"type": kind, "subagentRunId": self.started.task_id, **rest})
+            self.parent.publish(ev.in_subagent(event, self.started.task_id))
 
     def announce(self) -> None:
         if not self.parent.v1:
             return
         started = self.started
-        event: dict[str, Any] = {
-            "type": "SUBAGENT_STARTED",
-            "subagentRunId": started.task_id,
-            "name": started.role,
-            "description": started.prompt[:500],
-        }
-        if started.parent_task_id:
-            event["parentSubagentRunId"] = started.parent_task_id
-        event["parentToolCallId"] = started.tool_call_id
-        self.parent.publish(event)
+        self.parent.publish(
+            ev.subagent_started(
+                started.task_id, started.role, started.prompt[:500], started.parent_task_id, started.tool_call_id
+            )
+        )
 
     def finish(self, finished: SubAgentFinished) -> None:
-        self.translator._close_open()
+        self.translator.close_open()
         if not self.parent.v1:
             return
         if finished.status is SubAgentStatus.SUCCEEDED:
-            self.parent.publish(
-                {
-                    "type": "SUBAGENT_FINISHED",
-                    "subagentRunId": finished.task_id,
-                    "result": finished.summary,
-                    "outcome": {"type": "success"},
-                }
-            )
+            self.parent.publish(ev.subagent_finished(finished.task_id, {"type": "success"}, finished.summary))
         else:
-            self.parent.publish(
-                {
-                    "type": "SUBAGENT_ERROR",
-                    "subagentRunId": finished.task_id,
-                    "message": finished.error or finished.conclusion,
-                    "code": finished.status.value,
-                }
-            )
+            message = finished.error or finished.conclusion
+            self.parent.publish(ev.subagent_error(finished.task_id, message, finished.status.value))
 
     def suspend(self, interrupt_ids: list[str]) -> None:
         """The parent's AG-UI run ends while this child waits (on an approval of its own, or
         beside one): it is closed there as suspended and announced again in the next run."""
-        self.translator._close_open()
+        self.translator.close_open()
         if self.parent.v1:
             outcome: dict[str, Any] = {"type": "suspended"}
             if interrupt_ids:
                 outcome["interruptIds"] = interrupt_ids
-            self.parent.publish(
-                {"type": "SUBAGENT_FINISHED", "subagentRunId": self.started.task_id, "outcome": outcome}
-            )
+            self.parent.publish(ev.subagent_finished(self.started.task_id, outcome))
 
     def close(self) -> None:
         """The parent's run ends with this child still open (an error, a cancel): it ends with it."""
-        self.translator._close_open()
+        self.translator.close_open()
         if self.parent.v1:
-            self.parent.publish(
-                {
-                    "type": "SUBAGENT_ERROR",
-                    "subagentRunId": self.started.task_id,
-                    "message": "the run ended before this sub-agent finished",
-                    "code": "closed",
-                }
-            )
+            message = "the run ended before this sub-agent finished"
+            self.parent.publish(ev.subagent_error(self.started.task_id, message, "closed"))

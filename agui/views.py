@@ -22,9 +22,10 @@ from agui.http import Caller, SseResponse, agui_endpoint, error_response, token_
 from agui.interrupts import decided_of
 from agui.prompt import build_request, no_message_request
 from agui.relay import follow_stored_run
-from agui.runs import LIVE_STREAMS, AguiRun
+from agui.runs import AguiRun
 from agui.state import model_entry
-from runhost.host import HOST, Answers, Start, ThreadStatus
+from runhost.host import HOST
+from runhost.requests import Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.services.runs import RunNotCancellable
@@ -210,7 +211,7 @@ async def reattach(
         run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
     if run is None or run.thread.agent_id != agent.pk or not caller.reaches(run.thread.owner_id):
         return error_response(404, "unknown_run", "no such run on this thread")
-    stream = LIVE_STREAMS.get(run.pk)
+    stream = HOST.registry.stream_of(run.pk)
     if stream is not None:
         return SseResponse(stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
     return SseResponse(follow_stored_run(run, after))
@@ -238,8 +239,8 @@ async def info(request: HttpRequest, caller: Caller) -> HttpResponseBase:
         ],
         "capabilities": {
             "streaming": True,
-            "frontendTools": settings.FRONTEND_TOOLS,
-            "humanInTheLoop": settings.HUMAN_IN_THE_LOOP,
+            "frontendTools": settings.AGUI_FRONTEND_TOOLS,
+            "humanInTheLoop": settings.AGUI_HUMAN_IN_THE_LOOP,
             "sharedState": True,
             "interrupts": True,
             "reasoning": True,

@@ -1,6 +1,6 @@
 """The admin of the agents app: agents, the permission rules and the page that tries a tool call
 against them. It lives here, not in agents/, because it is an HTTP surface and agents/ knows nothing
-of HTTP (DESIGN.md §1); "project" is an installed app so that the admin finds this module."""
+of HTTP; "project" is an installed app so that the admin finds this module."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def try_call(data: dict[str, Any]) -> TriedCall:
         arguments=data["arguments"],
         remembered=data["remembered"],
         auto_approve=data["auto_approve"],
-        ask_a_person=settings.HUMAN_IN_THE_LOOP,  # as the server would decide it
+        ask_a_person=settings.AGUI_HUMAN_IN_THE_LOOP,  # as the server would decide it
     )
     return TriedCall(
         verdict, rules, primary_argument(tool.name, data["arguments"]), memory_key(tool.name, data["arguments"])

@@ -1,4 +1,7 @@
-"""Settings, read from the environment and validated at start-up (README: Configuration)."""
+"""Settings, read from the environment and validated at start-up.
+
+Each variable is described once, in README.md's Configuration table (tests/test_configuration_table.py
+keeps the two in step); a comment here says only why a setting is read or bounded as it is."""
 
 from __future__ import annotations
 
@@ -68,26 +71,19 @@ ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "").split(",") if h.
     ["127.0.0.1", "localhost", "[::1]", "testserver"] + ([] if _is_loopback(HOST) else [HOST])
 )
 
-# The AG-UI bearer token. When unset one is generated and kept in the data dir,
-# as Jupyter does, so the printed token stays valid across restarts.
 AGUI_TOKEN = env_str("AGUI_TOKEN")
 AGUI_TOKEN_GENERATED = not AGUI_TOKEN
 if AGUI_TOKEN_GENERATED:
     AGUI_TOKEN = _secret_file("agui-token", 32)
 AGUI_ALLOWED_ORIGINS = env_origins("AGUI_ALLOWED_ORIGINS")
-# The AG-UI routes' prefix, and (AGUI_PORT) a listener of their own: there only AG-UI is served,
-# and the main port no longer answers it, so an origin allowed to reach AG-UI cannot reach the admin.
 AGUI_PATH = env_route_prefix("AGUI_PATH", "/agui")
 if AGUI_PATH.split("/")[1] in ("admin", "api", "metrics", "static"):
     raise ImproperlyConfigured(f"AGUI_PATH={AGUI_PATH!r} collides with the server's own routes")
 AGUI_PORT = env_int("AGUI_PORT", 0, minimum=0, maximum=65535)
 if AGUI_PORT and AGUI_PORT == PORT:
     raise ImproperlyConfigured(f"AGUI_PORT={AGUI_PORT} is PORT too; give the AG-UI listener a port of its own")
-# With nobody watching the chat, a call that would ask for approval is denied instead (the model is told why).
-HUMAN_IN_THE_LOOP = env_bool("AGUI_HUMAN_IN_THE_LOOP", True)
-# Off: RunAgentInput.tools is ignored, and the model is offered only the server's own tools.
-FRONTEND_TOOLS = env_bool("AGUI_FRONTEND_TOOLS", True)
-# HTTPS on every listener: both files or neither.
+AGUI_HUMAN_IN_THE_LOOP = env_bool("AGUI_HUMAN_IN_THE_LOOP", True)
+AGUI_FRONTEND_TOOLS = env_bool("AGUI_FRONTEND_TOOLS", True)
 TLS_CERT_FILE = env_file("TLS_CERT_FILE")
 TLS_KEY_FILE = env_file("TLS_KEY_FILE")
 if bool(TLS_CERT_FILE) != bool(TLS_KEY_FILE):
@@ -113,7 +109,6 @@ if SERVER_MAX_CONNECTIONS_PER_CLIENT > SERVER_MAX_CONNECTIONS:
         f"SERVER_MAX_CONNECTIONS_PER_CLIENT={SERVER_MAX_CONNECTIONS_PER_CLIENT} is above "
         f"SERVER_MAX_CONNECTIONS={SERVER_MAX_CONNECTIONS}; a client's cap must fit in everyone's"
     )
-# How long another process waits before it treats a silent process's running runs as abandoned.
 RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 30.0, minimum=1.0)
 SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)
 AGUI_HEARTBEAT_SECONDS = env_float("AGUI_HEARTBEAT_SECONDS", 15.0, minimum=0.05)
@@ -127,11 +122,8 @@ ANTHROPIC_BASE_URL = env_url("ANTHROPIC_BASE_URL", schemes=("http", "https"))
 ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-5-5")
 ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 2, minimum=0, maximum=10)
 ANTHROPIC_TIMEOUT_SECONDS = env_float("ANTHROPIC_TIMEOUT_SECONDS", 600.0, minimum=1.0)
-# Retries of failures the SDK does not retry itself (an in-stream error, an
-# early end, a dropped connection), only while nothing of the reply was shown.
 MODEL_STREAM_RETRIES = env_int("MODEL_STREAM_RETRIES", 2, minimum=0, maximum=10)
 MODEL_RETRY_BACKOFF_SECONDS = env_float("MODEL_RETRY_BACKOFF_SECONDS", 1.0, minimum=0.0)
-# Pace of the offline demo model's stream, so a person can watch it type.
 DEMO_MODEL_DELAY_SECONDS = env_float("DEMO_MODEL_DELAY_SECONDS", 0.02, minimum=0.0)
 
 # Where runs work (agents/workspaces.py, issue #24). Never the server's own checkout by default: the
@@ -158,15 +150,12 @@ for _inner, _outer in (
             f"AGENT_WORKSPACES_ROOT={str(AGENT_WORKSPACES_ROOT)!r} and AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} "
             f"must lie outside each other and outside the data dir {str(DATA_DIR)!r}: {_inner} is inside {_outer}"
         )
-# What a new workspace starts from: nothing (""), a directory that is copied, or a git repository
-# (a local path or a URL) that is cloned.
 AGENT_WORKSPACE_TEMPLATE = env_str("AGENT_WORKSPACE_TEMPLATE")
 _TEMPLATE_IS_URL = "://" in AGENT_WORKSPACE_TEMPLATE or ":" in AGENT_WORKSPACE_TEMPLATE.split("/")[0]
 if AGENT_WORKSPACE_TEMPLATE and not _TEMPLATE_IS_URL and not Path(AGENT_WORKSPACE_TEMPLATE).is_dir():
     raise ImproperlyConfigured(
         f"AGENT_WORKSPACE_TEMPLATE={AGENT_WORKSPACE_TEMPLATE!r} is neither a directory nor a git URL"
     )
-# Past this many bytes in a workspace the tools that change files refuse until files are removed.
 AGENT_WORKSPACE_MAX_BYTES = env_int("AGENT_WORKSPACE_MAX_BYTES", 1 << 30, minimum=1)
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 50, minimum=1)
 # The tools that change the workspace (file_write, file_edit, apply_patch, bash, todo_write).
@@ -178,26 +167,21 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
 # bash runs in a bubblewrap sandbox ("on"); without bwrap it is not offered. "off" runs it
 # without one, which lets the model read anything the server's user can.
 AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
-# Whether sandboxed commands reach the network.
 AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 # Who a sandboxed command is when the server runs as root (never root itself: agents/tools/sandbox.py),
 # and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS).
 AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
 AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
 AGENT_BASH_MAX_MEMORY_BYTES = env_int("AGENT_BASH_MAX_MEMORY_BYTES", 8 << 30, minimum=64 << 20)
-# In enforced grounding mode, the gate opens after this many iterations even without a report.
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
-# How long a call of one of the client's own tools waits for its result before the model is told.
 FRONTEND_TOOL_TIMEOUT_SECONDS = env_float("FRONTEND_TOOL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 # A sub-agent's own iteration cap and wall-clock timeout (the sub_agent tool; nesting stops at depth 2).
 SUBAGENT_MAX_ITERATIONS = env_int("SUBAGENT_MAX_ITERATIONS", 25, minimum=1)
 SUBAGENT_TIMEOUT_SECONDS = env_float("SUBAGENT_TIMEOUT_SECONDS", 900.0, minimum=1.0)
-# How long an approval waits for its answer before it fails closed (denied).
 APPROVAL_TIMEOUT_SECONDS = env_float("APPROVAL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 # How often each server process looks for waiting runs that are due (a deadline passed, or every
 # answer given in the admin or the API) and goes on with those it claims.
 WAIT_SWEEP_SECONDS = env_float("WAIT_SWEEP_SECONDS", 1.0, minimum=0.05)
-# Messages that may wait on one thread for its run in flight (threads/queue.py); one more is refused.
 QUEUED_MESSAGES_MAX = env_int("QUEUED_MESSAGES_MAX", 20, minimum=1)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
 TOOL_OUTPUT_MAX_LINES = env_int("TOOL_OUTPUT_MAX_LINES", 600, minimum=20)
@@ -218,7 +202,7 @@ WEB_ALLOWED_PRIVATE_HOSTS = frozenset(
 )
 
 # Compaction: older turns are summarised before a prompt passes COMPACTION_AT_SHARE of the context
-# budget: COMPACTION_WINDOW_TOKENS (160,000 by default, as seeds/003 has it: a 200k window less room
+# budget: COMPACTION_WINDOW_TOKENS (160,000 by default: a 200k window less room
 # for the reply and tool output), or the model's window if that is smaller (0: the model's window).
 COMPACTION_AT_SHARE = env_float("COMPACTION_AT_SHARE", 0.75, minimum=0.1)
 COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 160_000, minimum=0)

@@ -13,63 +13,42 @@ import asyncio
 import contextvars
 import logging
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.db import connections
 
-from agents.approvals import Answer
 from agents.events import BaseListener, Listeners, Outcome, RunListener
-from agents.loop import AgentLoop
-from agents.metrics import LIVE_RUNS, MetricsListener, record_approval
+from agents.metrics import LIVE_RUNS, MetricsListener, record_answers
 from agents.models import Agent
-from agents.providers.base import ModelInfo
-from agents.request import RunRequest, chat_scenario
-from agents.runtime import close_providers, loop_config, provider_for, subagent_limits, tool_context, tools_for
-from agents.tools.client import add_client_tools
-from agents.waits import Checkpoint, Resumption, WaitKind
-from runhost.policy import PolicyApprover
+from agents.request import RunRequest
+from agents.runtime import close_providers, provider_for
+from agents.waits import Checkpoint, Resumption, Waiting
+from runhost.assemble import assemble_loop
+from runhost.following import follow_queued
 from runhost.registry import LiveRun, RunRegistry
+from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
+from runhost.surface import BackgroundSurfaces, Flushed, RunContext, RunSurface
+from runhost.sweep import Sweeper
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.locking import Contended
-from threads.models import QueuedMessage, Run, Session, Thread
-from threads.queue import (
-    DbInbox,
-    HandOver,
-    queue_fate,
-    queue_mark_announced,
-    queue_next,
-    queue_refuse,
-    queue_stranded,
-)
+from threads.models import Run, Session, Thread
+from threads.queue import HandOver, queue_next, queue_refuse
 from threads.services.runs import (
     AgentUnavailable,
-    OpenedThread,
+    Hydrate,
+    Queued,
     RunNotCancellable,
+    Started,
+    TakenElsewhere,
     ThreadConflict,
-    run_cancel_request,
+    run_cancel,
     run_finish,
     run_open,
 )
-from threads.services.transcript import message_preview
 from threads.services.workspaces import workspace_open
-from threads.store import DbSessionStore, DbSubAgentStore
-from threads.waits import (
-    ClaimAs,
-    Claimed,
-    ClientResult,
-    Decided,
-    Missing,
-    run_wait,
-    wait_answer,
-    wait_cancel,
-    wait_claim_due,
-    waiting_runs_due,
-)
+from threads.waits import ClaimAs, Claimed, Missing, run_wait, wait_answer, wait_claim_due
 
 log = logging.getLogger(__name__)
 
@@ -86,110 +65,6 @@ _STATUS = {
 }
 
 
-class ThreadStatus(StrEnum):
-    IDLE = "idle"
-    RUNNING = "running"  # a run works on it, in this process or another
-    WAITING = "waiting"  # its run waits for answers; no process holds it
-
-
-@dataclass(slots=True)
-class RunContext:
-    """What a surface needs to know of a run it streams."""
-
-    agui_thread_id: str
-    agui_run_id: str
-    run_pk: uuid.UUID
-    thread: Thread
-    session: Session
-    agent: Agent
-    model: ModelInfo
-    # Calls announced in an earlier run of this agent run (before it waited): not opened again.
-    announced_calls: frozenset[str] = frozenset()
-
-
-@dataclass(slots=True, frozen=True)
-class Flushed:
-    event_count: int
-    state: dict[str, Any]
-
-
-class RunSurface(Protocol):
-    """Where one run's events go (agui/runs.py streams them as AG-UI)."""
-
-    def attach(self, context: RunContext) -> RunListener:
-        """The run is open: the listener that hears it."""
-        ...
-
-    async def waiting(self, checkpoint: Checkpoint) -> None:
-        """The run ended on calls that need answers: end the stream on them."""
-        ...
-
-    async def flush(self) -> Flushed:
-        """Every event is durable; the terminal one is not yet let out."""
-        ...
-
-    def close(self, *, failed: str = "") -> None:
-        """Lets the terminal event out; with ``failed``, the run could not be recorded and
-        the stream ends with an error instead."""
-        ...
-
-    def refused(self, code: str, message: str) -> None:
-        """The request opened no run: end the stream with this error."""
-        ...
-
-    async def hydrate(self, opened: OpenedThread) -> None:
-        """Nothing to run: the thread as it stands (and any questions it waits on), then the end."""
-        ...
-
-    def queued(self, display: str) -> None:
-        """The request's message was queued for the run in flight; this stream will follow it."""
-        ...
-
-    async def relay(self, run_pk: uuid.UUID, *, request_id: str, from_start: bool) -> bool:
-        """Follows another run's events into this stream, until that run ends: all of them
-        (``from_start``: the run the queued message started), or those from where the run read
-        the message ``request_id``. True when this stream ended with it; False when the run ended
-        without reading the message (nothing of it was shown)."""
-        ...
-
-
-class BackgroundSurfaces(Protocol):
-    def __call__(self, thread: Thread, agui_run_id: str, protocol_version: str) -> RunSurface:
-        """The surface of a run with nobody's request to stream into (an answer from the admin
-        or the API, a deadline, a queued message that starts the next run): its log."""
-        ...
-
-
-@dataclass(slots=True, frozen=True)
-class Start:
-    """A request that brings a message (or none: then it is a hydrate)."""
-
-    agent_name: str
-    agui_thread_id: str
-    agui_run_id: str
-    protocol_version: str
-    message: dict[str, Any] | None
-    request: RunRequest
-    client_tools: list[dict[str, Any]] = field(default_factory=list)
-    owner_id: int | None = None  # the user whose own token sent it (run_open keeps others out)
-    from_queue: Any = None  # the queued message (threads/queue.py) this run starts with
-
-
-@dataclass(slots=True, frozen=True)
-class Answers:
-    """A request that answers what the thread's run waits for."""
-
-    agent_name: str
-    agui_thread_id: str
-    agui_run_id: str
-    protocol_version: str
-    decisions: dict[str, Decided]
-    client_results: dict[str, ClientResult]  # by call id
-    answered_by: str
-    request: RunRequest
-    client_tools: list[dict[str, Any]] = field(default_factory=list)
-
-
 class _CancelWatch(BaseListener):
     def __init__(self, live: LiveRun) -> None:
         self.live = live
@@ -202,9 +77,8 @@ class RunHost:
     def __init__(self) -> None:
         self.registry = RunRegistry()
         self._background: BackgroundSurfaces | None = None
-        self._sweeper: asyncio.Task[None] | None = None
+        self._sweeper = Sweeper(self)
         self._closing = False
-        self._chores: set[asyncio.Task[Any]] = set()
 
     # -- what the views ask ---------------------------------------------
 
@@ -225,7 +99,6 @@ class RunHost:
         live = LiveRun(run_pk=uuid.uuid4(), agui_thread_id=start.agui_thread_id)
         if start.message is not None and self.registry.live_for_thread(start.agui_thread_id) is None:
             # Busy at once, before the database is asked: a second message is queued behind it.
-            live.message_ids.add(start.message["id"])
             self.registry.register(live)
         self._spawn(live, self._start(live, start, surface), f"run-{start.agui_run_id}")
 
@@ -240,10 +113,7 @@ class RunHost:
         if live is not None:
             live.cancel_requested = True
             return
-        if await on_db_thread(wait_cancel, run_id=run.pk):
-            return
-        # Owned by another process: it reads the request when it renews its lease.
-        await on_db_thread(run_cancel_request, run_id=run.pk)
+        await on_db_thread(run_cancel, run_id=run.pk)
 
     # -- starting and going on ------------------------------------------
 
@@ -284,46 +154,45 @@ class RunHost:
             # A queued message stays queued: the sweep, or its request, tries again.
             log.exception("could not open run %s of thread %s", start.agui_run_id, start.agui_thread_id)
             return self._refuse(live, surface, "internal", "the server could not open the thread")
-        live.message_ids |= opened.stored_message_ids
-        if opened.queued is not None:
-            self.registry.forget(live)
-            try:
-                await self._follow(opened.queued, start.agui_thread_id, surface)
-            except Exception:
-                # The message is stored and will be taken; only this request's view of it failed.
-                log.exception("could not follow the message queued on thread %s", start.agui_thread_id)
-                surface.refused("internal", "the server could not follow the run that takes the queued message")
-            return
-        if opened.run is None and start.from_queue is not None:
-            self.registry.forget(live)  # another request or process took the message first
-            return
-        if opened.run is not None:
-            self.registry.register(live)  # the run is this one, whatever this process registered before
-        if opened.run is None:
-            try:
-                await surface.hydrate(opened)
-            except Exception:
-                # Whatever breaks a replay (a stored message the encoder refuses, a database error)
-                # ends the stream with an error rather than leaving the client waiting.
-                log.exception("could not replay thread %s", start.agui_thread_id)
-                surface.refused("internal", "the server could not replay the thread")
-            finally:
+        match opened:
+            case Queued(queued=queued):
                 self.registry.forget(live)
-            return
-        resume = Resumption(*opened.superseded) if opened.superseded is not None else None
-        if resume is not None:
-            _count_answers(resume.checkpoint, resume.answers)
-        await self._execute(
-            live,
-            opened.thread,
-            opened.session,
-            opened.agent,
-            start.agui_run_id,
-            start.request,
-            surface,
-            resume,
-            start.client_tools,
-        )
+                try:
+                    await follow_queued(self, queued, start.agui_thread_id, surface)
+                except Exception:
+                    # The message is stored and will be taken; only this request's view of it failed.
+                    log.exception("could not follow the message queued on thread %s", start.agui_thread_id)
+                    surface.refused("internal", "the server could not follow the run that takes the queued message")
+            case TakenElsewhere():
+                self.registry.forget(live)
+            case Hydrate() as hydrate:
+                try:
+                    await surface.hydrate(hydrate)
+                except Exception:
+                    # Whatever breaks a replay (a stored message the encoder refuses, a database error)
+                    # ends the stream with an error rather than leaving the client waiting.
+                    log.exception("could not replay thread %s", start.agui_thread_id)
+                    surface.refused("internal", "the server could not replay the thread")
+                finally:
+                    self.registry.forget(live)
+            case Started() as started:
+                self.registry.register(live)  # the run is this one, whatever this process registered before
+                resume = Resumption(*started.superseded) if started.superseded is not None else None
+                if resume is not None:
+                    record_answers(
+                        resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS
+                    )
+                await self._execute(
+                    live,
+                    started.thread,
+                    started.session,
+                    started.agent,
+                    start.agui_run_id,
+                    start.request,
+                    surface,
+                    resume,
+                    start.client_tools,
+                )
 
     async def _answer(self, live: LiveRun, answers: Answers, surface: RunSurface) -> None:
         try:
@@ -366,7 +235,6 @@ class RunHost:
     async def _go_on(
         self, live: LiveRun, claimed: Claimed, request: RunRequest, surface: RunSurface, client_tools: list[Any]
     ) -> None:
-        _count_answers(claimed.checkpoint, claimed.answers)
         resume = Resumption(claimed.checkpoint, claimed.answers)
         await self._execute(
             live,
@@ -396,6 +264,8 @@ class RunHost:
         resume: Resumption | None,
         client_tools: list[dict[str, Any]],
     ) -> None:
+        if resume is not None:
+            record_answers(resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS)
         provider = provider_for(agent)
         announced = (
             frozenset(resume.checkpoint.done) | {c.call_id for c in resume.checkpoint.open} if resume else frozenset()
@@ -414,33 +284,20 @@ class RunHost:
         listener: RunListener | None = None
         try:
             listener = surface.attach(context)
+            live.stream = surface.stream
             # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
             workspace = await workspace_open(thread)
-            working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
-            tools = tools_for()
-            add_client_tools(tools, client_tools)
-            loop = AgentLoop(
+            live.listener = Listeners(listener, MetricsListener(agent.name), _CancelWatch(live))
+            loop = assemble_loop(
+                agent=agent,
+                thread=thread,
+                session=session,
+                run_pk=live.run_pk,
                 provider=provider,
-                tools=tools,
-                tool_context=working,
-                config=loop_config(agent, provider, grounding=session.grounding_override),
-                store=DbSessionStore(
-                    session_id=session.pk, thread_pk=thread.pk, run_pk=live.run_pk, turns=session.turns
-                ),
-                listener=(listeners := Listeners(listener, MetricsListener(agent.name), _CancelWatch(live))),
-                approver=PolicyApprover(
-                    agent_name=agent.name,
-                    thread_id=thread.agui_thread_id,
-                    session_id=session.pk,
-                    workspace=working.workspace,
-                ),
-                subagent_stores=lambda started, params: DbSubAgentStore(
-                    thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk, started=started, params=params
-                ),
-                subagent_limits=subagent_limits(),
-                inbox=DbInbox(thread_pk=thread.pk, session_id=session.pk, run_pk=live.run_pk),
+                workspace=workspace,
+                client_tools=client_tools,
+                listener=live.listener,
             )
-            live.listener = listeners
             log.info(
                 "run %s of thread %s: agent %s, scenario %s%s",
                 agui_run_id,
@@ -449,11 +306,12 @@ class RunHost:
                 request.scenario.name,
                 ", going on after a wait" if resume else "",
             )
-            outcome = await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume)
-            if outcome is Outcome.WAITING:
-                checkpoint = loop.waiting
-                assert checkpoint is not None
-                await surface.waiting(checkpoint)
+            match await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume):
+                case Waiting(checkpoint=waiting):
+                    outcome, checkpoint = Outcome.WAITING, waiting
+                    await surface.waiting(checkpoint)
+                case Outcome() as finished:
+                    outcome = finished
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED
         except Exception:
@@ -509,42 +367,20 @@ class RunHost:
         if queued:
             # A message queued while the run worked, and not read by it, starts the next run. A run
             # that waits for an answer keeps it: the run that goes on once answered reads it.
-            await self._hand_over(live.agui_thread_id)
+            await self.hand_over(live.agui_thread_id)
 
-    # -- deadlines --------------------------------------------------------
+    # -- deadlines and queued messages ------------------------------------
 
     def start_sweeper(self, background: BackgroundSurfaces) -> None:
-        """Every server process looks for waiting runs that are due (a deadline passed, or every
-        answer given outside a chat) and goes on with those it wins."""
+        """Every server process sweeps for waiting runs that are due and messages left queued
+        (runhost/sweep.py); what it takes runs with a ``background`` surface."""
         self._background = background
-        if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.get_running_loop().create_task(
-                self._sweep(), name="wait-sweeper", context=contextvars.Context()
-            )
+        self._sweeper.start()
 
     def stop_sweeper(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
+        self._sweeper.stop()
 
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(settings.WAIT_SWEEP_SECONDS)
-            try:
-                for run_id in await on_db_thread(waiting_runs_due):
-                    await self._take_due(run_id)
-                # Messages whose run ended with its process before it handed them over.
-                stranded = await on_db_thread(
-                    queue_stranded,
-                    older_than=settings.WAIT_SWEEP_SECONDS * 5,
-                    live_run_ids=self.registry.live_run_pks(),
-                )
-                for agui_thread_id in stranded:
-                    await self._hand_over(agui_thread_id)
-            except Exception:
-                log.exception("the sweep of waiting runs failed")
-
-    async def _take_due(self, run_id: uuid.UUID) -> bool:
+    async def take_due(self, run_id: uuid.UUID) -> bool:
         """Claims a due waiting run and goes on with it in the background, streamed to its
         thread's event log (a reattach follows it). False when another process was first."""
         if self._background is None:
@@ -559,61 +395,7 @@ class RunHost:
         self._spawn(live, self._go_on(live, claimed, request, surface, claimed.client_tools), f"due-{run_id}")
         return True
 
-    # -- messages sent while a run is in flight (seeds/004, FireOrQueue) ----
-
-    async def _follow(self, queued: QueuedMessage, agui_thread_id: str, surface: RunSurface) -> None:
-        """Streams into the request that carried a queued message: the run in flight from where it
-        reads the message, or the run the message starts once that one has ended without it."""
-        surface.queued(message_preview(queued.body))
-        self._announce(queued, agui_thread_id)
-        request_id = queued.agui_run_id
-        # How long to wait before asking again when a hand-over did not take: doubled each time,
-        # so a follower whose message cannot start yet costs the database thread a few queries a
-        # second at most, not twenty (a loaded process must not drown its own runs in polls).
-        pause = 0.05
-        while True:
-            fate = await on_db_thread(queue_fate, queued_pk=queued.pk, live_run_ids=self.registry.live_run_pks())
-            if fate is None:
-                return surface.refused("internal", "the queued message is gone")
-            if fate.status == QueuedMessage.Status.REFUSED:
-                code, _, message = fate.error.partition(": ")
-                return surface.refused(code, message)
-            if fate.run_pk is not None:
-                started = fate.status == QueuedMessage.Status.STARTED
-                if not await surface.relay(fate.run_pk, request_id=request_id, from_start=started):
-                    surface.refused("internal", "the run that took the message ended without it")
-                return
-            if fate.busy_run_pk is not None:
-                if await surface.relay(fate.busy_run_pk, request_id=request_id, from_start=False):
-                    return
-                # That run ended without reading it: whoever is first hands the message over.
-                pause = 0.05
-                await asyncio.sleep(pause)
-                continue
-            if fate.behind_question:
-                # Queued before the run put its question: it waits for the answer, then joins.
-                await asyncio.sleep(settings.WAIT_SWEEP_SECONDS)
-                continue
-            # Nothing runs: start the message's run here, unless another process is first.
-            started = await self._hand_over(agui_thread_id)
-            await asyncio.sleep(pause if started else settings.WAIT_SWEEP_SECONDS)
-            pause = min(pause * 2, settings.WAIT_SWEEP_SECONDS)
-
-    def _announce(self, queued: QueuedMessage, agui_thread_id: str) -> None:
-        """Tells the run in flight in this process (on_message_queued); a run in another process
-        is told when it renews its lease (runhost/registry.py), or at its next tool boundary."""
-        live = self.registry.live_for_thread(agui_thread_id)
-        if live is None or live.listener is None:
-            return
-        live.listener.on_message_queued(queued.agui_run_id, message_preview(queued.body))
-        self._spawn_quiet(on_db_thread(queue_mark_announced, queued_pk=queued.pk))
-
-    def _spawn_quiet(self, work: Any) -> None:
-        task = asyncio.get_running_loop().create_task(work, context=contextvars.Context())
-        self._chores.add(task)
-        task.add_done_callback(self._chores.discard)
-
-    async def _hand_over(self, agui_thread_id: str) -> bool:
+    async def hand_over(self, agui_thread_id: str) -> bool:
         """Starts the next run of a thread with the oldest message queued on it, if nothing runs
         there; its events go to its log, which the requests that queued messages follow. False
         when there was nothing to start (nothing queued, or a run in flight, or another was first)."""
@@ -626,24 +408,7 @@ class RunHost:
             return False
         if nxt is None:
             return False
-        request = RunRequest(
-            request_id=nxt.agui_run_id,
-            text="",
-            content=nxt.content,
-            user_id="" if nxt.owner_id is None else str(nxt.owner_id),
-            scenario=chat_scenario(),
-        )
-        start = Start(
-            agent_name=nxt.agent_name,
-            agui_thread_id=agui_thread_id,
-            agui_run_id=nxt.agui_run_id,
-            protocol_version=nxt.protocol_version,
-            message=nxt.message,
-            request=request,
-            client_tools=nxt.client_tools,
-            owner_id=None,  # the thread's owner stays; the shared path opens it
-            from_queue=nxt.queued_pk,
-        )
+        start = start_of_queued(nxt, agui_thread_id)
         thread = await on_db_thread(selectors.thread_get, agui_thread_id=agui_thread_id)
         if thread is None:
             return False
@@ -677,18 +442,17 @@ class RunHost:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _count_answers(checkpoint: Checkpoint, answers: dict[str, Answer]) -> None:
-    """The metrics of the answers a run goes on with (questions and approvals; not client tools)."""
-    now = datetime.now(UTC)
-    for call in checkpoint.answers_needed():
-        answer = answers.get(call.answer_id)
-        if call.kind is WaitKind.CLIENT or answer is None:
-            continue
-        asked = datetime.fromisoformat(call.expires_at) - timedelta(seconds=settings.APPROVAL_TIMEOUT_SECONDS)
-        record_approval(call.name, answer, max(0.0, (now - asked).total_seconds()))
-
-
 HOST = RunHost()
 LIVE_RUNS.set_function(lambda: len(HOST.registry.tasks()))
 
-__all__ = ["HOST", "Answers", "RunContext", "RunHost", "RunNotCancellable", "RunSurface", "Start", "ThreadStatus"]
+__all__ = [
+    "HOST",
+    "Answers",
+    "Flushed",
+    "RunContext",
+    "RunHost",
+    "RunNotCancellable",
+    "RunSurface",
+    "Start",
+    "ThreadStatus",
+]

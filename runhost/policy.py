@@ -46,7 +46,7 @@ class PolicyApprover:
             remembered=remembered,
             auto_approve=settings.AGENT_MUTATING_TOOLS == "on",
             workspace=self.workspace,
-            ask_a_person=settings.HUMAN_IN_THE_LOOP,
+            ask_a_person=settings.AGUI_HUMAN_IN_THE_LOOP,
         )
         if verdict.decision == Decision.ALLOW:
             return Answer(approved=True, reason=verdict.reason)

@@ -6,8 +6,9 @@ import asyncio
 import contextvars
 import logging
 import uuid
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agents.events import RunListener
 from threads.dbthread import on_db_thread
@@ -18,14 +19,35 @@ from threads.services.runs import leases_renew
 log = logging.getLogger(__name__)
 
 
+class LiveStream(Protocol):
+    """A run's stream as a reattach in this process follows it (agui/stream.py RunStream)."""
+
+    def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]: ...
+
+
 @dataclass(slots=True)
 class LiveRun:
+    """A run this process executes: its task, its cancel, what hears it and its live stream."""
+
     run_pk: uuid.UUID
     agui_thread_id: str
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
-    message_ids: set[str] = field(default_factory=set)  # the thread's messages, as far as this run knows
     listener: RunListener | None = None  # what hears the run, once its loop is built
+    stream: LiveStream | None = None  # its events as they are made, once it is attached
+
+    def tell_queued(self, request_id: str, display: str) -> bool:
+        """The one place a run in flight is told of a message queued for it (on_message_queued):
+        False when nothing hears it yet."""
+        if self.listener is None:
+            return False
+        try:
+            self.listener.on_message_queued(request_id, display)
+        except Exception:
+            # A listener that breaks must not break its caller (the lease renewals, above all:
+            # every run here would lose its lease in RUN_LEASE_SECONDS and be taken for abandoned).
+            log.exception("a listener of run %s failed on a queued message", self.run_pk)
+        return True
 
 
 @dataclass(slots=True)
@@ -66,13 +88,8 @@ class RunRegistry:
                     continue
                 for run_pk, request_id, display in queued:  # messages queued in another process
                     live = self.live_by_pk(run_pk)
-                    if live is not None and live.listener is not None and live.run_pk not in self.finishing:
-                        try:
-                            live.listener.on_message_queued(request_id, display)
-                        except Exception:
-                            # A listener that breaks must not end the renewals: every run here would
-                            # lose its lease in RUN_LEASE_SECONDS and be taken for abandoned.
-                            log.exception("a listener of run %s failed on a queued message", run_pk)
+                    if live is not None and live.run_pk not in self.finishing:
+                        live.tell_queued(request_id, display)
 
     def live_for_thread(self, agui_thread_id: str) -> LiveRun | None:
         return self.by_thread.get(agui_thread_id)
@@ -100,6 +117,15 @@ class RunRegistry:
         # Its listeners watch it (the cancel check), so holding them made a reference cycle that
         # kept the run's stream and frames alive until the next full collection.
         live.listener = None
+        live.stream = None
+
+    def stream_of(self, run_pk: uuid.UUID) -> LiveStream | None:
+        """The live stream of a run this process executes, for a reattach here."""
+        live = self.live_by_pk(run_pk)
+        return live.stream if live is not None else None
+
+    def streams(self) -> list[LiveStream]:
+        return [r.stream for r in [*self.by_thread.values(), *self.finishing.values()] if r.stream is not None]
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]

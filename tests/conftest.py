@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ import uvicorn
 from django.test import override_settings
 
 from agents.workspaces import hand_over
+from tests.services import PG_ADMIN, REDIS_URL, _unavailable
 
 
 @dataclass
@@ -119,3 +121,31 @@ def operator(client: Any, db: None) -> Any:
 
     client.force_login(User.objects.create_superuser("operator", "op@example.com", None))
     return client
+
+
+# PostgreSQL and Redis for the tests that run as several processes do (tests/services.py).
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    import psycopg
+
+    name = f"threadline_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
+    except psycopg.Error as exc:
+        _unavailable("PostgreSQL at 127.0.0.1:5432", exc)
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://127.0.0.1:5432/{name}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def redis_url() -> str:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=3) as sock:
+            sock.sendall(b"PING\r\n")
+            assert sock.recv(16).startswith(b"+PONG")
+    except (OSError, AssertionError) as exc:
+        _unavailable("Redis at 127.0.0.1:6379", exc)
+    return REDIS_URL

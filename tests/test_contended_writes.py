@@ -20,7 +20,6 @@ from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess
 from tests.sse import post_run
-from tests.test_services import postgres_url  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.services
 ATTEMPTS = 4  # threads/locking.py
@@ -39,7 +38,7 @@ CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH ROW WHEN ({when}) EXECU
 
 
 @pytest.fixture
-def server(tmp_path: Path, postgres_url: str) -> Iterator[tuple[ServerProcess, FakeAnthropic]]:  # noqa: F811
+def server(tmp_path: Path, postgres_url: str) -> Iterator[tuple[ServerProcess, FakeAnthropic]]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with FakeAnthropic() as fake:

@@ -11,11 +11,11 @@ import sys
 import httpx
 import orjson
 
+from tests.asgi_scripts import ASGI_POST, _env
 from tests.fakes.anthropic_api import split_tokens, text_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ROOT
 from tests.sse import get_stream, parse_frames, post_run
-from tests.test_lean_process import ASGI_POST, _env
 from threads.models import Run, RunEvent, Thread
 
 HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
@@ -150,7 +150,6 @@ def test_a_run_is_recorded_before_its_terminal_event_reaches_the_client(server, 
 DISCONNECT_SCRIPT = (
     ASGI_POST
     + """
-from agui.runs import LIVE_STREAMS
 from runhost.host import HOST
 from threads.models import Run
 
@@ -166,7 +165,7 @@ async def main():
             gone.set()
             await asyncio.Event().wait()  # a client that stopped reading: the disconnect finds the send waiting
     await asyncio.wait_for(application(post_scope(b"detach"), receiver(gone), send), 30)
-    (stream,) = LIVE_STREAMS.values()  # the run goes on without its client
+    (stream,) = HOST.registry.streams()  # the run goes on without its client
     subscribers, sent_then = stream.subscribers, stream.last_seq
     await HOST.drain()
     run = await Run.objects.aget(agui_run_id="r1")

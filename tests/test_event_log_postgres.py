@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.procs import ROOT
-from tests.test_services import postgres_url  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.services
 
@@ -55,7 +54,7 @@ print(json.dumps({
 """
 
 
-def test_the_event_log_round_trips_every_payload_through_copy(postgres_url, tmp_path: Path):  # noqa: F811
+def test_the_event_log_round_trips_every_payload_through_copy(postgres_url, tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DJANGO_"))}
     env |= {
         "DATABASE_URL": postgres_url,

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from tests.fuzz_bodies import Figures, bodies, check_threads_free, fire_all
 from tests.procs import ServerProcess
-from tests.test_services import postgres_url  # noqa: F401  (the fixture)
 
 BATCH = 50
 BATCHES = 40  # 2,000 bodies per database

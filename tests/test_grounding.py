@@ -99,7 +99,7 @@ def test_with_human_in_the_loop_off_a_question_in_the_report_is_not_asked(server
             text_turn(["Could not tell which notes file; nothing was changed."]),
         ]
     )
-    with override_settings(HUMAN_IN_THE_LOOP=False):
+    with override_settings(AGUI_HUMAN_IN_THE_LOOP=False):
         (result,) = run_client(
             version,
             f"{server.url}/agui/coder",

@@ -14,7 +14,6 @@ import pytest
 
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
-from tests.test_services import postgres_url  # noqa: F401  (the fixture)
 from threads.models import Message, Run, Thread
 
 TOO_DEEP = 300  # past what orjson encodes (254), and far past the server's limit (128)

@@ -5,13 +5,12 @@ tools' httpx and BeautifulSoup (issue #14)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 
+from tests.asgi_scripts import ASGI_POST, _env
 from tests.procs import ROOT, free_port
 
 # Serves one AG-UI run and an unknown AG-UI path through project.asgi in this process, then
@@ -55,19 +54,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DATABASE_URL", "DJANGO_"))}
-    workspace = tmp_path / "workspace"
-    workspace.mkdir(exist_ok=True)
-    return env | {
-        "THREADLINE_DATA_DIR": str(tmp_path / "data"),
-        "AGENT_WORKSPACE": str(workspace),
-        "AGUI_TOKEN": "lean",
-        "DEMO_MODEL_DELAY_SECONDS": "0",
-        "LOG_LEVEL": "WARNING",
-    }
 
 
 def test_the_agui_path_on_the_demo_model_loads_no_sdk_rest_api_or_twisted(tmp_path):
@@ -134,31 +120,6 @@ def test_the_application_lets_a_thread_waiting_for_the_gil_have_it_within_a_mill
 # What the scripts below share: a run's POST to /agui/coder through project.asgi in this process
 # (the body asks the demo model what is in the project), and a receive that gives the body, then
 # says the client has gone once ``gone`` is set.
-ASGI_POST = """
-import asyncio, json
-
-from project.asgi import application
-
-RUN_BODY = json.dumps({"threadId": "t1", "runId": "r1", "protocolVersion": "1.0", "tools": [], "context": [],
-                       "messages": [{"id": "m1", "role": "user", "content": "what is in this project?"}],
-                       "state": {}, "forwardedProps": {}}).encode()
-
-def post_scope(token):
-    return {"type": "http", "method": "POST", "path": "/agui/coder", "raw_path": b"/agui/coder",
-            "query_string": b"", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 80),
-            "client": ("127.0.0.1", 1),
-            "headers": [(b"authorization", b"Bearer " + token), (b"content-type", b"application/json")]}
-
-def receiver(gone):
-    asked = []
-    async def receive():
-        if not asked:
-            asked.append(0)
-            return {"type": "http.request", "body": RUN_BODY, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
-    return receive
-"""
 
 # One run with the cyclic collector off: once the run is recorded and its response has ended,
 # reference counting alone must free its stream (and with it every frame).
@@ -167,15 +128,14 @@ FREED_SCRIPT = (
     + """
 import gc, weakref
 
-from agui.runs import LIVE_STREAMS
 from runhost.host import HOST
 
 async def main():
     gc.disable()
     ended, seen = asyncio.Event(), []
     async def send(message):
-        if message["type"] == "http.response.body" and not seen and LIVE_STREAMS:
-            seen.append(weakref.ref(next(iter(LIVE_STREAMS.values()))))
+        if message["type"] == "http.response.body" and not seen and HOST.registry.streams():
+            seen.append(weakref.ref(HOST.registry.streams()[0]))
         if message["type"] == "http.response.body" and not message.get("more_body"):
             ended.set()
     await application(post_scope(b"lean"), receiver(ended), send)

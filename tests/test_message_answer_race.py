@@ -23,7 +23,6 @@ from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.helpers import eventually, run_input, user, v1
 from tests.procs import ServerProcess
 from tests.sse import Stream, post_run
-from tests.test_services import postgres_url, redis_url  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.services
 RACES = 50
@@ -42,7 +41,7 @@ class Pair:
 
 
 @pytest.fixture
-def pair(tmp_path: Path, postgres_url: str, redis_url: str) -> Iterator[Pair]:  # noqa: F811
+def pair(tmp_path: Path, postgres_url: str, redis_url: str) -> Iterator[Pair]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with FakeAnthropic() as fake:

@@ -6,11 +6,7 @@ loudly; with REQUIRE_SERVICES=1 (as CI sets) a missing service is a failure.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-import uuid
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,47 +19,10 @@ import pytest
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
 from tests.helpers import eventually, run_input, user, v1
 from tests.procs import ServerProcess
+from tests.restarts import conversation_survives_restart
 from tests.sse import parse_frames, post_run
-from tests.test_restart import conversation_survives_restart
 
 pytestmark = pytest.mark.services
-PG_ADMIN = "postgresql://127.0.0.1:5432/test"
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def _unavailable(what: str, why: object) -> None:
-    message = f"{what} is not reachable ({why}); the multi-process tests did NOT run"
-    if os.environ.get("REQUIRE_SERVICES") == "1":
-        pytest.fail(message + " and REQUIRE_SERVICES=1 makes that a failure")
-    warnings.warn(message, pytest.PytestWarning, stacklevel=2)  # shown in the summary, so a skip is never silent
-    pytest.skip(message)
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    import psycopg
-
-    name = f"threadline_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
-    except psycopg.Error as exc:
-        _unavailable("PostgreSQL at 127.0.0.1:5432", exc)
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://127.0.0.1:5432/{name}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def redis_url() -> str:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=3) as sock:
-            sock.sendall(b"PING\r\n")
-            assert sock.recv(16).startswith(b"+PONG")
-    except (OSError, AssertionError) as exc:
-        _unavailable("Redis at 127.0.0.1:6379", exc)
-    return REDIS_URL
 
 
 @dataclass

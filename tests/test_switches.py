@@ -37,7 +37,7 @@ def test_with_human_in_the_loop_off_a_call_that_would_ask_is_denied_and_the_mode
     server, fake_api, workspace, version
 ):
     fake_api.script([tool_turn("file_write", WRITE, id="toolu_write"), text_turn(["I could not write it."])])
-    with override_settings(HUMAN_IN_THE_LOOP=False):
+    with override_settings(AGUI_HUMAN_IN_THE_LOOP=False):
         result = _run(server, version, f"t-nohitl-{version}")
     finished = result["received"][-1]
     assert finished["type"] == "RUN_FINISHED" and finished.get("outcome", {"type": "success"}) == {"type": "success"}
@@ -62,7 +62,7 @@ def test_with_human_in_the_loop_off_a_call_that_would_ask_is_denied_and_the_mode
 def test_with_human_in_the_loop_off_an_allow_rule_still_runs_and_info_says_so(server, fake_api, workspace):
     PermissionRule.objects.create(position=10, tool="file_write", match="notes*", decision="allow")
     fake_api.script([tool_turn("file_write", WRITE), text_turn(["Noted."])])
-    with override_settings(HUMAN_IN_THE_LOOP=False):
+    with override_settings(AGUI_HUMAN_IN_THE_LOOP=False):
         _run(server, "1", "t-nohitl-allow")
         info = httpx.get(f"{server.url}/agui/info", headers={"Authorization": "Bearer test-token"}).json()
     assert (workspace / "notes.txt").read_text() == WRITE["content"]
@@ -73,7 +73,7 @@ def test_with_human_in_the_loop_off_an_allow_rule_still_runs_and_info_says_so(se
 def test_with_frontend_tools_off_the_clients_tools_are_ignored(server, fake_api, version):
     # The model calls the client's tool anyway (a stale plan, say): it is told the tool does not exist.
     fake_api.script([tool_turn("change_background", {"color": "blue"}, id="toolu_bg"), text_turn(["I cannot."])])
-    with override_settings(FRONTEND_TOOLS=False):
+    with override_settings(AGUI_FRONTEND_TOOLS=False):
         result = _run(server, version, f"t-nofront-{version}", tools=[BACKGROUND])
         info = httpx.get(f"{server.url}/agui/info", headers={"Authorization": "Bearer test-token"}).json()
     assert "change_background" not in [t["name"] for t in fake_api.requests[0].body["tools"]]

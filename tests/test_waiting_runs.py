@@ -25,7 +25,6 @@ from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, to
 from tests.helpers import eventually, run_input, user, v1
 from tests.procs import ServerProcess
 from tests.sse import get_stream, post_run
-from tests.test_services import redis_url  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.services, pytest.mark.clients]
 VERSIONS = ["1", "0"]
@@ -51,7 +50,7 @@ def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     alive, with an empty workspace and a fresh script."""
     import uuid
 
-    from tests.test_services import PG_ADMIN, REDIS_URL, _unavailable
+    from tests.services import PG_ADMIN, REDIS_URL, _unavailable
 
     name = f"threadline_{uuid.uuid4().hex[:12]}"
     try:
@@ -86,7 +85,7 @@ def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def cluster(_cluster: Cluster, redis_url: str) -> Iterator[Cluster]:  # noqa: F811
+def cluster(_cluster: Cluster, redis_url: str) -> Iterator[Cluster]:
     for server in (_cluster.a, _cluster.b):
         if server.proc is None or server.proc.poll() is not None:
             server.start()

@@ -261,7 +261,7 @@ class SubAgentTask(models.Model):
 
 
 class QueuedMessage(models.Model):
-    """A user message sent while a run was in flight on its thread (seeds/004, FireOrQueue).
+    """A user message sent while a run was in flight on its thread.
 
     It is stored at once. The run in flight reads it at its next tool boundary (``read``);
     when that run ends first, the message is the first of the next run (``started``). Either

@@ -1,4 +1,4 @@
-"""Messages sent while a run is in flight (seeds/004, FireOrQueue), in the database.
+"""Messages sent while a run is in flight, in the database.
 
 ``run_open`` (threads/services/runs.py) queues a new message when its thread is busy,
 under the thread's row lock. From there a message is taken exactly once:

@@ -92,16 +92,8 @@ def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[
     return list(events[:limit] if limit else events)
 
 
-def run_status(*, run_pk: uuid.UUID) -> str | None:
-    return Run.objects.filter(pk=run_pk).values_list("status", flat=True).first()
-
-
 def agents_enabled() -> list[Agent]:
     return list(Agent.objects.filter(enabled=True).order_by("name"))
-
-
-def approval_get(*, interrupt_id: str) -> Approval | None:
-    return Approval.objects.filter(id=interrupt_id).first()
 
 
 def _is_staff(user: AbstractBaseUser | AnonymousUser) -> bool:

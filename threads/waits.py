@@ -74,11 +74,6 @@ class NotWaiting:
     """Nothing on the thread waits (any more): the answer came late, or another was first."""
 
 
-@dataclass(slots=True, frozen=True)
-class Recorded:
-    """The answers are stored; the run goes on when every open call has one (the sweep takes it)."""
-
-
 def _expires(call: OpenCall) -> datetime:
     parsed = parse_datetime(call.expires_at) if call.expires_at else None
     return parsed or timezone.now()

@@ -1,6 +1,6 @@
 """The Anthropic provider: streaming Messages with tools, thinking and prompt caching.
 
-Three stream failures the SDK neither retries nor always raises for (DESIGN.md §4):
+Three stream failures the SDK neither retries nor always raises for:
 an ``error`` event inside a 200 stream, a stream that ends without
 ``message_stop`` (the SDK raises nothing) and a dropped connection
 (httpx2.RemoteProtocolError). Each becomes a ModelError the loop can retry while

@@ -1,11 +1,11 @@
-"""Grounding: the agent reads the code before it changes anything (seeds/003, ``grounding``).
+"""Grounding: the agent reads the code before it changes anything.
 
 Three modes: ``off``; ``prompt`` (advisory: the protocol is in the system prompt, nothing is
 enforced; the default of sub-agents, which their parent has already scoped); ``enforced`` (the gate:
 until the model calls ``grounding_report{understood: true}``, or the run has spent its grounding
 iterations, only the tools of ``GATE_ALLOWED_TOOLS`` and other read-only tools may run).
 
-grounding_report is answered by the loop itself (it opens the gate, or puts the agent's question to
+grounding_report is answered by the run itself (agents/questions.py: it opens the gate, or puts the agent's question to
 the person); its function here is never called.
 """
 

@@ -21,9 +21,9 @@ from threads.admin.liveness import Liveness
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.locking import Contended
 from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
-from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel_request
+from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel
 from threads.services.workspaces import thread_delete, workspace_info
-from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator, wait_cancel
+from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
 LIVE_POLL_MILLISECONDS = 2000
@@ -260,8 +260,7 @@ class RunAdmin(admin.ModelAdmin):
         asked = 0
         for run in queryset.filter(status__in=(*LIVE_STATUSES, Run.Status.WAITING)):
             try:
-                if not wait_cancel(run_id=run.pk):
-                    run_cancel_request(run_id=run.pk)
+                run_cancel(run_id=run.pk)
                 asked += 1
             except RunNotCancellable:
                 continue

@@ -27,6 +27,7 @@ import orjson
 
 from threads.admin.liveness import Liveness
 from threads.models import Approval, Run, SubAgentTask
+from vocabulary import agui as ev
 
 TEXT_CAP = 20_000  # characters of one message, argument list or result kept for the page
 QUIET_ITEMS_CAP = 12  # distinct items one folded bookkeeping line names
@@ -143,9 +144,10 @@ class Timeline:
 
 
 # Events that are bookkeeping for the client: folded into one quiet line when they follow each other.
-_QUIET = {"RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT"}
+_SUBAGENT_TITLES = {ev.SUBAGENT_STARTED: "started", ev.SUBAGENT_FINISHED: "finished", ev.SUBAGENT_ERROR: "error"}
+_QUIET = {ev.RUN_STARTED, ev.STEP_STARTED, ev.STEP_FINISHED, ev.STATE_SNAPSHOT, ev.STATE_DELTA, ev.MESSAGES_SNAPSHOT}
 # Events whose payload the timeline does not need (snapshots can be megabytes).
-_UNREAD = {"STATE_SNAPSHOT", "MESSAGES_SNAPSHOT", "REASONING_START", "REASONING_END", "STEP_FINISHED"}
+_UNREAD = {ev.STATE_SNAPSHOT, ev.MESSAGES_SNAPSHOT, ev.REASONING_START, ev.REASONING_END, ev.STEP_FINISHED}
 _WARNING_CUSTOM = {"threadline.paused", "threadline.cancelled", "threadline.interrupted"}
 
 
@@ -239,16 +241,16 @@ class TimelineFold:
         quiet = self.quiet
         quiet.events += 1
         quiet.last_seq = seq
-        if kind == "RUN_STARTED":
+        if kind == ev.RUN_STARTED:
             item = "run started"
-        elif kind == "STEP_STARTED":
+        elif kind == ev.STEP_STARTED:
             item = f"phase {data.get('stepName', '?')}"
-        elif kind == "STEP_FINISHED":
+        elif kind == ev.STEP_FINISHED:
             return
-        elif kind == "STATE_DELTA":
+        elif kind == ev.STATE_DELTA:
             paths = sorted({str(op.get("path", "")) for op in data.get("delta", []) if isinstance(op, dict)})
             item = "state " + ", ".join(paths)
-        elif kind == "STATE_SNAPSHOT":
+        elif kind == ev.STATE_SNAPSHOT:
             item = f"state snapshot ({size:,} bytes)"
         else:
             item = f"messages snapshot ({size:,} bytes)"
@@ -376,9 +378,9 @@ class TimelineFold:
 
     def _subagent(self, seq: int, data: dict[str, Any]) -> None:
         kind = str(data.get("type", ""))
-        title = kind.removeprefix("SUBAGENT_").lower()
+        title = _SUBAGENT_TITLES.get(kind, kind.lower())
         entry = self._add(Entry(Kind.SUBAGENT, seq=seq, run=self._run(), title=f"sub-agent {title}"), data)
-        entry.is_error = kind == "SUBAGENT_ERROR"
+        entry.is_error = kind == ev.SUBAGENT_ERROR
         entry.detail = _pretty({k: v for k, v in data.items() if k not in ("type", "subagentRunId")})
 
     def _other(self, seq: int, kind: str, data: dict[str, Any]) -> None:
@@ -392,25 +394,25 @@ def _pretty(value: Any) -> str:
 
 
 _HANDLERS: dict[str, Callable[[TimelineFold, int, dict[str, Any]], object]] = {
-    "TEXT_MESSAGE_START": TimelineFold._text_start,
-    "TEXT_MESSAGE_CONTENT": TimelineFold._text_content,
-    "TEXT_MESSAGE_CHUNK": TimelineFold._text_content,
-    "TEXT_MESSAGE_END": TimelineFold._text_end,
-    "REASONING_MESSAGE_START": TimelineFold._reasoning_start,
-    "REASONING_MESSAGE_CONTENT": TimelineFold._reasoning_content,
-    "REASONING_MESSAGE_CHUNK": TimelineFold._reasoning_content,
-    "REASONING_MESSAGE_END": TimelineFold._reasoning_end,
-    "REASONING_START": TimelineFold._span,
-    "REASONING_END": TimelineFold._span,
-    "TOOL_CALL_START": TimelineFold._tool_start,
-    "TOOL_CALL_ARGS": TimelineFold._tool_args,
-    "TOOL_CALL_CHUNK": TimelineFold._tool_args,
-    "TOOL_CALL_END": TimelineFold._tool_end,
-    "TOOL_CALL_RESULT": TimelineFold._tool_result,
-    "RUN_FINISHED": TimelineFold._finished,
-    "RUN_ERROR": TimelineFold._error,
-    "CUSTOM": TimelineFold._custom,
-    "SUBAGENT_STARTED": TimelineFold._subagent,
-    "SUBAGENT_FINISHED": TimelineFold._subagent,
-    "SUBAGENT_ERROR": TimelineFold._subagent,
+    ev.TEXT_MESSAGE_START: TimelineFold._text_start,
+    ev.TEXT_MESSAGE_CONTENT: TimelineFold._text_content,
+    ev.TEXT_MESSAGE_CHUNK: TimelineFold._text_content,
+    ev.TEXT_MESSAGE_END: TimelineFold._text_end,
+    ev.REASONING_MESSAGE_START: TimelineFold._reasoning_start,
+    ev.REASONING_MESSAGE_CONTENT: TimelineFold._reasoning_content,
+    ev.REASONING_MESSAGE_CHUNK: TimelineFold._reasoning_content,
+    ev.REASONING_MESSAGE_END: TimelineFold._reasoning_end,
+    ev.REASONING_START: TimelineFold._span,
+    ev.REASONING_END: TimelineFold._span,
+    ev.TOOL_CALL_START: TimelineFold._tool_start,
+    ev.TOOL_CALL_ARGS: TimelineFold._tool_args,
+    ev.TOOL_CALL_CHUNK: TimelineFold._tool_args,
+    ev.TOOL_CALL_END: TimelineFold._tool_end,
+    ev.TOOL_CALL_RESULT: TimelineFold._tool_result,
+    ev.RUN_FINISHED: TimelineFold._finished,
+    ev.RUN_ERROR: TimelineFold._error,
+    ev.CUSTOM: TimelineFold._custom,
+    ev.SUBAGENT_STARTED: TimelineFold._subagent,
+    ev.SUBAGENT_FINISHED: TimelineFold._subagent,
+    ev.SUBAGENT_ERROR: TimelineFold._subagent,
 }

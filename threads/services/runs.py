@@ -23,7 +23,7 @@ from threads.queue import queue_claim, queue_message, queue_started
 from threads.selectors import agent_get
 from threads.services.subagents import subagents_interrupt
 from threads.services.transcript import message_preview, messages_append
-from threads.waits import wait_supersede
+from threads.waits import wait_cancel, wait_supersede
 
 # A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
 LIVE_STATUSES = (Run.Status.RUNNING,)
@@ -35,19 +35,43 @@ class ThreadConflict(Exception):
     """The request names a thread or run in a way the server will not accept (HTTP 409)."""
 
 
-@dataclass(slots=True)
-class OpenedThread:
+@dataclass(slots=True, frozen=True)
+class Started:
+    """A run was opened with the request's message stored."""
+
     thread: Thread
     session: Session
-    stored_message_ids: set[str]
-    run: Run | None  # None when the request brought no new message (a hydrate)
     agent: Agent
-    # A hydrate of a thread whose run waits for answers: that run, to ask its questions again.
-    waiting: Run | None = None
+    run: Run
     # The new message superseded a waiting run: what the agent run goes on from.
     superseded: tuple[Checkpoint, dict[str, Answer]] | None = None
-    # The thread was busy: the message was queued for the run in flight (threads/queue.py).
-    queued: QueuedMessage | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Queued:
+    """The thread was busy: the message was queued for the run in flight (threads/queue.py)."""
+
+    queued: QueuedMessage
+
+
+@dataclass(slots=True, frozen=True)
+class Hydrate:
+    """The request brought no new message: the thread as it stands is replayed."""
+
+    thread: Thread
+    session: Session
+    agent: Agent
+    # The thread's run waits for answers: that run, to ask its questions again.
+    waiting: Run | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class TakenElsewhere:
+    """A queued message's run was not opened: another request or process took the message first,
+    or a run in flight (or the waiting one, once answered) will read it."""
+
+
+Opened = Started | Queued | Hydrate | TakenElsewhere
 
 
 class ThreadNotReachable(ThreadConflict):
@@ -73,7 +97,7 @@ def run_open(
     content: Any = None,
     client_tools: list[dict[str, Any]] | None = None,
     from_queue: uuid.UUID | None = None,
-) -> OpenedThread:
+) -> Opened:
     """Opens the thread (creating it and its session on first use) and, when the
     request brings a new user message, a run with that message stored.
 
@@ -86,9 +110,10 @@ def run_open(
     reaches every thread and starts unowned ones.
 
     A message for a thread that a run is busy on (here or in another live process), or that has
-    messages queued before it, is queued (``queued``; threads/queue.py), with ``content`` (what
+    messages queued before it, is queued (``Queued``; threads/queue.py), with ``content`` (what
     the model reads) and ``client_tools`` kept for the run that takes it. ``from_queue`` opens
-    the run of a queued message: that message, if it is still the oldest queued and nothing runs.
+    the run of a queued message: that message, if it is still the oldest queued and nothing runs
+    (``TakenElsewhere`` when not). A request with no new message is a ``Hydrate``.
 
     This is on the path to a run's first byte, so it keeps to a handful of
     statements in one transaction (bench/stream.py measures it).
@@ -109,17 +134,16 @@ def run_open(
         thread = Thread(agui_thread_id=agui_thread_id, agent=agent, title=title, owner_id=owner_id)
         session = Session(thread=thread)
         thread.session = session
-        stored: set[str] = set()
         if new_user_message is None:
             # A page opened on a thread nobody has written to yet: its snapshots are empty, and
             # nothing is stored (every page load would otherwise leave an empty thread behind).
-            return OpenedThread(thread, session, stored, None, agent)
+            return Hydrate(thread, session, agent)
         run = _new_run(thread, agui_run_id, run_pk, protocol_version)
         message = Message(
             thread=thread, position=0, message_id=new_user_message["id"], role="user", body=new_user_message
         )
         fastsql.insert(thread, session, run, message)
-        return OpenedThread(thread, session, {message.message_id}, run, agent)
+        return Started(thread, session, agent, run)
     thread = found[0]
     if owner_id is not None and thread.owner_id != owner_id:
         raise ThreadNotReachable(f"no thread {agui_thread_id} of yours")
@@ -138,7 +162,7 @@ def run_open(
         .first()
     )
     if new_user_message is None or new_user_message["id"] in stored:
-        return OpenedThread(thread, session, stored, None, agent, waiting=waiting)
+        return TakenElsewhere() if from_queue is not None else Hydrate(thread, session, agent, waiting=waiting)
     # One read for both: is anything queued, and was this very message queued already?
     queue = list(
         QueuedMessage.objects.filter(thread=thread)
@@ -150,7 +174,7 @@ def run_open(
     already = [pk for pk, message_id, _, _ in queue if message_id == new_user_message["id"]]
     if from_queue is None and already:
         # The request that queued it, sent again: it follows the message where it went.
-        return OpenedThread(thread, session, stored, None, agent, queued=QueuedMessage.objects.get(pk=already[0]))
+        return Queued(QueuedMessage.objects.get(pk=already[0]))
     if from_queue is None and any(run_id == agui_run_id for _, _, run_id, _ in queue):
         raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
     queue = [row for row in queue if row[3] == QueuedMessage.Status.QUEUED]
@@ -172,7 +196,7 @@ def run_open(
     # A message sent after a question was put supersedes it (below); one queued before it was put
     # waits for its answer, and the run that goes on reads it.
     if from_queue is None and (busy or (queue and waiting is None)):
-        # One active run per thread (DESIGN.md §2): the message joins the run in flight, or the
+        # One active run per thread: the message joins the run in flight, or the
         # next run after the messages queued before it; it is never interleaved into a turn.
         if len(queue) >= settings.QUEUED_MESSAGES_MAX:
             raise ThreadConflict(
@@ -187,18 +211,18 @@ def run_open(
             protocol_version=protocol_version,
             client_tools=client_tools or [],
         )
-        return OpenedThread(thread, session, stored, None, agent, queued=queued)
+        return Queued(queued)
     claimed = queue_claim(thread, queued_pk=from_queue) if from_queue is not None else None
     if from_queue is not None and (busy or claimed is None or waiting is not None):
         # Taken already, or a run will read it: the one in flight, or the waiting one once answered.
-        return OpenedThread(thread, session, stored, None, agent)
+        return TakenElsewhere()
     if not thread.title:
         thread.title = message_preview(new_user_message)
         thread.save(update_fields=["title"])
     superseded = None
     if waiting is not None:
         # The user wrote instead of answering: the open calls are closed as superseded and the
-        # agent run goes on from its checkpoint with this message (DESIGN.md §3, interrupts).
+        # agent run goes on from its checkpoint with this message.
         superseded = wait_supersede(waiting, message=message_preview(new_user_message), now=now)
         if superseded is None:
             raise ThreadConflict(f"the run waiting on thread {agui_thread_id} was just taken by another request")
@@ -226,7 +250,7 @@ def run_open(
     )
     if claimed is not None:
         queue_started(claimed, run_pk=run.pk)
-    return OpenedThread(thread, session, stored | {message_id}, run, agent, superseded=superseded)
+    return Started(thread, session, agent, run, superseded=superseded)
 
 
 def _new_run(thread: Thread, agui_run_id: str, run_pk: uuid.UUID | None, protocol_version: str) -> Run:
@@ -249,6 +273,15 @@ def leases_renew(*, run_ids: list[uuid.UUID]) -> list[uuid.UUID]:
 
 class RunNotCancellable(Exception):
     """The run has already ended (HTTP 409)."""
+
+
+def run_cancel(*, run_id: uuid.UUID) -> None:
+    """The one cancel of a run, from any door (the run host, the admin): a waiting run ends at once,
+    with its questions; a running one is asked to stop at its next safe point, whichever process
+    owns it (it reads the request when it renews its lease). Raises RunNotCancellable when the run
+    has already ended. The run host stops a run it executes itself without asking the database."""
+    if not wait_cancel(run_id=run_id):
+        run_cancel_request(run_id=run_id)
 
 
 def run_cancel_request(*, run_id: uuid.UUID) -> None:

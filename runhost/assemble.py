@@ -1,0 +1,61 @@
+"""Assembling one run's loop: the agent's model and limits, the tools (the client's too), the run's
+workspace, the permission policy, and the stores that keep the session, its sub-agents and the
+messages queued for it."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from agents.events import RunListener, SubAgentStarted
+from agents.loop import AgentLoop
+from agents.models import Agent
+from agents.providers.base import ModelProvider
+from agents.runtime import loop_config, subagent_limits, tool_context, tools_for
+from agents.subagents import SubAgentParams
+from agents.tools.client import add_client_tools
+from runhost.policy import PolicyApprover
+from threads.models import Session, Thread
+from threads.queue import DbInbox
+from threads.store import DbSessionStore, DbSubAgentStore
+
+
+def assemble_loop(
+    *,
+    agent: Agent,
+    thread: Thread,
+    session: Session,
+    run_pk: uuid.UUID,
+    provider: ModelProvider,
+    workspace: Path,
+    client_tools: list[dict[str, Any]],
+    listener: RunListener,
+) -> AgentLoop:
+    """The loop of run ``run_pk`` of ``thread``, heard by ``listener``."""
+    working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
+    tools = tools_for()
+    add_client_tools(tools, client_tools)
+
+    def subagent_store(started: SubAgentStarted, params: SubAgentParams) -> DbSubAgentStore:
+        return DbSubAgentStore(
+            thread_pk=thread.pk, session_id=session.pk, run_pk=run_pk, started=started, params=params
+        )
+
+    return AgentLoop(
+        provider=provider,
+        tools=tools,
+        tool_context=working,
+        config=loop_config(agent, provider, grounding=session.grounding_override),
+        store=DbSessionStore(session_id=session.pk, thread_pk=thread.pk, run_pk=run_pk, turns=session.turns),
+        listener=listener,
+        approver=PolicyApprover(
+            agent_name=agent.name,
+            thread_id=thread.agui_thread_id,
+            session_id=session.pk,
+            workspace=working.workspace,
+        ),
+        subagent_stores=subagent_store,
+        subagent_limits=subagent_limits(),
+        inbox=DbInbox(thread_pk=thread.pk, session_id=session.pk, run_pk=run_pk),
+    )

@@ -1,0 +1,64 @@
+"""The sweep: every server process looks, every WAIT_SWEEP_SECONDS, for waiting runs that are due (a
+deadline passed, or every answer given outside a chat) and for messages whose run ended with its
+process before it handed them over, and has the run host go on with those it wins."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import uuid
+from typing import Protocol
+
+from django.conf import settings
+
+from runhost.registry import RunRegistry
+from threads.dbthread import on_db_thread
+from threads.queue import queue_stranded
+from threads.waits import waiting_runs_due
+
+log = logging.getLogger(__name__)
+
+
+class Swept(Protocol):
+    """What the sweep asks of the run host."""
+
+    registry: RunRegistry
+
+    async def take_due(self, run_id: uuid.UUID) -> bool: ...
+
+    async def hand_over(self, agui_thread_id: str) -> bool: ...
+
+
+class Sweeper:
+    def __init__(self, host: Swept) -> None:
+        self.host = host
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._sweep(), name="wait-sweeper", context=contextvars.Context()
+            )
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _sweep(self) -> None:
+        host = self.host
+        while True:
+            await asyncio.sleep(settings.WAIT_SWEEP_SECONDS)
+            try:
+                for run_id in await on_db_thread(waiting_runs_due):
+                    await host.take_due(run_id)
+                stranded = await on_db_thread(
+                    queue_stranded,
+                    older_than=settings.WAIT_SWEEP_SECONDS * 5,
+                    live_run_ids=host.registry.live_run_pks(),
+                )
+                for agui_thread_id in stranded:
+                    await host.hand_over(agui_thread_id)
+            except Exception:
+                log.exception("the sweep of waiting runs failed")

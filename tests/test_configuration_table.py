@@ -1,0 +1,48 @@
+"""README's configuration table is the one description of each setting: every environment variable
+project/settings.py reads has its row there."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _variables_read(path: Path) -> set[str]:
+    """The names of the variables the module reads: the first argument of its env_* helpers and of
+    os.environ.get / os.getenv, when it is a literal."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        first = node.args[0]
+        value = first.value if isinstance(first, ast.Constant) else None
+        reads = called.startswith("env_") or called in ("get", "getenv")
+        if reads and isinstance(value, str) and re.fullmatch(r"[A-Z][A-Z0-9_]+", value):
+            names.add(value)
+    return names
+
+
+def _documented() -> set[str]:
+    """The variables named in the first column of README's Configuration table."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    names: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            names.update(re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split(" | ", 1)[0]))
+    return names
+
+
+def test_every_variable_the_settings_read_has_a_row_in_the_readme():
+    read = _variables_read(ROOT / "project" / "settings.py")
+    assert len(read) > 40  # the reader still finds them
+    assert sorted(read - _documented()) == []
+
+
+def test_every_row_of_the_table_names_a_variable_the_settings_read():
+    assert sorted(_documented() - _variables_read(ROOT / "project" / "settings.py")) == []
