@@ -47,6 +47,7 @@ from agents.events import (
     RunPaused,
     TodosChanged,
     ToolMessage,
+    ToolProgress,
     ToolResult,
     Usage,
 )
@@ -189,6 +190,7 @@ class AgentLoop:
         # Set when the run ended as waiting: what it goes on from once answered.
         self.waiting: Checkpoint | None = None
         tool_context.on_todos = self._todos_changed
+        tool_context.on_progress = self._tool_progress
 
     def delegable(self, tool: Tool, request: RunRequest) -> bool:
         """Whether a child of this run may be given ``tool``: what this run's scenario offers,
@@ -255,6 +257,9 @@ class AgentLoop:
     def _todos_changed(self, todos: list[dict[str, str]]) -> None:
         self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
 
+    def _tool_progress(self, event: ToolProgress) -> None:
+        self.listener.on_event(event)
+
     async def run(
         self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
     ) -> Outcome:
@@ -296,6 +301,7 @@ class AgentLoop:
             # The context's callback is this loop's own method: a reference cycle that held the run's
             # listeners, and through them its stream and frames, until the next full collection.
             self.tool_context.on_todos = None
+            self.tool_context.on_progress = None
         return outcome
 
     async def _run(self, request: RunRequest, resume: Resumption | None) -> Outcome:
@@ -657,7 +663,7 @@ class AgentLoop:
                     child = await run_sub_agent(parent, self.new_child, tool_call_id=call["id"], arguments=arguments)
                     return delegated(call, child)
                 case WorkspaceCall(tool=tool, arguments=arguments):
-                    return await self.tools.call(tool.name, arguments, self.tool_context)
+                    return await self.tools.call(tool.name, arguments, self.tool_context, call["id"])
 
         async def decide_and_run(call: dict[str, Any], step: ApprovedCall) -> ToolOutput | None:
             tool = step.tool
@@ -753,7 +759,7 @@ class AgentLoop:
                 messages[call["id"]] = ToolMessage(message_id, call["id"], client.text, client.error)
             else:
                 messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
-            waiting.done[call["id"]] = DoneCall(output.content, output.is_error, message_id)
+            waiting.done[call["id"]] = DoneCall(output.content, output.is_error, message_id, list(output.images))
             emit(
                 ToolResult(
                     call["id"],
@@ -780,7 +786,7 @@ class AgentLoop:
             {
                 "type": "tool_result",
                 "tool_use_id": call["id"],
-                "content": waiting.done[call["id"]].content,
+                "content": waiting.done[call["id"]].model_content(),
                 **({"is_error": True} if waiting.done[call["id"]].is_error else {}),
             }
             for call in calls

@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from agents.mcp.names import is_mcp_name, is_tool_glob
 from agents.tools.catalog import KNOWN_TOOLS
 from agents.tools.targets import glob_error
 
@@ -150,9 +151,19 @@ class PermissionRule(models.Model):
             errors["thread_agui_id"] = "A rule scoped to one thread needs its thread id."
         if self.scope != self.Scope.THREAD and self.thread_agui_id:
             errors["thread_agui_id"] = "Only a rule scoped to one thread names a thread."
-        if self.tool and self.tool not in KNOWN_TOOLS:
-            errors["tool"] = f"No tool is called {self.tool!r}; known: {', '.join(sorted(KNOWN_TOOLS))}."
+        if self.tool and (problem := tool_error(self.tool)) is not None:
+            errors["tool"] = problem
         if (problem := glob_error(self.match)) is not None:
             errors["match"] = problem
         if errors:
             raise ValidationError(errors)
+
+
+def tool_error(tool: str) -> str | None:
+    """Why ``tool`` cannot be a rule's tool, or None: a built-in tool's name, an MCP tool's name
+    (``mcp__<server>__<tool>``, whose server may not be running yet) or a glob over names."""
+    if tool in KNOWN_TOOLS or (is_mcp_name(tool) and not is_tool_glob(tool)):
+        return None
+    if is_tool_glob(tool):
+        return glob_error(tool)
+    return f"No tool is called {tool!r}; known: {', '.join(sorted(KNOWN_TOOLS))}, mcp__<server>__<tool>, or a glob."

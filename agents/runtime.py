@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 from django.conf import settings
 
 from agents.confinement import bash_choice, server_workspace
 from agents.loop import LoopConfig
+from agents.mcp.pool import mcp_servers_ready
 from agents.models import Agent
 from agents.permissions import ScopedRules
 from agents.providers.base import ModelProvider
@@ -63,11 +65,22 @@ async def close_providers() -> None:
             await close()
 
 
-def tools_for() -> ToolRegistry:
-    """The agent's tools: the catalogue's, with web_search only with a Brave key, the mutating tools
-    unless switched off, and bash only where it can run sandboxed, or where AGENT_BASH_SANDBOX=off
-    says it may run without."""
-    return ToolRegistry.of(tool for tool in SERVER_TOOLS if _offered(tool))
+def tools_for(extra: Iterable[Tool] = ()) -> ToolRegistry:
+    """The agent's tools: the catalogue's and ``extra`` (MCP servers' tools), with web_search only with
+    a Brave key, the mutating tools unless switched off, and bash only where it can run sandboxed, or
+    where AGENT_BASH_SANDBOX=off says it may run without."""
+    return ToolRegistry.of(tool for tool in (*SERVER_TOOLS, *extra) if _offered(tool))
+
+
+async def run_tools(agent: Agent) -> ToolRegistry:
+    """``tools_for`` with the tools of the MCP servers ``agent`` gets (started on first use)."""
+    pool = await mcp_servers_ready()
+    return tools_for(pool.tools(agent_mcp_servers(agent), taken=(tool.name for tool in SERVER_TOOLS)))
+
+
+def agent_mcp_servers(agent: Agent) -> list[str] | None:
+    """The names of the MCP servers ``agent`` gets: None for every enabled one."""
+    return None
 
 
 def _offered(tool: Tool) -> bool:

@@ -38,6 +38,7 @@ from agents.events import (
     ToolCallArgs,
     ToolCallEnded,
     ToolCallStarted,
+    ToolProgress,
     ToolResult,
     Usage,
 )
@@ -51,6 +52,9 @@ Publish = Callable[[dict[str, Any]], None]
 # later) the run read it. ``requestId``/``requestIds`` are the runIds of the requests that sent them.
 MESSAGE_QUEUED = "threadline.message_queued"
 QUEUED_MESSAGES_READ = "threadline.queued_messages_read"
+# How far a tool call in flight is (an MCP server's progress notification), between its
+# TOOL_CALL_END and its TOOL_CALL_RESULT.
+TOOL_PROGRESS = "threadline.tool_progress"
 
 
 def run_started(thread_id: str, run_id: str, *, v1: bool) -> dict[str, Any]:
@@ -246,6 +250,18 @@ class AguiTranslator(BaseListener):
         if event.touched:
             self._state_delta(self.state.file_ops(event.touched))
 
+    def _tool_progress(self, event: ToolProgress) -> None:
+        value: dict[str, Any] = {
+            "toolCallId": event.tool_call_id,
+            "toolCallName": event.name,
+            "progress": event.progress,
+        }
+        if event.total is not None:
+            value["total"] = event.total
+        if event.message:
+            value["message"] = event.message
+        self.publish({"type": "CUSTOM", "name": TOOL_PROGRESS, "value": value})
+
     def _reasoning_started(self, event: ReasoningStarted) -> None:
         self.open_reasoning[event.reasoning_id] = None
         self.publish({"type": "REASONING_START", "messageId": event.reasoning_id})
@@ -341,6 +357,7 @@ _HANDLERS: dict[type, Callable[[AguiTranslator, Any], None]] = {
     ToolCallStarted: AguiTranslator._tool_started,
     ToolCallEnded: AguiTranslator._tool_ended,
     ToolResult: AguiTranslator._tool_result,
+    ToolProgress: AguiTranslator._tool_progress,
     ReasoningStarted: AguiTranslator._reasoning_started,
     ReasoningEnded: AguiTranslator._reasoning_ended,
     PhaseChanged: AguiTranslator._phase,

@@ -28,7 +28,7 @@ from agents.metrics import LIVE_RUNS, MetricsListener, record_approval
 from agents.models import Agent
 from agents.providers.base import ModelInfo
 from agents.request import RunRequest, chat_scenario
-from agents.runtime import close_providers, loop_config, provider_for, subagent_limits, tool_context, tools_for
+from agents.runtime import close_providers, loop_config, provider_for, run_tools, subagent_limits, tool_context
 from agents.tools.client import add_client_tools
 from agents.waits import Checkpoint, Resumption, WaitKind
 from runhost.policy import PolicyApprover
@@ -417,7 +417,7 @@ class RunHost:
             # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
             workspace = await workspace_open(thread)
             working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
-            tools = tools_for()
+            tools = await run_tools(agent)
             add_client_tools(tools, client_tools)
             loop = AgentLoop(
                 provider=provider,
