@@ -50,3 +50,70 @@ def test_the_reference_servers_tools_are_offered_and_called(server, fake_api, tm
     assert _results(result)["toolu_e"] == "Echo: hello MCP"
     assert _tool_result_block(fake_api.requests[1], "toolu_e")["content"] == "Echo: hello MCP"
     assert result["messages"][-1]["content"] == "Done."
+
+
+def test_every_kind_of_result_reaches_the_model(server, fake_api, tmp_path: Path) -> None:
+    calls = [
+        ("mcp__everything__get-tiny-image", {}, "toolu_img"),
+        ("mcp__everything__get-resource-links", {"count": 2}, "toolu_links"),
+        ("mcp__everything__get-resource-reference", {"resourceType": "Text", "resourceId": 1}, "toolu_res"),
+        ("mcp__everything__get-structured-content", {"location": "New York"}, "toolu_json"),
+    ]
+    with mcp_servers(server, tmp_path, {"everything": everything_stdio()}):
+        fake_api.script([*(tool_turn(name, args, id=call_id) for name, args, call_id in calls), text_turn(["Seen."])])
+        result = _run(server, "1", "t-mcp-kinds")
+    shown = _results(result)
+    image = _tool_result_block(fake_api.requests[1], "toolu_img")["content"]
+    assert image[0]["type"] == "text" and "image/png" in image[0]["text"]
+    assert image[1]["type"] == "image" and image[1]["source"]["media_type"] == "image/png"
+    assert len(image[1]["source"]["data"]) > 100
+    assert "[image 1, image/png" in shown["toolu_img"] and image[1]["source"]["data"] not in shown["toolu_img"]
+    links = _tool_result_block(fake_api.requests[2], "toolu_links")["content"]
+    assert "[resource link: " in links and "<demo://resource/dynamic/" in links
+    embedded = _tool_result_block(fake_api.requests[3], "toolu_res")["content"]
+    assert "[resource <demo://resource/dynamic/text/1> (text/plain)]\nResource 1: This is a plaintext resource" in embedded
+    structured = _tool_result_block(fake_api.requests[4], "toolu_json")["content"]
+    assert '"temperature"' in structured and structured.count('"conditions"') == 1  # said once, not twice
+    assert not any(_tool_result_block(fake_api.requests[i], c).get("is_error") for i, (_, _, c) in enumerate(calls, 1))
+
+
+def test_progress_notifications_reach_the_client_as_a_custom_event(server, fake_api, tmp_path: Path) -> None:
+    with mcp_servers(server, tmp_path, {"everything": everything_stdio()}):
+        fake_api.script(
+            [
+                tool_turn("mcp__everything__trigger-long-running-operation", {"duration": 1, "steps": 3}, id="toolu_p"),
+                text_turn(["Done."]),
+            ]
+        )
+        result = _run(server, "1", "t-mcp-progress")
+    progress = [e["value"] for e in result["received"] if e["type"] == "CUSTOM" and e["name"] == "threadline.tool_progress"]
+    assert [p["progress"] for p in progress] == [1, 2, 3]
+    assert all(p["toolCallId"] == "toolu_p" and p["total"] == 3 for p in progress)
+    assert progress[0]["toolCallName"] == "mcp__everything__trigger-long-running-operation"
+    types = [e["type"] for e in result["received"]]
+    first_progress = types.index("CUSTOM")
+    assert types.index("TOOL_CALL_END") < first_progress < types.index("TOOL_CALL_RESULT")
+
+
+def test_the_servers_environment_holds_none_of_threadlines_secrets(server, fake_api, tmp_path: Path, monkeypatch) -> None:
+    secrets = {
+        "AGUI_TOKEN": "agui-secret-1",
+        "DJANGO_SECRET_KEY": "django-secret-2",
+        "ANTHROPIC_API_KEY": "sk-ant-secret-3",
+        "BRAVE_API_KEY": "brave-secret-4",
+        "DATABASE_URL": "postgresql://user:db-secret-5@127.0.0.1/x",
+        "REDIS_URL": "redis://:redis-secret-6@127.0.0.1:6379/0",
+        "TEAM_TOKEN": "the-servers-own-7",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    config = everything_stdio() | {"env": {"ISSUE_TOKEN": "${TEAM_TOKEN}"}}
+    with mcp_servers(server, tmp_path, {"everything": config}):
+        fake_api.script([tool_turn("mcp__everything__get-env", {}, id="toolu_env"), text_turn(["Done."])])
+        result = _run(server, "1", "t-mcp-env")
+    env = _results(result)["toolu_env"]
+    assert '"ISSUE_TOKEN": "the-servers-own-7"' in env  # its own env, ${VAR} expanded
+    assert '"PATH"' in env and '"HOME"' in env
+    for name, value in secrets.items():
+        if name != "TEAM_TOKEN":
+            assert name not in env and value not in env, name
