@@ -38,7 +38,9 @@ async def _stop_servers() -> None:
 
 
 @contextmanager
-def mcp_servers(server: Any, tmp_path: Path, servers: Mapping[str, Mapping[str, Any]], **settings: Any) -> Iterator[Path]:
+def mcp_servers(
+    server: Any, tmp_path: Path, servers: Mapping[str, Mapping[str, Any]], **settings: Any
+) -> Iterator[Path]:
     """Configures ``servers`` for the test (and stops them after it, on the server's loop)."""
     path = tmp_path / ".mcp.json"
     path.write_text(json.dumps({"mcpServers": servers}))

@@ -71,7 +71,9 @@ def test_every_kind_of_result_reaches_the_model(server, fake_api, tmp_path: Path
     links = _tool_result_block(fake_api.requests[2], "toolu_links")["content"]
     assert "[resource link: " in links and "<demo://resource/dynamic/" in links
     embedded = _tool_result_block(fake_api.requests[3], "toolu_res")["content"]
-    assert "[resource <demo://resource/dynamic/text/1> (text/plain)]\nResource 1: This is a plaintext resource" in embedded
+    assert (
+        "[resource <demo://resource/dynamic/text/1> (text/plain)]\nResource 1: This is a plaintext resource" in embedded
+    )
     structured = _tool_result_block(fake_api.requests[4], "toolu_json")["content"]
     assert '"temperature"' in structured and structured.count('"conditions"') == 1  # said once, not twice
     assert not any(_tool_result_block(fake_api.requests[i], c).get("is_error") for i, (_, _, c) in enumerate(calls, 1))
@@ -86,7 +88,9 @@ def test_progress_notifications_reach_the_client_as_a_custom_event(server, fake_
             ]
         )
         result = _run(server, "1", "t-mcp-progress")
-    progress = [e["value"] for e in result["received"] if e["type"] == "CUSTOM" and e["name"] == "threadline.tool_progress"]
+    progress = [
+        e["value"] for e in result["received"] if e["type"] == "CUSTOM" and e["name"] == "threadline.tool_progress"
+    ]
     assert [p["progress"] for p in progress] == [1, 2, 3]
     assert all(p["toolCallId"] == "toolu_p" and p["total"] == 3 for p in progress)
     assert progress[0]["toolCallName"] == "mcp__everything__trigger-long-running-operation"
@@ -95,7 +99,9 @@ def test_progress_notifications_reach_the_client_as_a_custom_event(server, fake_
     assert types.index("TOOL_CALL_END") < first_progress < types.index("TOOL_CALL_RESULT")
 
 
-def test_the_servers_environment_holds_none_of_threadlines_secrets(server, fake_api, tmp_path: Path, monkeypatch) -> None:
+def test_the_servers_environment_holds_none_of_threadlines_secrets(
+    server, fake_api, tmp_path: Path, monkeypatch
+) -> None:
     secrets = {
         "AGUI_TOKEN": "agui-secret-1",
         "DJANGO_SECRET_KEY": "django-secret-2",

@@ -92,6 +92,9 @@ def test_read_only_mcp_tools_pass_the_grounding_gate(server, fake_api, coder, tm
         _run(server, "t-mcp-gate")
     offered = mcp_tool_names(fake_api.requests[0].body)
     assert READS in offered and ASKS not in offered
-    read, held = fake_api.requests[1].body["messages"][-1]["content"][0], fake_api.requests[2].body["messages"][-1]["content"][0]
+    read, held = (
+        fake_api.requests[1].body["messages"][-1]["content"][0],
+        fake_api.requests[2].body["messages"][-1]["content"][0],
+    )
     assert read["content"] == "Echo: x" and not read.get("is_error")
     assert held["is_error"] is True and "grounding gate is closed" in held["content"]

@@ -82,6 +82,7 @@ class McpServer:
         self._attempted = asyncio.Event()  # the first start has succeeded or failed
         self._task: asyncio.Task[None] | None = None
         self._relist: asyncio.Task[None] | None = None
+        self._notice = ""
 
     @property
     def name(self) -> str:
@@ -137,7 +138,7 @@ class McpServer:
     async def _check_alive(self, session: ClientSession) -> None:
         """After a call timed out: a server that does not answer a ping either is started again."""
         try:
-            await session.send_ping()
+            await asyncio.wait_for(session.send_ping(), min(PING_SECONDS, self.timeouts.call))
         except Exception:
             if session is self._session:
                 self._fail("it stopped answering (a call timed out and a ping got no answer)")
@@ -195,7 +196,7 @@ class McpServer:
                 self._session = session
                 self.state = ServerState.UP
                 self.started_at = time.time()
-                self.last_error = ""
+                self.last_error = self._notice  # what the operator should know although it is up
                 log.info("MCP server %r is up with %d tools", self.name, len(self.tools))
                 if self.tools_changed is not None:
                     self.tools_changed(self)
@@ -280,17 +281,18 @@ class McpServer:
 
     async def _list_tools(self, session: ClientSession) -> list[mcp_types.Tool]:
         tools: list[mcp_types.Tool] = []
+        self._notice = ""
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
             params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
             listed = await session.list_tools(params=params)
             tools.extend(listed.tools)
             cursor = listed.next_cursor
-            if not cursor or len(tools) >= MAX_TOOLS:
+            if not cursor:
                 break
         if len(tools) > MAX_TOOLS:
             log.warning("MCP server %r lists %d tools; only the first %d are offered", self.name, len(tools), MAX_TOOLS)
-            self.last_error = f"it lists {len(tools)} tools; only the first {MAX_TOOLS} are offered"
+            self._notice = f"it lists {len(tools)} tools; only the first {MAX_TOOLS} are offered"
             tools = tools[:MAX_TOOLS]
         return tools
 
