@@ -10,7 +10,7 @@ from django.conf import settings
 
 from agents.confinement import bash_choice, server_workspace
 from agents.loop import LoopConfig
-from agents.mcp.pool import mcp_servers_ready
+from agents.mcp.pool import ServerStatus, current_pool, mcp_servers_ready
 from agents.models import Agent
 from agents.permissions import ScopedRules
 from agents.providers.base import ModelProvider
@@ -76,6 +76,20 @@ async def run_tools(agent: Agent) -> ToolRegistry:
     """``tools_for`` with the tools of the MCP servers ``agent`` gets (started on first use)."""
     pool = await mcp_servers_ready()
     return tools_for(pool.tools(agent_mcp_servers(agent), taken=(tool.name for tool in SERVER_TOOLS)))
+
+
+async def mcp_servers_of(agent: Agent) -> list[ServerStatus]:
+    """The MCP servers ``agent`` gets, as they are now (started on first use)."""
+    pool = await mcp_servers_ready()
+    return pool.statuses(agent_mcp_servers(agent), taken=(tool.name for tool in SERVER_TOOLS))
+
+
+def agent_tool_names(agent: Agent) -> list[str]:
+    """The names of the tools a run of ``agent`` is offered now (with the MCP servers that are up), from
+    any thread; the client's own tools, declared per run, are not among them."""
+    pool = current_pool()
+    mcp = pool.tools(agent_mcp_servers(agent), taken=(tool.name for tool in SERVER_TOOLS)) if pool else []
+    return list(tools_for(mcp).tools)
 
 
 def agent_mcp_servers(agent: Agent) -> list[str] | None:

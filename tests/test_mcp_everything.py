@@ -3,6 +3,7 @@ offered as mcp__everything__*, called, and each kind of result reaches the model
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
+from tests.helpers import eventually
 from tests.mcp_world import everything_stdio, mcp_servers, mcp_tool_names
 
 pytestmark = pytest.mark.clients
@@ -123,3 +125,50 @@ def test_the_servers_environment_holds_none_of_threadlines_secrets(
     for name, value in secrets.items():
         if name != "TEAM_TOKEN":
             assert name not in env and value not in env, name
+
+
+@pytest.fixture
+def everything_http(tmp_path: Path) -> Any:
+    """The reference server in its streamable HTTP mode, on a free loopback port."""
+    import socket
+    import subprocess
+
+    from tests.mcp_world import EVERYTHING
+
+    everything_stdio()  # skips when it is not installed
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = (tmp_path / "everything-http.log").open("w")
+    proc = subprocess.Popen(
+        ["node", str(EVERYTHING), "streamableHttp"], env={"PATH": os.environ["PATH"], "PORT": str(port)}, stderr=log
+    )
+    try:
+
+        def listening() -> bool:
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.1", port)) == 0
+
+        eventually(listening, what="the reference server's HTTP port")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+def test_a_streamable_http_server_is_offered_and_called(server, fake_api, tmp_path, everything_http, monkeypatch):
+    monkeypatch.setenv("DOCS_KEY", "docs-key")
+    config = {"type": "http", "url": everything_http, "headers": {"Authorization": "Bearer ${DOCS_KEY}"}}
+    with mcp_servers(server, tmp_path, {"docs": config}):
+        fake_api.script(
+            [
+                tool_turn("mcp__docs__echo", {"message": "over HTTP"}, id="toolu_h"),
+                tool_turn("mcp__docs__get-tiny-image", {}, id="toolu_i"),
+                text_turn(["Done."]),
+            ]
+        )
+        result = _run(server, "1", "t-mcp-http")
+    assert "mcp__docs__echo" in mcp_tool_names(fake_api.requests[0].body)
+    assert _results(result)["toolu_h"] == "Echo: over HTTP"
+    assert _tool_result_block(fake_api.requests[2], "toolu_i")["content"][1]["type"] == "image"

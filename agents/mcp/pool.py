@@ -16,7 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from agents.mcp.config import ServerConfig, load_servers
+from agents.mcp.config import McpConfigError, ServerConfig, load_servers
 from agents.mcp.connection import McpServer, Timeouts
 from agents.mcp.names import tool_names
 from agents.mcp.tools import server_tools
@@ -143,10 +143,21 @@ def configured_servers() -> list[ServerConfig]:
     return load_servers(Path(path))
 
 
+def current_pool() -> McpPool | None:
+    """The pool as it is, from any thread (for reads that must not start anything)."""
+    return _POOL
+
+
 async def mcp_servers_ready() -> McpPool:
     """The pool, in line with the configuration (servers started on first use)."""
     pool = mcp_pool()
-    await pool.reconcile(configured_servers())
+    try:
+        configs = configured_servers()
+    except McpConfigError as exc:
+        # Checked at start-up; changed since. The servers running go on; the operator is told.
+        log.error("MCP_SERVERS cannot be read any more; the servers running are kept: %s", exc)
+        return pool
+    await pool.reconcile(configs)
     return pool
 
 
