@@ -93,8 +93,10 @@ def agent_tool_names(agent: Agent) -> list[str]:
 
 
 def agent_mcp_servers(agent: Agent) -> list[str] | None:
-    """The names of the MCP servers ``agent`` gets: None for every enabled one."""
-    return None
+    """The names of the MCP servers ``agent`` gets: the ones it names, or None (none named) for every
+    enabled one. A name it keeps of a server that is disabled, or gone from the file, gives nothing:
+    never every server instead."""
+    return list(agent.mcp_servers) or None
 
 
 def _offered(tool: Tool) -> bool:

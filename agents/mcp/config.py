@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 STDIO = "stdio"
@@ -32,7 +33,12 @@ _KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "enabl
 
 
 class McpConfigError(ImproperlyConfigured):
-    """The MCP configuration cannot be used; the message names the file, the server and the problem."""
+    """The MCP configuration cannot be used; the message names the file, the server and the problem.
+    ``field`` is the entry's field at fault, if one is (the admin's form shows the error beside it)."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(slots=True, frozen=True)
@@ -67,17 +73,23 @@ class ServerConfig:
             headers={key: expand(value) for key, value in self.headers},
         )
 
-    def variables(self) -> list[str]:
-        """The names of the variables the server's strings refer to without a default."""
-        strings = [
-            self.command,
-            *self.args,
-            self.cwd,
-            self.url,
-            *(v for _, v in self.env),
-            *(v for _, v in self.headers),
+    def variables(self) -> list[tuple[str, str]]:
+        """(field, variable) for each variable the server's strings refer to without a default."""
+        strings = {
+            "command": [self.command],
+            "args": list(self.args),
+            "cwd": [self.cwd],
+            "url": [self.url],
+            "env": [v for _, v in self.env],
+            "headers": [v for _, v in self.headers],
+        }
+        return [
+            (key, m.group(1))
+            for key, values in strings.items()
+            for s in values
+            for m in _VARIABLE.finditer(s)
+            if m.group(2) is None
         ]
-        return [m.group(1) for s in strings for m in _VARIABLE.finditer(s) if m.group(2) is None]
 
 
 @dataclass(slots=True)
@@ -122,26 +134,42 @@ def load_servers(path: Path, *, environ: Mapping[str, str] | None = None) -> lis
 def parse_servers(document: Any, *, source: str, environ: Mapping[str, str] | None = None) -> list[ServerConfig]:
     if not isinstance(document, dict) or not isinstance(document.get("mcpServers"), dict):
         raise McpConfigError(f'{source}: expected an object with "mcpServers": {{"<name>": {{...}}}}')
-    environ = os.environ if environ is None else environ
     servers = []
     for name, entry in document["mcpServers"].items():
         server = parse_server(name, entry, source=source)
-        if server.enabled:
-            for variable in server.variables():
-                if not environ.get(variable):
-                    raise McpConfigError(
-                        f"{source}: server {name!r}: ${{{variable}}} is not set in the server's environment"
-                    )
+        check_variables(server, environ)
         servers.append(server)
     return servers
+
+
+def check_variables(server: ServerConfig, environ: Mapping[str, str] | None = None) -> None:
+    """Raises ``McpConfigError`` if ``server`` is enabled and one of its ``${VAR}`` (without a default)
+    is not set in ``environ`` (default: this process's environment)."""
+    environ = os.environ if environ is None else environ
+    if not server.enabled:
+        return
+    for key, variable in server.variables():
+        if not environ.get(variable):
+            raise McpConfigError(
+                f"{server.source}: server {server.name!r}: ${{{variable}}} is not set in the server's environment",
+                field=key,
+            )
+
+
+def file_servers() -> list[ServerConfig]:
+    """The servers of the file MCP_SERVERS names (none when it is blank)."""
+    path: str = settings.MCP_SERVERS
+    if not path:
+        return []
+    return load_servers(Path(path))
 
 
 def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
     where = f"{source}: server {name!r}"
     if not _SERVER_NAME.fullmatch(name):
-        raise McpConfigError(f"{where}: a server's name is 1 to 64 letters, digits, '_' or '-'")
+        raise McpConfigError(f"{where}: a server's name is 1 to 64 letters, digits, '_' or '-'", field="name")
     if "__" in name:
-        raise McpConfigError(f"{where}: a server's name may not hold '__' (it separates server and tool)")
+        raise McpConfigError(f"{where}: a server's name may not hold '__' (it separates server and tool)", field="name")
     if not isinstance(entry, dict):
         raise McpConfigError(f"{where}: expected an object")
     unknown = sorted(set(entry) - _KNOWN_KEYS)
@@ -152,29 +180,29 @@ def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
     if kind == "streamable-http" or kind == "streamableHttp":
         kind = HTTP
     if command is None and url is None:
-        raise McpConfigError(f'{where}: needs either a "command" (stdio) or a "url" (http)')
+        raise McpConfigError(f'{where}: needs either a "command" (stdio) or a "url" (http)', field="command")
     if kind not in (STDIO, HTTP):
-        raise McpConfigError(f'{where}: type {kind!r} is not supported (use "stdio" or "http")')
+        raise McpConfigError(f'{where}: type {kind!r} is not supported (use "stdio" or "http")', field="type")
     if kind == STDIO and not (isinstance(command, str) and command.strip()):
-        raise McpConfigError(f'{where}: a stdio server needs "command", a non-empty string')
+        raise McpConfigError(f'{where}: a stdio server needs "command", a non-empty string', field="command")
     if kind == HTTP and not (isinstance(url, str) and url.strip()):
-        raise McpConfigError(f'{where}: an http server needs "url", a non-empty string')
+        raise McpConfigError(f'{where}: an http server needs "url", a non-empty string', field="url")
     if kind == HTTP and not re.match(r"(https?://|\$\{)", str(url)):
-        raise McpConfigError(f'{where}: "url" must be an http:// or https:// URL')
+        raise McpConfigError(f'{where}: "url" must be an http:// or https:// URL', field="url")
     args = entry.get("args", [])
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-        raise McpConfigError(f'{where}: "args" must be a list of strings')
+        raise McpConfigError(f'{where}: "args" must be a list of strings', field="args")
     env = _string_map(entry.get("env", {}), where, "env")
     headers = _string_map(entry.get("headers", {}), where, "headers")
     cwd = entry.get("cwd", "")
     if not isinstance(cwd, str):
-        raise McpConfigError(f'{where}: "cwd" must be a string')
+        raise McpConfigError(f'{where}: "cwd" must be a string', field="cwd")
     enabled = entry.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise McpConfigError(f'{where}: "enabled" must be true or false')
+        raise McpConfigError(f'{where}: "enabled" must be true or false', field="enabled")
     description = entry.get("description", "")
     if not isinstance(description, str):
-        raise McpConfigError(f'{where}: "description" must be a string')
+        raise McpConfigError(f'{where}: "description" must be a string', field="description")
     return ServerConfig(
         name=name,
         transport=kind,
@@ -192,5 +220,5 @@ def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
 
 def _string_map(value: Any, where: str, key: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise McpConfigError(f'{where}: "{key}" must be an object of strings')
+        raise McpConfigError(f'{where}: "{key}" must be an object of strings', field=key)
     return dict(value)

@@ -1,7 +1,7 @@
 """The MCP servers of this server process: started once, shared by its runs, stopped at shutdown.
 
-The configuration is read from MCP_SERVERS (the ``.mcp.json`` file) each time a run asks for its
-tools, and the running servers are brought in line with it (``reconcile``): a server that appeared
+The configuration is read from MCP_SERVERS (the ``.mcp.json`` file) and the admin's servers each time
+a run asks for its tools, and the running servers are brought in line with it (``reconcile``): a server that appeared
 is started (and waited for, up to its start timeout, so the run sees its tools), one that vanished
 or changed is stopped. At start-up (the ASGI lifespan) the same happens before the first request.
 """
@@ -9,17 +9,20 @@ or changed is stopped. At start-up (the ASGI lifespan) the same happens before t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents.mcp.config import McpConfigError, ServerConfig, load_servers
+from agents.mcp.config import McpConfigError, ServerConfig, file_servers
 from agents.mcp.connection import McpServer, Timeouts
 from agents.mcp.names import tool_names
 from agents.mcp.tools import server_tools
+from agents.models import McpServerEntry
 from agents.tools.base import Tool
 
 log = logging.getLogger(__name__)
@@ -136,11 +139,32 @@ def mcp_pool() -> McpPool:
 
 
 def configured_servers() -> list[ServerConfig]:
-    """The servers MCP_SERVERS configures (none when it is blank)."""
-    path: str = settings.MCP_SERVERS
-    if not path:
-        return []
-    return load_servers(Path(path))
+    """The servers of the MCP_SERVERS file (none when it is blank), then the admin's. An admin server
+    whose name the file has too is left out (the admin refuses such a name, but the file may have
+    gained it since) and logged; so is one that no longer passes the file's checks."""
+    servers = file_servers()
+    taken = {server.name for server in servers}
+    try:
+        entries = list(McpServerEntry.objects.all())
+    except Exception as exc:  # a database not migrated yet, or not reachable: the file's servers still run
+        log.error("the admin's MCP servers cannot be read; only the file's are started: %s", exc)
+        return servers
+    for entry in entries:
+        if entry.name in taken:
+            log.error("MCP server %r of the admin is not started: MCP_SERVERS has one of that name", entry.name)
+            continue
+        try:
+            servers.append(entry.as_config())
+        except McpConfigError as exc:
+            log.error("MCP server %r of the admin is not started: %s", entry.name, exc)
+    return servers
+
+
+async def _configured_servers() -> list[ServerConfig]:
+    read = sync_to_async(configured_servers, thread_sensitive=True)
+    # An empty context, so asgiref picks its process-wide thread (the one the runs' database work
+    # uses) rather than a request's executor, which is gone once the request has ended.
+    return await asyncio.get_running_loop().create_task(read(), context=contextvars.Context())
 
 
 def current_pool() -> McpPool | None:
@@ -148,11 +172,18 @@ def current_pool() -> McpPool | None:
     return _POOL
 
 
+def server_statuses() -> dict[str, ServerStatus]:
+    """This process's servers as they are now, by name, from any thread (for the admin: it starts
+    nothing, so a server the pool has not been brought in line with yet is not among them)."""
+    pool = current_pool()
+    return {status.name: status for status in pool.statuses(None)} if pool is not None else {}
+
+
 async def mcp_servers_ready() -> McpPool:
     """The pool, in line with the configuration (servers started on first use)."""
     pool = mcp_pool()
     try:
-        configs = configured_servers()
+        configs = await _configured_servers()
     except McpConfigError as exc:
         # Checked at start-up; changed since. The servers running go on; the operator is told.
         log.error("MCP_SERVERS cannot be read any more; the servers running are kept: %s", exc)
