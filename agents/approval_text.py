@@ -8,6 +8,7 @@ render it richly: the tool, its arguments and, for edits and patches, the diff.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict
 
 from unidiff.errors import UnidiffParseError
@@ -101,9 +102,12 @@ def _body(tool: str, arguments: dict[str, Any]) -> str:
     return f"Allow {tool}({shown})?"
 
 
-def approval_message(tool: str, arguments: dict[str, Any], reason: str = "") -> str:
-    """The call in words a person can judge, first line a question; ``reason`` is why it asks."""
-    body = _body(tool, arguments)
+def approval_message(
+    tool: str, arguments: dict[str, Any], reason: str = "", describe: Callable[[dict[str, Any]], str] | None = None
+) -> str:
+    """The call in words a person can judge, first line a question; ``reason`` is why it asks.
+    ``describe``: the tool's own wording of its calls (``Tool.approval_text``), if it has one."""
+    body = describe(arguments) if describe is not None else _body(tool, arguments)
     if not reason:
         return body
     first, _, rest = body.partition("\n")

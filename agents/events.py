@@ -106,6 +106,17 @@ class ToolResult:
 
 
 @dataclass(slots=True, frozen=True)
+class ToolProgress:
+    """A tool in flight said how far it is (an MCP server's progress notification)."""
+
+    tool_call_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str = ""
+
+
+@dataclass(slots=True, frozen=True)
 class TodosChanged:
     """The run's todo list as todo_write left it (items with id, content, status)."""
 
@@ -248,6 +259,7 @@ RunEvent = (
     | ToolCallArgs
     | ToolCallEnded
     | ToolResult
+    | ToolProgress
     | RunPaused
     | TodosChanged
     | GroundingReported

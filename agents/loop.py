@@ -36,6 +36,7 @@ from agents.events import (
     RunPaused,
     TodosChanged,
     ToolMessage,
+    ToolProgress,
 )
 from agents.memory import heal_turns
 from agents.modelcall import Final, Stopped, ToolCalls, call_model
@@ -172,9 +173,13 @@ class AgentLoop:
         self.inbox = inbox
         self.thread_id = ""
         tool_context.on_todos = self._todos_changed
+        tool_context.on_progress = self._tool_progress
 
     def _todos_changed(self, todos: list[dict[str, str]]) -> None:
         self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
+
+    def _tool_progress(self, event: ToolProgress) -> None:
+        self.listener.on_event(event)
 
     async def run(
         self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
@@ -219,6 +224,7 @@ class AgentLoop:
             # The context's callback is this loop's own method: a reference cycle that held the run's
             # listeners, and through them its stream and frames, until the next full collection.
             self.tool_context.on_todos = None
+            self.tool_context.on_progress = None
         return ended
 
     async def _run(self, request: RunRequest, resume: Resumption | None) -> Outcome | Waiting:

@@ -140,3 +140,22 @@ class MetricsListener(BaseListener):
 
     def on_finished(self, outcome: Outcome) -> None:
         RUNS.labels(outcome.value).inc()
+
+
+# MCP tool calls by server and tool: ok, error (the server said the call failed: isError),
+# failed (down, timed out, a protocol error), as MCP servers' health is their operators' business.
+MCP_CALLS = Counter(
+    "threadline_mcp_calls_total", "MCP tool calls, by server, tool and outcome.", ["server", "tool", "outcome"]
+)
+MCP_FAILURES = Counter(
+    "threadline_mcp_call_failures_total",
+    "MCP tool calls that got no result (server down, timeout, protocol error), by server and tool.",
+    ["server", "tool"],
+)
+
+
+def record_mcp_call(server: str, tool: str, outcome: str) -> None:
+    """Counts one MCP call; ``outcome`` is ok, error or failed."""
+    MCP_CALLS.labels(server, tool, outcome).inc()
+    if outcome == "failed":
+        MCP_FAILURES.labels(server, tool).inc()

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from agents.mcp.config import HTTP, STDIO, McpConfigError, ServerConfig, check_variables, file_servers, parse_server
+from agents.mcp.names import is_mcp_name, is_tool_glob
 from agents.tools.catalog import KNOWN_TOOLS
 from agents.tools.targets import glob_error
 
@@ -60,6 +64,12 @@ class Agent(models.Model):
     thinking_budget = models.PositiveIntegerField(
         default=0, help_text="Extended thinking budget in tokens per model call; 0 turns thinking off."
     )
+    mcp_servers = models.JSONField(
+        "MCP servers",
+        default=list,
+        blank=True,
+        help_text="The MCP servers whose tools this agent gets, by name; none chosen: every enabled one.",
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -69,6 +79,97 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        names = self.mcp_servers
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise ValidationError({"mcp_servers": "A list of MCP server names."})
+        unknown = sorted(set(names) - mcp_server_names())
+        if unknown:
+            raise ValidationError({"mcp_servers": f"No MCP server is called {', '.join(map(repr, unknown))}."})
+
+
+def mcp_server_names() -> set[str]:
+    """The names of every MCP server configured, in the MCP_SERVERS file or the admin, enabled or not."""
+    try:
+        in_file = {server.name for server in file_servers()}
+    except McpConfigError:
+        in_file = set()  # checked at start-up; the admin still names its own servers
+    return in_file | set(McpServerEntry.objects.values_list("name", flat=True))
+
+
+ADMIN_SOURCE = "the admin"
+
+
+class McpServerEntry(models.Model):
+    """An MCP server the admin holds: the fields of a ``.mcp.json`` entry (agents/mcp/config.py, which
+    checks it), so a server moves between the file and the admin unchanged. ``${VAR}`` in its strings
+    is expanded from the server process's environment when it starts. The values of ``env`` and
+    ``headers`` may be secrets: they are never shown back (the admin shows their keys only)."""
+
+    class Transport(models.TextChoices):
+        STDIO = STDIO, "stdio (a local process)"
+        HTTP = HTTP, "http (streamable HTTP)"
+
+    name = models.CharField(
+        max_length=64,
+        unique=True,
+        help_text="1 to 64 letters, digits, _ or -, without __; its tools are mcp__<name>__<tool>.",
+    )
+    transport = models.CharField("type", max_length=8, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to run.")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments, a JSON list of strings.")
+    env = models.JSONField(
+        "environment",
+        default=dict,
+        blank=True,
+        help_text="stdio: its environment (besides PATH, HOME and the locale), a JSON object of strings.",
+    )
+    cwd = models.CharField(
+        "working directory", max_length=500, blank=True, help_text="stdio: where it runs; blank: AGENT_WORKSPACE."
+    )
+    url = models.CharField("URL", max_length=2000, blank=True, help_text="http: the server's MCP endpoint.")
+    headers = models.JSONField(default=dict, blank=True, help_text="http: request headers, a JSON object of strings.")
+    enabled = models.BooleanField(default=True, help_text="A disabled server is kept but not started.")
+    description = models.TextField(blank=True, help_text="For people; the model never sees it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+        verbose_name_plural = "MCP servers"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def as_entry(self) -> dict[str, Any]:
+        """The server as a ``.mcp.json`` entry (with its secrets: never to be shown)."""
+        entry: dict[str, Any] = {"type": self.transport, "enabled": self.enabled}
+        for key in ("command", "args", "env", "cwd", "url", "headers", "description"):
+            value = getattr(self, key)
+            if value not in ("", [], {}, None):
+                entry[key] = value
+        return entry
+
+    def as_config(self) -> ServerConfig:
+        """The server as the pool starts it; raises ``McpConfigError`` as the file's entries do."""
+        return parse_server(self.name, self.as_entry(), source=ADMIN_SOURCE)
+
+    def clean(self) -> None:
+        try:
+            check_variables(self.as_config())
+            in_file = {server.name for server in file_servers()}
+        except McpConfigError as exc:
+            raise ValidationError({_FORM_FIELDS.get(exc.field, exc.field) or "__all__": str(exc)}) from None
+        if self.name in in_file:
+            raise ValidationError(
+                {"name": f"The MCP_SERVERS file already has a server called {self.name!r}; choose another name."}
+            )
+
+
+# The .mcp.json key an McpConfigError names, as the model's field.
+_FORM_FIELDS = {"type": "transport"}
 
 
 class PermissionRule(models.Model):
@@ -150,9 +251,19 @@ class PermissionRule(models.Model):
             errors["thread_agui_id"] = "A rule scoped to one thread needs its thread id."
         if self.scope != self.Scope.THREAD and self.thread_agui_id:
             errors["thread_agui_id"] = "Only a rule scoped to one thread names a thread."
-        if self.tool and self.tool not in KNOWN_TOOLS:
-            errors["tool"] = f"No tool is called {self.tool!r}; known: {', '.join(sorted(KNOWN_TOOLS))}."
+        if self.tool and (problem := tool_error(self.tool)) is not None:
+            errors["tool"] = problem
         if (problem := glob_error(self.match)) is not None:
             errors["match"] = problem
         if errors:
             raise ValidationError(errors)
+
+
+def tool_error(tool: str) -> str | None:
+    """Why ``tool`` cannot be a rule's tool, or None: a built-in tool's name, an MCP tool's name
+    (``mcp__<server>__<tool>``, whose server may not be running yet) or a glob over names."""
+    if tool in KNOWN_TOOLS or (is_mcp_name(tool) and not is_tool_glob(tool)):
+        return None
+    if is_tool_glob(tool):
+        return glob_error(tool)
+    return f"No tool is called {tool!r}; known: {', '.join(sorted(KNOWN_TOOLS))}, mcp__<server>__<tool>, or a glob."

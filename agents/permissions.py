@@ -29,7 +29,12 @@ What the globs see (each tool's ``targets``, agents/tools/targets.py; ``primary_
   ``*.example.com`` does not match ``example.com`` itself); a glob with a scheme against the whole
   URL (``https://example.com/docs/*``).
 - web_search: the query.
-- other tools: the empty string, which only blank, ``*`` or ``**`` match.
+- other tools (MCP servers' tools among them): the empty string, which only blank, ``*`` or ``**``
+  match.
+
+A rule's tool is one tool's name, or a glob over tool names (``mcp__github__*``: every tool of the
+MCP server ``github``; ``mcp__*``: every MCP tool). An MCP tool is read-only when its server's
+annotations say ``readOnlyHint: true``; with no rule matching it runs, and any other asks.
 
 Several targets (a patch's files, a command and its pieces): a ``deny`` or ``ask`` rule matches when
 its glob matches ANY of them, an ``allow`` rule only when it matches ALL of them. So a patch that
@@ -55,6 +60,7 @@ from typing import Any
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from agents.confinement import server_workspace
+from agents.mcp.names import tool_name_matches
 from agents.models import PermissionRule
 from agents.tools.base import Tool
 from agents.tools.catalog import KNOWN_TOOLS
@@ -183,7 +189,9 @@ class RuleGuard:
     """Whether the first rule that matches one path of ``tool_name`` denies it."""
 
     def __init__(self, rules: Iterable[PermissionRule], tool_name: str) -> None:
-        self.rules = [rule for rule in rules if rule.enabled and (not rule.tool or rule.tool == tool_name)]
+        self.rules = [
+            rule for rule in rules if rule.enabled and (not rule.tool or tool_name_matches(rule.tool, tool_name))
+        ]
         self.tool_name = tool_name
         self.may_deny = any(rule.decision == Decision.DENY for rule in self.rules)
 
@@ -252,7 +260,7 @@ def memory_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
 
 
 def _rule_matches(rule: PermissionRule, tool_name: str, seen: Targets, targets: list[str]) -> bool:
-    if rule.tool and rule.tool != tool_name:
+    if rule.tool and not tool_name_matches(rule.tool, tool_name):
         return False
     if rule.match in _ANYTHING:
         return True

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 from django.conf import settings
 
 from agents.confinement import bash_choice, server_workspace
 from agents.loop import LoopConfig
+from agents.mcp.pool import ServerStatus, current_pool, mcp_servers_ready
 from agents.models import Agent
 from agents.permissions import ScopedRules
 from agents.providers.base import ModelProvider
@@ -63,11 +65,38 @@ async def close_providers() -> None:
             await close()
 
 
-def tools_for() -> ToolRegistry:
-    """The agent's tools: the catalogue's, with web_search only with a Brave key, the mutating tools
-    unless switched off, and bash only where it can run sandboxed, or where AGENT_BASH_SANDBOX=off
-    says it may run without."""
-    return ToolRegistry.of(tool for tool in SERVER_TOOLS if _offered(tool))
+def tools_for(extra: Iterable[Tool] = ()) -> ToolRegistry:
+    """The agent's tools: the catalogue's and ``extra`` (MCP servers' tools), with web_search only with
+    a Brave key, the mutating tools unless switched off, and bash only where it can run sandboxed, or
+    where AGENT_BASH_SANDBOX=off says it may run without."""
+    return ToolRegistry.of(tool for tool in (*SERVER_TOOLS, *extra) if _offered(tool))
+
+
+async def run_tools(agent: Agent) -> ToolRegistry:
+    """``tools_for`` with the tools of the MCP servers ``agent`` gets (started on first use)."""
+    pool = await mcp_servers_ready()
+    return tools_for(pool.tools(agent_mcp_servers(agent), taken=(tool.name for tool in SERVER_TOOLS)))
+
+
+async def mcp_servers_of(agent: Agent) -> list[ServerStatus]:
+    """The MCP servers ``agent`` gets, as they are now (started on first use)."""
+    pool = await mcp_servers_ready()
+    return pool.statuses(agent_mcp_servers(agent), taken=(tool.name for tool in SERVER_TOOLS))
+
+
+def agent_tool_names(agent: Agent) -> list[str]:
+    """The names of the tools a run of ``agent`` is offered now (with the MCP servers that are up), from
+    any thread; the client's own tools, declared per run, are not among them."""
+    pool = current_pool()
+    mcp = pool.tools(agent_mcp_servers(agent), taken=(tool.name for tool in SERVER_TOOLS)) if pool else []
+    return list(tools_for(mcp).tools)
+
+
+def agent_mcp_servers(agent: Agent) -> list[str] | None:
+    """The names of the MCP servers ``agent`` gets: the ones it names, or None (none named) for every
+    enabled one. A name it keeps of a server that is disabled, or gone from the file, gives nothing:
+    never every server instead."""
+    return list(agent.mcp_servers) or None
 
 
 def _offered(tool: Tool) -> bool:

@@ -162,7 +162,7 @@ async def run_tool_calls(calls: list[dict[str, Any]], *, turn: Turn, resume: Res
         {
             "type": "tool_result",
             "tool_use_id": call["id"],
-            "content": checkpoint.done[call["id"]].content,
+            "content": checkpoint.done[call["id"]].model_content(),
             **({"is_error": True} if checkpoint.done[call["id"]].is_error else {}),
         }
         for call in calls
@@ -192,7 +192,7 @@ async def _run_one(call: dict[str, Any], step: tuple[CallStep, bool] | None, don
         done.messages[call["id"]] = ToolMessage(message_id, call["id"], client.text, client.error)
     else:
         done.messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
-    done.waiting.done[call["id"]] = DoneCall(output.content, output.is_error, message_id)
+    done.waiting.done[call["id"]] = DoneCall(output.content, output.is_error, message_id, list(output.images))
     turn.listener.on_event(
         ToolResult(
             call["id"],
@@ -274,7 +274,7 @@ async def _run_approved(call: dict[str, Any], step: ApprovedCall, done: _Pass, g
             child = await run_sub_agent(_delegation(turn, grounded), tool_call_id=call["id"], arguments=arguments)
             return done.delegated(call, child)
         case WorkspaceCall(tool=tool, arguments=arguments):
-            return await turn.tools.call(tool.name, arguments, turn.context)
+            return await turn.tools.call(tool.name, arguments, turn.context, call["id"])
 
 
 def _delegation(turn: Turn, grounded: bool) -> Delegation:

@@ -35,6 +35,13 @@ class DoneCall:
     content: str
     is_error: bool
     message_id: str
+    images: list[dict[str, Any]] = field(default_factory=list)  # image blocks the model sees (MCP tools)
+
+    def model_content(self) -> str | list[dict[str, Any]]:
+        """The tool_result's content as the model reads it: the text, and the images after it."""
+        if not self.images:
+            return self.content
+        return [{"type": "text", "text": self.content}, *self.images]
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ from agents.events import (
     ToolCallArgs,
     ToolCallEnded,
     ToolCallStarted,
+    ToolProgress,
     ToolResult,
     Usage,
 )
@@ -186,6 +187,18 @@ class AguiTranslator(BaseListener):
         if event.touched:
             self._state_delta(self.state.file_ops(event.touched))
 
+    def _tool_progress(self, event: ToolProgress) -> None:
+        value: dict[str, Any] = {
+            "toolCallId": event.tool_call_id,
+            "toolCallName": event.name,
+            "progress": event.progress,
+        }
+        if event.total is not None:
+            value["total"] = event.total
+        if event.message:
+            value["message"] = event.message
+        self.publish(ev.custom(ev.TOOL_PROGRESS, value))
+
     def _reasoning_started(self, event: ReasoningStarted) -> None:
         self.publish(self.open.see(ev.reasoning_start(event.reasoning_id)))
         self.publish(ev.reasoning_message_start(event.reasoning_id))
@@ -278,6 +291,7 @@ _HANDLERS: dict[type, Callable[[AguiTranslator, Any], None]] = {
     ToolCallStarted: AguiTranslator._tool_started,
     ToolCallEnded: AguiTranslator._tool_ended,
     ToolResult: AguiTranslator._tool_result,
+    ToolProgress: AguiTranslator._tool_progress,
     ReasoningStarted: AguiTranslator._reasoning_started,
     ReasoningEnded: AguiTranslator._reasoning_ended,
     PhaseChanged: AguiTranslator._phase,

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.models import Agent
-from agents.runtime import provider_for
+from agents.runtime import mcp_servers_of, provider_for
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
@@ -222,6 +222,7 @@ async def info(request: HttpRequest, caller: Caller) -> HttpResponseBase:
     """GET /agui/info: the agents served here and what the server supports. No secrets."""
     agents = await ENABLED_AGENTS.all()
     base = request.build_absolute_uri(settings.AGUI_PATH + "/")
+    servers = {agent.name: await mcp_servers_of(agent) for agent in agents}
     payload = {
         "protocol": "ag-ui",
         "version": "1.0",
@@ -234,6 +235,11 @@ async def info(request: HttpRequest, caller: Caller) -> HttpResponseBase:
                 "description": agent.description,
                 "url": f"{base}{agent.name}",
                 "model": model_entry(provider_for(agent).info),
+                # Transport, tool count and whether each is up: never its command, URL, headers or env.
+                "mcpServers": [
+                    {"name": s.name, "transport": s.transport, "toolCount": s.tool_count, "up": s.state == "up"}
+                    for s in servers[agent.name]
+                ],
             }
             for agent in agents
         ],

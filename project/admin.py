@@ -18,12 +18,35 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from agents.models import Agent, PermissionRule
+from agents.mcp.config import McpConfigError, file_servers
+from agents.models import Agent, McpServerEntry, PermissionRule
 from agents.permissions import Verdict, evaluate, memory_key, primary_argument, rules_for
 from agents.tools.catalog import KNOWN_TOOLS
+from project import admin_mcp  # noqa: F401  (registers the MCP servers' admin)
+
+
+def _mcp_server_choices(chosen: list[str]) -> list[tuple[str, str]]:
+    """Every MCP server configured, labelled with where; a name ``chosen`` keeps that no longer is
+    one stays listed (and checked), so the operator sees it rather than the agent silently widening."""
+    try:
+        labels = {server.name: "MCP_SERVERS file" for server in file_servers()}
+    except McpConfigError:
+        labels = {}
+    for name, enabled in McpServerEntry.objects.values_list("name", "enabled"):
+        labels.setdefault(name, "admin" if enabled else "admin, disabled")
+    for name in chosen:
+        labels.setdefault(name, "not configured")
+    return [(name, f"{name} ({where})") for name, where in sorted(labels.items())]
 
 
 class AgentForm(forms.ModelForm):
+    mcp_servers = forms.MultipleChoiceField(
+        label="MCP servers",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The servers whose tools this agent gets; none checked: every enabled server.",
+    )
+
     class Meta:
         model = Agent
         fields = "__all__"
@@ -31,6 +54,13 @@ class AgentForm(forms.ModelForm):
             "description": forms.Textarea(attrs={"rows": 3, "cols": 100}),
             "system_prompt": forms.Textarea(attrs={"rows": 18, "cols": 100, "style": "font-family: monospace"}),
         }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        chosen = self.instance.mcp_servers if isinstance(self.instance.mcp_servers, list) else []
+        servers = self.fields["mcp_servers"]
+        assert isinstance(servers, forms.MultipleChoiceField)
+        servers.choices = _mcp_server_choices(chosen)
 
 
 @admin.register(Agent)
@@ -80,6 +110,13 @@ class AgentAdmin(admin.ModelAdmin):
                     "tools, ask_user, todo_write) until the model reports its understanding "
                     "(a session can override this)."
                 ),
+            },
+        ),
+        (
+            "MCP servers",
+            {
+                "fields": ("mcp_servers",),
+                "description": "Tools from the operator's MCP servers (the MCP_SERVERS file and the admin's).",
             },
         ),
         (

@@ -59,6 +59,7 @@ tune_switch_interval()
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
+    from agents.mcp.pool import mcp_servers_ready, stop_mcp_servers
     from agui.runs import background_surface
     from runhost.host import HOST
 
@@ -66,11 +67,14 @@ async def _lifespan(receive: Any, send: Any) -> None:
         message = await receive()
         if message["type"] == "lifespan.startup":
             HOST.start_sweeper(background_surface)
+            # MCP servers start before the first request, so the first run does not wait for them.
+            await mcp_servers_ready()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             # Runs in flight get a grace period to finish and record themselves;
             # what is still running after it is cancelled and marked so.
             await HOST.shutdown(grace=settings.SHUTDOWN_GRACE_SECONDS)
+            await stop_mcp_servers()
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.mcp.config import load_servers as load_mcp_servers
 from project.env import (
     env_bool,
     env_choice,
@@ -185,6 +186,26 @@ WAIT_SWEEP_SECONDS = env_float("WAIT_SWEEP_SECONDS", 1.0, minimum=0.05)
 QUEUED_MESSAGES_MAX = env_int("QUEUED_MESSAGES_MAX", 20, minimum=1)
 TOOL_OUTPUT_MAX_BYTES = env_int("TOOL_OUTPUT_MAX_BYTES", 50_000, minimum=1000)
 TOOL_OUTPUT_MAX_LINES = env_int("TOOL_OUTPUT_MAX_LINES", 600, minimum=20)
+
+# MCP servers as tool sources (issue #26): a JSON file in the .mcp.json shape (agents/mcp/config.py).
+# Unset: the .mcp.json beside manage.py, if there is one; blank or "off": none. A file that does not
+# parse, or a server entry that cannot work, stops start-up naming the file, the server and the problem.
+_mcp_servers = os.environ.get("MCP_SERVERS")
+if _mcp_servers is None:
+    MCP_SERVERS = str(BASE_DIR / ".mcp.json") if (BASE_DIR / ".mcp.json").is_file() else ""
+elif _mcp_servers.strip().lower() in ("", "off"):
+    MCP_SERVERS = ""
+else:
+    MCP_SERVERS = str(Path(_mcp_servers.strip()).expanduser().resolve())
+if MCP_SERVERS:
+    load_mcp_servers(Path(MCP_SERVERS))
+# A tools/call that gets no answer in this time fails (and is cancelled on the server).
+MCP_CALL_TIMEOUT_SECONDS = env_float("MCP_CALL_TIMEOUT_SECONDS", 60.0, minimum=0.1)
+# Starting a server (its process or session, the handshake and the tool list) takes at most this long.
+MCP_START_TIMEOUT_SECONDS = env_float("MCP_START_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# A server that exits or stops answering is started again after this, doubling up to the maximum.
+MCP_RESTART_BACKOFF_SECONDS = env_float("MCP_RESTART_BACKOFF_SECONDS", 1.0, minimum=0.01)
+MCP_RESTART_BACKOFF_MAX_SECONDS = env_float("MCP_RESTART_BACKOFF_MAX_SECONDS", 60.0, minimum=0.01)
 
 # The web tools. web_search (Brave Search) is offered only with a key; web_fetch always, and both
 # ask before each call unless a permission rule allows the domain.

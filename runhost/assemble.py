@@ -12,8 +12,9 @@ from agents.events import RunListener, SubAgentStarted
 from agents.loop import AgentLoop
 from agents.models import Agent
 from agents.providers.base import ModelProvider
-from agents.runtime import loop_config, subagent_limits, tool_context, tools_for
+from agents.runtime import loop_config, subagent_limits, tool_context
 from agents.subagents import SubAgentParams
+from agents.tools.base import ToolRegistry
 from agents.tools.client import add_client_tools
 from runhost.policy import PolicyApprover
 from threads.models import Session, Thread
@@ -23,6 +24,7 @@ from threads.store import DbSessionStore, DbSubAgentStore
 
 def assemble_loop(
     *,
+    tools: ToolRegistry,
     agent: Agent,
     thread: Thread,
     session: Session,
@@ -34,7 +36,6 @@ def assemble_loop(
 ) -> AgentLoop:
     """The loop of run ``run_pk`` of ``thread``, heard by ``listener``."""
     working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
-    tools = tools_for()
     add_client_tools(tools, client_tools)
 
     def subagent_store(started: SubAgentStarted, params: SubAgentParams) -> DbSubAgentStore:

@@ -22,7 +22,7 @@ from agents.events import BaseListener, Listeners, Outcome, RunListener
 from agents.metrics import LIVE_RUNS, MetricsListener, record_answers
 from agents.models import Agent
 from agents.request import RunRequest
-from agents.runtime import close_providers, provider_for
+from agents.runtime import close_providers, provider_for, run_tools
 from agents.waits import Checkpoint, Resumption, Waiting
 from runhost.assemble import assemble_loop
 from runhost.following import follow_queued
@@ -289,6 +289,7 @@ class RunHost:
             workspace = await workspace_open(thread)
             live.listener = Listeners(listener, MetricsListener(agent.name), _CancelWatch(live))
             loop = assemble_loop(
+                tools=await run_tools(agent),
                 agent=agent,
                 thread=thread,
                 session=session,

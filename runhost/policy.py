@@ -52,4 +52,5 @@ class PolicyApprover:
             return Answer(approved=True, reason=verdict.reason)
         if verdict.decision == Decision.DENY:
             return Answer(approved=False, reason=f"a permission rule forbids it ({verdict.reason})")
-        return Ask(message=approval_message(tool.name, arguments, verdict.reason), reason=verdict.reason)
+        message = approval_message(tool.name, arguments, verdict.reason, describe=tool.approval_text)
+        return Ask(message=message, reason=verdict.reason)

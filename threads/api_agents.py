@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.models import Agent, PermissionRule
+from agents.runtime import agent_tool_names
 from threads.api_errors import error_responses
 from threads.api_query import ApiView, ListView, text_filter
 from threads.selectors import agent_get_by_name, agent_list, permission_rule_get_visible, permission_rule_list
@@ -49,6 +50,16 @@ class AgentOutput(serializers.Serializer[Agent]):
         return agent.model or str(settings.ANTHROPIC_MODEL)
 
 
+class AgentDetailOutput(AgentOutput):
+    tools = serializers.SerializerMethodField(
+        help_text="The tools its runs are offered now: the built-in ones the settings switch on and the tools "
+        "of its MCP servers that are up (mcp__<server>__<tool>); the client's own tools are added per run."
+    )
+
+    def get_tools(self, agent: Agent) -> list[str]:
+        return agent_tool_names(agent)
+
+
 @extend_schema(responses={200: AgentOutput(many=True), **error_responses(400, 404)})
 class AgentList(ListView[Agent]):
     """GET /api/agents/: every agent, by name."""
@@ -61,7 +72,7 @@ class AgentList(ListView[Agent]):
 
 @extend_schema(
     parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, description="The agent's name.")],
-    responses={200: AgentOutput, **error_responses(404)},
+    responses={200: AgentDetailOutput, **error_responses(404)},
 )
 class AgentDetail(ApiView):
     """GET /api/agents/<name>/: one agent."""
@@ -70,7 +81,7 @@ class AgentDetail(ApiView):
         agent = agent_get_by_name(name=name)
         if agent is None:
             raise NotFound("no such agent")
-        return Response(AgentOutput(agent).data)
+        return Response(AgentDetailOutput(agent).data)
 
 
 class PermissionRuleOutput(serializers.Serializer[PermissionRule]):

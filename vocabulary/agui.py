@@ -53,6 +53,9 @@ SUBAGENT_TYPES = frozenset({SUBAGENT_STARTED, SUBAGENT_FINISHED, SUBAGENT_ERROR}
 # later) the run read it. ``requestId``/``requestIds`` are the runIds of the requests that sent them.
 MESSAGE_QUEUED = "threadline.message_queued"
 QUEUED_MESSAGES_READ = "threadline.queued_messages_read"
+# How far a tool call in flight is (an MCP server's progress notification), between its
+# TOOL_CALL_END and its TOOL_CALL_RESULT.
+TOOL_PROGRESS = "threadline.tool_progress"
 
 
 # -- the run ---------------------------------------------------------------

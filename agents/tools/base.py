@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from agents.events import ToolProgress
 from agents.tools import usage
 from agents.tools.errors import ToolError
 from agents.tools.netguard import WebConfig
@@ -28,6 +30,8 @@ class ToolOutput:
     line_count: int | None = None
     byte_count: int | None = None
     truncated: bool = False
+    # Image blocks the model sees beside ``content`` (an MCP tool's images), in the model API's shape.
+    images: tuple[dict[str, Any], ...] = ()
 
 
 TodoItem = dict[str, str]  # {"id", "content", "status"}
@@ -50,6 +54,18 @@ class ToolContext:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # What the web tools may reach and how much they read (agents/tools/web.py).
     web: WebConfig = field(default_factory=WebConfig)
+    # Told how far a call in flight is (an MCP tool's progress notifications); set by the loop.
+    on_progress: Callable[[ToolProgress], None] | None = None
+
+    def progress(self, call_id: str, name: str, progress: float, total: float | None = None, message: str = "") -> None:
+        """Reports how far the call ``call_id`` of the tool ``name`` is."""
+        if self.on_progress is not None:
+            self.on_progress(ToolProgress(call_id, name, progress, total, message))
+
+
+# The id of the tool call the current task runs (``ToolRegistry.call``): each call runs in a task of
+# its own (the loop gathers them), so a tool's function reads its call's id from here.
+CURRENT_CALL_ID: contextvars.ContextVar[str] = contextvars.ContextVar("tool_call_id", default="")
 
 
 ToolFunc = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
@@ -83,6 +99,9 @@ class Tool:
     # Changes files of the workspace (file_write, file_edit, apply_patch, bash): refused while the
     # workspace is over its size limit (issue #24).
     writes_files: bool = False
+    # What a person reads when a call of it waits for approval, in place of the generic line
+    # (an MCP tool names its server and says when the server marks it destructive).
+    approval_text: Callable[[dict[str, Any]], str] | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -102,9 +121,11 @@ class ToolRegistry:
     def specs(self) -> list[dict[str, Any]]:
         return [tool.spec() for tool in self.tools.values()]
 
-    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+    async def call(self, name: str, arguments: dict[str, Any], context: ToolContext, call_id: str = "") -> ToolOutput:
         """Runs a tool; every failure comes back as an error output the model can read.
-        Every output is shaped to the context's output limits (long ones keep head and tail)."""
+        Every output is shaped to the context's output limits (long ones keep head and tail).
+        ``call_id``: the model's id of the call, which the tool's progress reports carry."""
+        CURRENT_CALL_ID.set(call_id)
         return shape(await self._call(name, arguments, context), context.output_limits)
 
     async def _call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:

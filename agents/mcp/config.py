@@ -1,0 +1,224 @@
+"""The MCP servers an operator configures, in the ``.mcp.json`` shape users already write.
+
+``{"mcpServers": {"<name>": {"command": ..., "args": [...], "env": {...}}
+                  "<name>": {"type": "http", "url": ..., "headers": {...}}}}``
+
+``type`` is ``stdio`` (the default when ``command`` is given) or ``http`` (streamable HTTP). Every
+string of ``command``, ``args``, ``env``, ``url`` and ``headers`` may hold ``${VAR}`` (or
+``${VAR:-default}``), expanded from the Threadline process's environment when the server starts,
+so secrets stay out of the file. A file that does not parse, a server with neither ``command`` nor
+``url``, a field of the wrong type or a variable that is not set raises ``McpConfigError`` naming
+the file, the server and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+STDIO = "stdio"
+HTTP = "http"
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# A server's name becomes part of its tools' names: what the model API accepts in a tool name.
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "enabled", "description"}
+
+
+class McpConfigError(ImproperlyConfigured):
+    """The MCP configuration cannot be used; the message names the file, the server and the problem.
+    ``field`` is the entry's field at fault, if one is (the admin's form shows the error beside it)."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(slots=True, frozen=True)
+class ServerConfig:
+    """One server as configured, ``${VAR}`` not yet expanded (so it never holds a secret)."""
+
+    name: str
+    transport: str  # STDIO or HTTP
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str = ""
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    enabled: bool = True
+    description: str = ""
+    source: str = ""  # where it was configured: the file's path
+
+    def expanded(self, environ: Mapping[str, str] | None = None) -> ExpandedServer:
+        """The server with every ``${VAR}`` replaced from ``environ`` (default: this process's)."""
+        environ = os.environ if environ is None else environ
+
+        def expand(value: str) -> str:
+            return expand_variables(value, environ, where=f"{self.source}: server {self.name!r}")
+
+        return ExpandedServer(
+            command=expand(self.command),
+            args=[expand(arg) for arg in self.args],
+            env={key: expand(value) for key, value in self.env},
+            cwd=expand(self.cwd),
+            url=expand(self.url),
+            headers={key: expand(value) for key, value in self.headers},
+        )
+
+    def variables(self) -> list[tuple[str, str]]:
+        """(field, variable) for each variable the server's strings refer to without a default."""
+        strings = {
+            "command": [self.command],
+            "args": list(self.args),
+            "cwd": [self.cwd],
+            "url": [self.url],
+            "env": [v for _, v in self.env],
+            "headers": [v for _, v in self.headers],
+        }
+        return [
+            (key, m.group(1))
+            for key, values in strings.items()
+            for s in values
+            for m in _VARIABLE.finditer(s)
+            if m.group(2) is None
+        ]
+
+
+@dataclass(slots=True)
+class ExpandedServer:
+    """What starting the server uses: secrets included, never stored nor shown."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def expand_variables(value: str, environ: Mapping[str, str], *, where: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = environ.get(name)
+        if found:
+            return found
+        if default is not None:
+            return default
+        raise McpConfigError(f"{where}: ${{{name}}} is not set in the server's environment")
+
+    return _VARIABLE.sub(replace, value)
+
+
+def load_servers(path: Path, *, environ: Mapping[str, str] | None = None) -> list[ServerConfig]:
+    """The servers of the ``.mcp.json`` file at ``path``, checked (see the module's docstring)."""
+    where = str(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise McpConfigError(f"{where}: MCP_SERVERS names a file that does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise McpConfigError(f"{where}: cannot read it: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise McpConfigError(f"{where}: not valid JSON: {exc}") from None
+    return parse_servers(document, source=where, environ=environ)
+
+
+def parse_servers(document: Any, *, source: str, environ: Mapping[str, str] | None = None) -> list[ServerConfig]:
+    if not isinstance(document, dict) or not isinstance(document.get("mcpServers"), dict):
+        raise McpConfigError(f'{source}: expected an object with "mcpServers": {{"<name>": {{...}}}}')
+    servers = []
+    for name, entry in document["mcpServers"].items():
+        server = parse_server(name, entry, source=source)
+        check_variables(server, environ)
+        servers.append(server)
+    return servers
+
+
+def check_variables(server: ServerConfig, environ: Mapping[str, str] | None = None) -> None:
+    """Raises ``McpConfigError`` if ``server`` is enabled and one of its ``${VAR}`` (without a default)
+    is not set in ``environ`` (default: this process's environment)."""
+    environ = os.environ if environ is None else environ
+    if not server.enabled:
+        return
+    for key, variable in server.variables():
+        if not environ.get(variable):
+            raise McpConfigError(
+                f"{server.source}: server {server.name!r}: ${{{variable}}} is not set in the server's environment",
+                field=key,
+            )
+
+
+def file_servers() -> list[ServerConfig]:
+    """The servers of the file MCP_SERVERS names (none when it is blank)."""
+    path: str = settings.MCP_SERVERS
+    if not path:
+        return []
+    return load_servers(Path(path))
+
+
+def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
+    where = f"{source}: server {name!r}"
+    if not _SERVER_NAME.fullmatch(name):
+        raise McpConfigError(f"{where}: a server's name is 1 to 64 letters, digits, '_' or '-'", field="name")
+    if "__" in name:
+        raise McpConfigError(f"{where}: a server's name may not hold '__' (it separates server and tool)", field="name")
+    if not isinstance(entry, dict):
+        raise McpConfigError(f"{where}: expected an object")
+    unknown = sorted(set(entry) - _KNOWN_KEYS)
+    if unknown:
+        raise McpConfigError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    command, url = entry.get("command"), entry.get("url")
+    kind = entry.get("type", STDIO if command is not None else HTTP if url is not None else None)
+    if kind == "streamable-http" or kind == "streamableHttp":
+        kind = HTTP
+    if command is None and url is None:
+        raise McpConfigError(f'{where}: needs either a "command" (stdio) or a "url" (http)', field="command")
+    if kind not in (STDIO, HTTP):
+        raise McpConfigError(f'{where}: type {kind!r} is not supported (use "stdio" or "http")', field="type")
+    if kind == STDIO and not (isinstance(command, str) and command.strip()):
+        raise McpConfigError(f'{where}: a stdio server needs "command", a non-empty string', field="command")
+    if kind == HTTP and not (isinstance(url, str) and url.strip()):
+        raise McpConfigError(f'{where}: an http server needs "url", a non-empty string', field="url")
+    if kind == HTTP and not re.match(r"(https?://|\$\{)", str(url)):
+        raise McpConfigError(f'{where}: "url" must be an http:// or https:// URL', field="url")
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise McpConfigError(f'{where}: "args" must be a list of strings', field="args")
+    env = _string_map(entry.get("env", {}), where, "env")
+    headers = _string_map(entry.get("headers", {}), where, "headers")
+    cwd = entry.get("cwd", "")
+    if not isinstance(cwd, str):
+        raise McpConfigError(f'{where}: "cwd" must be a string', field="cwd")
+    enabled = entry.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise McpConfigError(f'{where}: "enabled" must be true or false', field="enabled")
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        raise McpConfigError(f'{where}: "description" must be a string', field="description")
+    return ServerConfig(
+        name=name,
+        transport=kind,
+        command=str(command) if kind == STDIO else "",
+        args=tuple(args) if kind == STDIO else (),
+        env=tuple(env.items()),
+        cwd=cwd,
+        url=str(url) if kind == HTTP else "",
+        headers=tuple(headers.items()),
+        enabled=enabled,
+        description=description,
+        source=source,
+    )
+
+
+def _string_map(value: Any, where: str, key: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise McpConfigError(f'{where}: "{key}" must be an object of strings', field=key)
+    return dict(value)

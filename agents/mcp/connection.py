@@ -1,0 +1,332 @@
+"""One MCP server, looked after: started once per server process, shared by its runs.
+
+``McpServer`` runs a supervisor task that opens the transport (a stdio process, or a streamable
+HTTP session), initialises, lists the tools, and then waits until the connection ends, the server
+misbehaves, or a call found it unresponsive; then it starts it again, with backoff. While the server
+is down its calls fail at once with a tool error saying why, and calls in flight when it went down
+get one as well (the SDK ends them with "connection closed").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as mcp_types
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.client.session import ClientSession, IncomingMessage
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from agents.mcp.config import HTTP, ServerConfig
+from agents.mcp.environment import server_environment
+
+log = logging.getLogger(__name__)
+
+# A server that lists more tools than this is cut to it (and the operator told): each tool's
+# description and schema is sent with every model call.
+MAX_TOOLS = 200
+MAX_LIST_PAGES = 50
+PING_SECONDS = 5.0
+
+ProgressListener = ProgressFnT
+
+
+class ServerState(StrEnum):
+    STARTING = "starting"
+    UP = "up"
+    DOWN = "down"
+    STOPPED = "stopped"
+
+
+class McpUnavailable(Exception):
+    """The server cannot take the call (down, restarting, or it went away during it)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Timeouts:
+    call: float = 60.0  # a tools/call, MCP_CALL_TIMEOUT_SECONDS
+    start: float = 30.0  # start, initialise and list the tools
+    backoff_first: float = 1.0
+    backoff_max: float = 60.0
+
+
+class McpServer:
+    def __init__(self, config: ServerConfig, *, timeouts: Timeouts, cwd: str = "", stderr_path: Path | None = None):
+        """``cwd``: where a stdio server runs when its configuration names no ``cwd``; ``stderr_path``:
+        where its stderr goes (its tail is shown as the last error when it fails to start)."""
+        self.config = config
+        self.timeouts = timeouts
+        self.default_cwd = cwd
+        self.stderr_path = stderr_path
+        self.state = ServerState.STARTING
+        self.last_error = ""
+        self.tools: list[mcp_types.Tool] = []
+        self.restarts = 0
+        self.started_at = 0.0
+        self.tools_changed: Callable[[McpServer], None] | None = None
+        self._session: ClientSession | None = None
+        self._broken = asyncio.Event()  # set to make the supervisor start the server again
+        self._attempted = asyncio.Event()  # the first start has succeeded or failed
+        self._task: asyncio.Task[None] | None = None
+        self._relist: asyncio.Task[None] | None = None
+        self._notice = ""
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def up(self) -> bool:
+        return self.state is ServerState.UP
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=f"mcp-{self.name}")
+
+    async def wait_started(self) -> None:
+        """Waits until the first start has succeeded or failed (bounded by the start timeout)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._attempted.wait(), self.timeouts.start + 1)
+
+    async def stop(self) -> None:
+        """Stops the server (its process is closed, then terminated, then killed)."""
+        task, self._task = self._task, None
+        self.state = ServerState.STOPPED
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, progress: ProgressListener | None = None
+    ) -> mcp_types.CallToolResult:
+        """Calls ``tool``. Raises ``McpUnavailable`` when the server is down or went away during the
+        call, ``TimeoutError`` when it did not answer in time (the SDK has then sent MCP's
+        cancellation notification), ``MCPError`` for a protocol error the server answered with.
+        Cancelling the caller cancels the call on the server too (the SDK's notification)."""
+        session = self._session
+        if session is None or not self.up:
+            raise McpUnavailable(self._why_down())
+        try:
+            return await session.call_tool(
+                tool, arguments, read_timeout_seconds=self.timeouts.call, progress_callback=progress
+            )
+        except MCPError as exc:
+            if exc.error.code == mcp_types.CONNECTION_CLOSED:
+                self._fail("the connection closed during a call")
+                raise McpUnavailable(f"MCP server {self.name!r} went away during the call") from None
+            if exc.error.code == mcp_types.REQUEST_TIMEOUT:
+                asyncio.get_running_loop().create_task(self._check_alive(session))
+                raise TimeoutError(
+                    f"MCP server {self.name!r} did not answer within {self.timeouts.call:g} s; the call was cancelled"
+                ) from None
+            raise
+
+    async def _check_alive(self, session: ClientSession) -> None:
+        """After a call timed out: a server that does not answer a ping either is started again."""
+        try:
+            await asyncio.wait_for(session.send_ping(), min(PING_SECONDS, self.timeouts.call))
+        except Exception:
+            if session is self._session:
+                self._fail("it stopped answering (a call timed out and a ping got no answer)")
+
+    def _why_down(self) -> str:
+        if self.state is ServerState.STARTING:
+            return f"MCP server {self.name!r} is starting; try again shortly"
+        if self.state is ServerState.STOPPED:
+            return f"MCP server {self.name!r} is stopped"
+        return f"MCP server {self.name!r} is down: {self.last_error or 'it is not running'}"
+
+    def _fail(self, reason: str) -> None:
+        if not self._broken.is_set():
+            self.last_error = reason
+            self._broken.set()
+
+    # -- the supervisor --------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        failures = 0
+        while True:
+            self.state = ServerState.STARTING
+            self._broken = asyncio.Event()
+            began = time.monotonic()
+            try:
+                await self._serve_once()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # ExceptionGroups of the transport's task groups among them
+                if not self._broken.is_set():
+                    self.last_error = _describe(exc) + self._stderr_tail()
+            finally:
+                self._session = None
+                self._attempted.set()
+            if self.state is ServerState.UP or time.monotonic() - began > self.timeouts.start:
+                failures = 0  # it ran: the next start is the first of a new series
+            self.state = ServerState.DOWN
+            delay = min(self.timeouts.backoff_max, self.timeouts.backoff_first * 2**failures)
+            failures += 1
+            self.restarts += 1
+            log.warning("MCP server %r is down (%s); starting it again in %.1f s", self.name, self.last_error, delay)
+            await asyncio.sleep(delay)
+
+    async def _serve_once(self) -> None:
+        async with self._transport() as (read, write):
+            forwarded, gone = await self._watched(read)
+            async with (
+                anyio.create_task_group() as group,
+                ClientSession(forwarded, write, message_handler=self._on_message) as session,
+            ):
+                group.start_soon(self._forward_end, gone)
+                with anyio.fail_after(self.timeouts.start):
+                    await session.initialize()
+                    self.tools = await self._list_tools(session)
+                self._session = session
+                self.state = ServerState.UP
+                self.started_at = time.time()
+                self.last_error = self._notice  # what the operator should know although it is up
+                log.info("MCP server %r is up with %d tools", self.name, len(self.tools))
+                if self.tools_changed is not None:
+                    self.tools_changed(self)
+                self._attempted.set()
+                await self._broken.wait()
+                group.cancel_scope.cancel()
+            if not self.last_error:
+                self.last_error = "the connection ended"
+
+    async def _forward_end(self, gone: anyio.Event) -> None:
+        await gone.wait()
+        self._fail("the server closed the connection (it exited)" + self._stderr_tail())
+
+    async def _watched(
+        self, read: MemoryObjectReceiveStream[SessionMessage | Exception]
+    ) -> tuple[MemoryObjectReceiveStream[SessionMessage | Exception], anyio.Event]:
+        """The transport's read stream, forwarded, and an event set when it ends: how the end of a
+        connection (a server that exited) is noticed between calls."""
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        gone = anyio.Event()
+
+        async def forward() -> None:
+            try:
+                async with send:
+                    async for item in read:
+                        await send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                pass
+            finally:
+                gone.set()
+
+        self._forwarder = asyncio.get_running_loop().create_task(forward())
+        return receive, gone
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        expanded = self.config.expanded()
+        try:
+            if self.config.transport == HTTP:
+                client = create_mcp_http_client(headers=expanded.headers or None)
+                async with client, streamable_http_client(expanded.url, http_client=client) as streams:
+                    yield streams[0], streams[1]
+            else:
+                params = StdioServerParameters(
+                    command=expanded.command,
+                    args=expanded.args,
+                    env=server_environment(expanded.env),
+                    cwd=expanded.cwd or self.default_cwd or None,
+                )
+                with self._stderr() as errlog:
+                    async with stdio_client(params, errlog=errlog) as streams:
+                        yield streams[0], streams[1]
+        finally:
+            forwarder = getattr(self, "_forwarder", None)
+            if forwarder is not None:
+                forwarder.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await forwarder
+
+    @contextlib.contextmanager
+    def _stderr(self) -> Any:
+        if self.stderr_path is None:
+            with open("/dev/null", "w") as sink:
+                yield sink
+            return
+        self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.stderr_path, "w", encoding="utf-8") as sink:
+            yield sink
+
+    def _stderr_tail(self) -> str:
+        if self.stderr_path is None:
+            return ""
+        try:
+            with open(self.stderr_path, "rb") as log_file:
+                log_file.seek(0, 2)
+                size = log_file.tell()
+                log_file.seek(max(0, size - 400))
+                tail = log_file.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"; its stderr ends: {tail}" if tail else ""
+
+    async def _list_tools(self, session: ClientSession) -> list[mcp_types.Tool]:
+        tools: list[mcp_types.Tool] = []
+        self._notice = ""
+        cursor: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            listed = await session.list_tools(params=params)
+            tools.extend(listed.tools)
+            cursor = listed.next_cursor
+            if not cursor:
+                break
+        if len(tools) > MAX_TOOLS:
+            log.warning("MCP server %r lists %d tools; only the first %d are offered", self.name, len(tools), MAX_TOOLS)
+            self._notice = f"it lists {len(tools)} tools; only the first {MAX_TOOLS} are offered"
+            tools = tools[:MAX_TOOLS]
+        return tools
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, Exception):
+            # A stdio server may write only MCP messages to stdout: anything else means it is broken,
+            # and a call waiting for an answer would wait for nothing. Start it again.
+            self._fail(f"it sent something that is not an MCP message ({_describe(message)})")
+        elif isinstance(message, mcp_types.ToolListChangedNotification):
+            self._relist = asyncio.get_running_loop().create_task(self._refresh_tools())
+
+    async def _refresh_tools(self) -> None:
+        session = self._session
+        if session is None:
+            return
+        try:
+            with anyio.fail_after(self.timeouts.start):
+                tools = await self._list_tools(session)
+        except Exception as exc:
+            log.warning("MCP server %r: listing its tools again failed: %s", self.name, _describe(exc))
+            return
+        if session is self._session:
+            self.tools = tools
+            log.info("MCP server %r changed its tools: %d now", self.name, len(tools))
+            if self.tools_changed is not None:
+                self.tools_changed(self)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    if isinstance(exc, TimeoutError):
+        return "it did not start (initialise and list its tools) in time"
+    if isinstance(exc, FileNotFoundError):
+        return f"its command was not found ({exc.filename or exc})"
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "…"

@@ -1,0 +1,197 @@
+"""The MCP servers of this server process: started once, shared by its runs, stopped at shutdown.
+
+The configuration is read from MCP_SERVERS (the ``.mcp.json`` file) and the admin's servers each time
+a run asks for its tools, and the running servers are brought in line with it (``reconcile``): a server that appeared
+is started (and waited for, up to its start timeout, so the run sees its tools), one that vanished
+or changed is stopped. At start-up (the ASGI lifespan) the same happens before the first request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from agents.mcp.config import McpConfigError, ServerConfig, file_servers
+from agents.mcp.connection import McpServer, Timeouts
+from agents.mcp.names import tool_names
+from agents.mcp.tools import server_tools
+from agents.models import McpServerEntry
+from agents.tools.base import Tool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class ServerStatus:
+    """What /agui/info, the REST API and the admin show of a server: never a secret."""
+
+    name: str
+    transport: str
+    state: str
+    tool_count: int
+    tools: tuple[str, ...]  # the names the model sees
+    last_error: str
+    source: str
+    restarts: int
+
+
+class McpPool:
+    def __init__(self) -> None:
+        self.servers: dict[str, McpServer] = {}
+        self._lock = asyncio.Lock()
+        self._loop = asyncio.get_running_loop()
+
+    async def reconcile(self, configs: Sequence[ServerConfig]) -> None:
+        """Runs exactly the enabled servers of ``configs``; new ones are waited for (bounded)."""
+        wanted = {config.name: config for config in configs if config.enabled}
+        async with self._lock:
+            gone = [server for name, server in self.servers.items() if wanted.get(name) != server.config]
+            for server in gone:
+                del self.servers[server.name]
+            await asyncio.gather(*(server.stop() for server in gone))
+            started = []
+            for name, config in wanted.items():
+                if name not in self.servers:
+                    server = McpServer(
+                        config,
+                        timeouts=_timeouts(),
+                        cwd=str(settings.AGENT_WORKSPACE),
+                        stderr_path=Path(settings.DATA_DIR) / "mcp" / f"{name}.stderr.log",
+                    )
+                    self.servers[name] = server
+                    server.start()
+                    started.append(server)
+            if started:
+                await asyncio.gather(*(server.wait_started() for server in started))
+                for server in started:
+                    if not server.up:
+                        log.warning("MCP server %r did not start: %s", server.name, server.last_error)
+
+    async def stop(self) -> None:
+        """Stops every server (shutdown)."""
+        async with self._lock:
+            servers, self.servers = list(self.servers.values()), {}
+            await asyncio.gather(*(server.stop() for server in servers))
+
+    def chosen(self, names: Iterable[str] | None) -> list[McpServer]:
+        """The servers of ``names`` (every one when None), by name."""
+        wanted = None if names is None else set(names)
+        return [self.servers[n] for n in sorted(self.servers) if wanted is None or n in wanted]
+
+    def tools(self, names: Iterable[str] | None, taken: Iterable[str] = ()) -> list[Tool]:
+        """The tools of the chosen servers that are up, none named as one of ``taken``."""
+        used = set(taken)
+        tools: list[Tool] = []
+        for server in self.chosen(names):
+            if not server.up:
+                continue
+            named = tool_names(server.name, [listed.name for listed in server.tools], used)
+            used.update(named.values())
+            tools.extend(server_tools(server, named))
+        return tools
+
+    def statuses(self, names: Iterable[str] | None, taken: Iterable[str] = ()) -> list[ServerStatus]:
+        used = set(taken)
+        statuses = []
+        for server in self.chosen(names):
+            named = tool_names(server.name, [listed.name for listed in server.tools], used) if server.up else {}
+            used.update(named.values())
+            statuses.append(
+                ServerStatus(
+                    name=server.name,
+                    transport=server.config.transport,
+                    state=server.state.value,
+                    tool_count=len(named),
+                    tools=tuple(named.values()),
+                    last_error=server.last_error,
+                    source=server.config.source,
+                    restarts=server.restarts,
+                )
+            )
+        return statuses
+
+
+def _timeouts() -> Timeouts:
+    return Timeouts(
+        call=settings.MCP_CALL_TIMEOUT_SECONDS,
+        start=settings.MCP_START_TIMEOUT_SECONDS,
+        backoff_first=settings.MCP_RESTART_BACKOFF_SECONDS,
+        backoff_max=settings.MCP_RESTART_BACKOFF_MAX_SECONDS,
+    )
+
+
+_POOL: McpPool | None = None
+
+
+def mcp_pool() -> McpPool:
+    """This process's pool (one per event loop: a test's loop that ended took its servers with it)."""
+    global _POOL
+    if _POOL is None or _POOL._loop is not asyncio.get_running_loop():
+        _POOL = McpPool()
+    return _POOL
+
+
+def configured_servers() -> list[ServerConfig]:
+    """The servers of the MCP_SERVERS file (none when it is blank), then the admin's. An admin server
+    whose name the file has too is left out (the admin refuses such a name, but the file may have
+    gained it since) and logged; so is one that no longer passes the file's checks."""
+    servers = file_servers()
+    taken = {server.name for server in servers}
+    try:
+        entries = list(McpServerEntry.objects.all())
+    except Exception as exc:  # a database not migrated yet, or not reachable: the file's servers still run
+        log.error("the admin's MCP servers cannot be read; only the file's are started: %s", exc)
+        return servers
+    for entry in entries:
+        if entry.name in taken:
+            log.error("MCP server %r of the admin is not started: MCP_SERVERS has one of that name", entry.name)
+            continue
+        try:
+            servers.append(entry.as_config())
+        except McpConfigError as exc:
+            log.error("MCP server %r of the admin is not started: %s", entry.name, exc)
+    return servers
+
+
+async def _configured_servers() -> list[ServerConfig]:
+    read = sync_to_async(configured_servers, thread_sensitive=True)
+    # An empty context, so asgiref picks its process-wide thread (the one the runs' database work
+    # uses) rather than a request's executor, which is gone once the request has ended.
+    return await asyncio.get_running_loop().create_task(read(), context=contextvars.Context())
+
+
+def current_pool() -> McpPool | None:
+    """The pool as it is, from any thread (for reads that must not start anything)."""
+    return _POOL
+
+
+def server_statuses() -> dict[str, ServerStatus]:
+    """This process's servers as they are now, by name, from any thread (for the admin: it starts
+    nothing, so a server the pool has not been brought in line with yet is not among them)."""
+    pool = current_pool()
+    return {status.name: status for status in pool.statuses(None)} if pool is not None else {}
+
+
+async def mcp_servers_ready() -> McpPool:
+    """The pool, in line with the configuration (servers started on first use)."""
+    pool = mcp_pool()
+    try:
+        configs = await _configured_servers()
+    except McpConfigError as exc:
+        # Checked at start-up; changed since. The servers running go on; the operator is told.
+        log.error("MCP_SERVERS cannot be read any more; the servers running are kept: %s", exc)
+        return pool
+    await pool.reconcile(configs)
+    return pool
+
+
+async def stop_mcp_servers() -> None:
+    if _POOL is not None and _POOL._loop is asyncio.get_running_loop():
+        await _POOL.stop()

@@ -1,0 +1,101 @@
+"""A server's tools as the run's ``Tool``s: named ``mcp__<server>__<tool>`` (agents/mcp/names.py),
+with the server's description and input schema, read-only when the server's annotations say
+``readOnlyHint: true`` (so they run like the read-only tools and pass the grounding gate), asking
+otherwise (agents/permissions.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp.types as mcp_types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from agents.approval_text import MAX_LINE_CHARS
+from agents.mcp.connection import McpServer, McpUnavailable
+from agents.mcp.results import tool_output
+from agents.metrics import record_mcp_call
+from agents.tools.base import CURRENT_CALL_ID, Tool, ToolContext, ToolError, ToolOutput
+from agents.tools.targets import NO_TARGETS
+
+MAX_DESCRIPTION = 4000
+_SHOWN_ARGUMENTS = 10
+
+
+def server_tools(server: McpServer, names: dict[str, str]) -> list[Tool]:
+    """``server``'s tools, ``names`` giving each its name for the model."""
+    return [mcp_tool(server, listed, names[listed.name]) for listed in server.tools]
+
+
+def is_read_only(listed: mcp_types.Tool) -> bool:
+    return listed.annotations is not None and listed.annotations.read_only_hint is True
+
+
+def is_destructive(listed: mcp_types.Tool) -> bool:
+    """The spec's default: a tool that is not read-only may be destructive unless it says it is not."""
+    annotations = listed.annotations
+    if annotations is None:
+        return True
+    return annotations.read_only_hint is not True and annotations.destructive_hint is not False
+
+
+def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
+    server_name, tool_name = server.name, listed.name
+
+    async def call(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        call_id = CURRENT_CALL_ID.get()
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            context.progress(call_id, name, progress, total, message or "")
+
+        try:
+            result = await server.call(tool_name, arguments, progress=progress)
+        except (McpUnavailable, TimeoutError) as exc:
+            record_mcp_call(server_name, tool_name, "failed")
+            raise ToolError(str(exc)) from None
+        except MCPError as exc:
+            record_mcp_call(server_name, tool_name, "failed")
+            raise ToolError(f"MCP server {server_name!r} refused the call: {exc.error.message}") from None
+        except ValidationError:
+            record_mcp_call(server_name, tool_name, "failed")
+            raise ToolError(f"MCP server {server_name!r} answered with something that is not a tool result") from None
+        output = tool_output(result)
+        record_mcp_call(server_name, tool_name, "error" if output.is_error else "ok")
+        return output
+
+    destructive = is_destructive(listed)
+
+    def approval_text(arguments: dict[str, Any]) -> str:
+        return describe_call(server_name, tool_name, arguments, destructive=destructive)
+
+    description = listed.description or listed.title or f"The tool {tool_name} of the MCP server {server_name}."
+    if len(description) > MAX_DESCRIPTION:
+        description = description[:MAX_DESCRIPTION] + "…"
+    schema = dict(listed.input_schema or {})
+    schema.setdefault("type", "object")
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=schema,
+        func=call,
+        read_only=is_read_only(listed),
+        targets=NO_TARGETS,
+        approval_text=approval_text,
+    )
+
+
+def describe_call(server: str, tool: str, arguments: dict[str, Any], *, destructive: bool) -> str:
+    """The approval prompt of an MCP call: the server, the tool, its arguments one a line."""
+    first = f"Allow the MCP server {server} to run its tool {tool}?"
+    if destructive:
+        first += " The server marks this tool as destructive."
+    lines = [first]
+    for key, value in list(arguments.items())[:_SHOWN_ARGUMENTS]:
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if len(shown) > MAX_LINE_CHARS:
+            shown = f"{shown[:MAX_LINE_CHARS]}… ({len(shown) - MAX_LINE_CHARS} more characters)"
+        lines.append(f"  {key}: {shown}")
+    if len(arguments) > _SHOWN_ARGUMENTS:
+        lines.append(f"  … ({len(arguments) - _SHOWN_ARGUMENTS} more arguments)")
+    return "\n".join(lines)

@@ -1,0 +1,145 @@
+"""MCP_SERVERS: the .mcp.json shape, checked at start-up; a bad file or entry stops start-up naming
+the file, the server and the problem. Tool names: mcp__<server>__<tool>, shortened deterministically."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.mcp.config import HTTP, STDIO, McpConfigError, load_servers, parse_servers
+from agents.mcp.environment import server_environment
+from agents.mcp.names import MAX_NAME, tool_name_matches, tool_names
+from agents.models import PermissionRule
+from tests.procs import ROOT
+
+
+def _parse(servers: dict, environ: dict | None = None):
+    return parse_servers({"mcpServers": servers}, source="/etc/mcp.json", environ=environ or {})
+
+
+def test_the_claude_code_shape_is_read():
+    github, docs = _parse(
+        {
+            "github": {"command": "npx", "args": ["-y", "some-mcp-server"], "env": {"TOKEN": "${GITHUB_TOKEN}"}},
+            "docs": {"type": "http", "url": "https://docs.example/mcp", "headers": {"Authorization": "Bearer ${KEY}"}},
+        },
+        {"GITHUB_TOKEN": "gh-1", "KEY": "k-2"},
+    )
+    assert github.transport == STDIO and github.args == ("-y", "some-mcp-server")
+    assert docs.transport == HTTP
+    assert "gh-1" not in repr(github)  # unexpanded until the server starts
+    assert github.expanded({"GITHUB_TOKEN": "gh-1"}).env == {"TOKEN": "gh-1"}
+    assert docs.expanded({"KEY": "k-2"}).headers == {"Authorization": "Bearer k-2"}
+    assert _parse({"x": {"command": "run", "args": ["${MISSING:-fallback}"]}})[0].expanded({}).args == ["fallback"]
+
+
+@pytest.mark.parametrize(
+    ("servers", "problem"),
+    [
+        ({"broken": {"args": ["x"]}}, 'server \'broken\': needs either a "command" (stdio) or a "url" (http)'),
+        ({"s": {"command": "x", "env": {"T": "${NOT_SET}"}}}, "server 's': ${NOT_SET} is not set"),
+        ({"s": {"type": "sse", "url": "https://x"}}, "server 's': type 'sse' is not supported"),
+        ({"s": {"command": "x", "args": "not a list"}}, "server 's': \"args\" must be a list of strings"),
+        ({"s": {"url": "ftp://x"}}, "server 's': \"url\" must be an http:// or https:// URL"),
+        ({"a__b": {"command": "x"}}, "server 'a__b': a server's name may not hold '__'"),
+        ({"s": {"command": "x", "comand": "y"}}, "server 's': unknown field(s) comand"),
+    ],
+)
+def test_a_bad_entry_is_named(servers, problem):
+    with pytest.raises(McpConfigError) as raised:
+        _parse(servers)
+    assert str(raised.value).startswith("/etc/mcp.json: ") and problem in str(raised.value)
+
+
+def test_a_malformed_file_is_named(tmp_path: Path):
+    path = tmp_path / ".mcp.json"
+    path.write_text('{"mcpServers": {')
+    with pytest.raises(McpConfigError, match=r"\.mcp\.json: not valid JSON"):
+        load_servers(path)
+    path.write_text('{"servers": {}}')
+    with pytest.raises(McpConfigError, match='expected an object with "mcpServers"'):
+        load_servers(path)
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        ('{"mcpServers": {', "not valid JSON"),
+        ('{"mcpServers": {"broken": {"args": []}}}', "server 'broken': needs either"),
+    ],
+)
+def test_a_bad_file_stops_start_up(tmp_path: Path, document: str, said: str):
+    path = tmp_path / "servers.json"
+    path.write_text(document)
+    environ = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    environ.update({"THREADLINE_DATA_DIR": str(tmp_path / "data"), "MCP_SERVERS": str(path)})
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert "McpConfigError" in result.stderr and str(path) in result.stderr and said in result.stderr
+
+
+def test_names_are_prefixed_and_made_safe():
+    assert tool_names("github", ["create_issue", "search.code", "a b"]) == {
+        "create_issue": "mcp__github__create_issue",
+        "search.code": "mcp__github__search_code",
+        "a b": "mcp__github__a_b",
+    }
+
+
+def test_a_long_or_colliding_name_is_shortened_the_same_way_every_time():
+    long = "search_every_page_of_the_handbook_for_a_word_and_return_the_pages"
+    (first,) = tool_names("docs", [long]).values()
+    assert len(first) == MAX_NAME and first.startswith("mcp__docs__search_every_page")
+    assert tool_names("docs", [long]) == {long: first}  # deterministic
+    collided = tool_names("gh", ["a.b", "a_b"])
+    assert collided["a.b"] == "mcp__gh__a_b" and collided["a_b"] != "mcp__gh__a_b"
+    assert collided["a_b"] == tool_names("gh", ["a_b"], taken=["mcp__gh__a_b"])["a_b"]
+    assert tool_names("x", ["read"], taken=["mcp__x__read"])["read"].startswith("mcp__x__read_")
+
+
+def test_a_rules_tool_may_be_a_glob_over_names(db):
+    assert tool_name_matches("mcp__github__*", "mcp__github__create_issue")
+    assert not tool_name_matches("mcp__github__*", "mcp__gitlab__create_issue")
+    assert tool_name_matches("mcp__*", "mcp__docs__search") and not tool_name_matches("mcp__*", "bash")
+    for tool in ("mcp__github__*", "mcp__github__create_issue", "file_read"):
+        PermissionRule(position=1, tool=tool, decision="deny").full_clean()
+    with pytest.raises(Exception, match="No tool is called"):
+        PermissionRule(position=1, tool="nonsense", decision="deny").full_clean()
+
+
+def test_a_stdio_servers_environment_is_its_own_plus_the_basics():
+    parent = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "AGUI_TOKEN": "t",
+        "DJANGO_SECRET_KEY": "s",
+        "ANTHROPIC_API_KEY": "k",
+        "DATABASE_URL": "postgresql://x",
+        "REDIS_URL": "redis://x",
+    }
+    assert server_environment({"TOKEN": "mine"}, parent) == {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TOKEN": "mine",
+    }
+
+
+def test_the_shape_example_in_the_readme_parses():
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```json", readme.index("## MCP servers")) + len("```json")
+    document = json.loads(readme[start : readme.index("```", start)])
+    assert {
+        server.name
+        for server in parse_servers(document, source="README", environ={"GITHUB_TOKEN": "x", "DOCS_KEY": "y"})
+    }

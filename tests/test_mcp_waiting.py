@@ -1,0 +1,75 @@
+"""An MCP call that waits for approval is a waiting run like any other: asked on one server process,
+answered on another (PostgreSQL, Redis, two `manage.py serve`), which starts its own copy of the MCP
+server, finds the tool under the same name and runs it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.agui_client import run_client
+from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
+from tests.mcp_world import everything_stdio
+from tests.procs import ServerProcess
+
+pytestmark = [pytest.mark.services, pytest.mark.clients]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeAnthropic, ServerProcess, ServerProcess]]:
+    from tests.test_services import PG_ADMIN, REDIS_URL, _unavailable
+
+    name = f"threadline_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as exc:
+        _unavailable("PostgreSQL at 127.0.0.1:5432", exc)
+    root = tmp_path_factory.mktemp("mcp-pair")
+    (root / "ws").mkdir()
+    servers_file = root / ".mcp.json"
+    servers_file.write_text(json.dumps({"mcpServers": {"everything": everything_stdio()}}))
+    with FakeAnthropic() as fake:
+        env = {
+            "ANTHROPIC_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "DATABASE_URL": f"postgresql://127.0.0.1:5432/{name}",
+            "REDIS_URL": REDIS_URL,
+            "WAIT_SWEEP_SECONDS": "0.2",
+            "MCP_SERVERS": str(servers_file),
+        }
+        processes: list[ServerProcess] = []
+        try:
+            for label in ("a", "b"):
+                (root / label).mkdir()
+                processes.append(ServerProcess(data_dir=root / label, workspace=root / "ws", env=dict(env)).start())
+            yield fake, processes[0], processes[1]
+        finally:
+            for process in processes:
+                process.kill()
+            with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("version", ["1", "0"])
+def test_an_mcp_approval_asked_on_one_process_is_answered_on_another(pair, version: str) -> None:
+    fake, a, b = pair
+    fake.reset()
+    fake.script([tool_turn("mcp__everything__toggle-simulated-logging", {}, id="toolu_m"), text_turn(["Toggled."])])
+    thread_id = f"t-mcp-x-{version}"
+    first = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "toggle"}]}
+    (asked,) = run_client(version, f"{a.url}/agui/coder", a.token, [first])
+    assert asked["error"] is None, asked["error"]
+    (pending,) = asked["pendingInterrupts"]
+    assert pending["toolCallId"] == "toolu_m"
+    resume = [{"interruptId": pending["id"], "status": "resolved", "payload": {"approved": True}}]
+    second = {"threadId": thread_id, "runId": "r1", "messages": asked["messages"], "resume": resume}
+    (answered,) = run_client(version, f"{b.url}/agui/coder", b.token, [second])
+    assert answered["error"] is None, answered["error"]
+    result = next(e for e in answered["received"] if e["type"] == "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == "toolu_m" and "logging" in result["content"].lower()
+    assert answered["messages"][-1]["content"] == "Toggled."
