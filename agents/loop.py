@@ -124,6 +124,7 @@ class ChildLoops:
                 output_limits=context.output_limits,
                 write_lock=context.write_lock,
                 web=context.web,
+                cancelled=context.cancelled,
             ),
             config=config,
             store=spec.store,

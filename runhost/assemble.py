@@ -4,6 +4,7 @@ messages queued for it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,11 @@ def assemble_loop(
     workspace: Path,
     client_tools: list[dict[str, Any]],
     listener: RunListener,
+    cancelled: asyncio.Event,
 ) -> AgentLoop:
     """The loop of run ``run_pk`` of ``thread``, heard by ``listener``."""
     working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
+    working.cancelled = cancelled
     add_client_tools(tools, client_tools)
 
     def subagent_store(started: SubAgentStarted, params: SubAgentParams) -> DbSubAgentStore:

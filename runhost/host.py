@@ -111,7 +111,7 @@ class RunHost:
         Raises RunNotCancellable when it has already ended."""
         live = self.registry.live_by_pk(run.pk)
         if live is not None:
-            live.cancel_requested = True
+            live.request_cancel()
             return
         await on_db_thread(run_cancel, run_id=run.pk)
 
@@ -298,6 +298,7 @@ class RunHost:
                 workspace=workspace,
                 client_tools=client_tools,
                 listener=live.listener,
+                cancelled=live.cancelled,
             )
             log.info(
                 "run %s of thread %s: agent %s, scenario %s%s",

@@ -33,8 +33,15 @@ class LiveRun:
     agui_thread_id: str
     task: asyncio.Task[None] | None = None
     cancel_requested: bool = False
+    # Set with cancel_requested: the run's tool calls that can stop in flight wait on it.
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     listener: RunListener | None = None  # what hears the run, once its loop is built
     stream: LiveStream | None = None  # its events as they are made, once it is attached
+
+    def request_cancel(self) -> None:
+        """Stops the run at its next safe point, and a call in flight that can stop, now."""
+        self.cancel_requested = True
+        self.cancelled.set()
 
     def tell_queued(self, request_id: str, display: str) -> bool:
         """The one place a run in flight is told of a message queued for it (on_message_queued):
@@ -80,7 +87,7 @@ class RunRegistry:
                     continue
                 for run_pk in cancelled:  # cancels that reached another process
                     if live := self.live_by_pk(run_pk):
-                        live.cancel_requested = True
+                        live.request_cancel()
                 try:
                     queued = await on_db_thread(queue_announce, run_ids=run_ids)
                 except Exception:

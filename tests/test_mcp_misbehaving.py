@@ -138,3 +138,52 @@ def test_a_destructive_tools_approval_says_so(server, fake_api, tmp_path: Path) 
     )
     assert rest == ["  target: prod"]
     assert Approval.objects.get(tool_call_id="toolu_w").tool == "mcp__fake__wipe"
+
+
+def test_cancelling_the_run_cancels_its_mcp_call_on_the_server(server, fake_api, tmp_path: Path) -> None:
+    # A person's cancel stops an MCP call in flight at once (MCP's notifications/cancelled), rather
+    # than at the run's next safe point after the call; the call is a tool error the run records.
+    import threading
+
+    import httpx
+
+    from tests.helpers import run_input, user, v1
+    from tests.sse import post_run
+
+    record = tmp_path / "received.jsonl"
+
+    def received() -> list[dict[str, Any]]:
+        import json
+
+        return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+    settings = {**FAST, "MCP_CALL_TIMEOUT_SECONDS": 60.0}
+    with mcp_servers(server, tmp_path, {"fake": fake_stdio("--record", str(record))}, **settings):
+        fake_api.script([tool_turn("mcp__fake__slow", {}, id="toolu_slow"), text_turn(["Never."])])
+        holder: dict[str, Any] = {}
+        body = v1(run_input("t-mcp-cancel", "r1", user("go")))
+        thread = threading.Thread(target=lambda: holder.update(stream=post_run(server.url, "coder", body)))
+        thread.start()
+        eventually(
+            lambda: any(m.get("method") == "tools/call" for m in received()), what="the call reaching the server"
+        )
+        cancel = httpx.post(
+            f"{server.url}/agui/coder/threads/t-mcp-cancel/runs/r1/cancel",
+            headers={"Authorization": "Bearer test-token"},
+            timeout=10,
+        )
+        assert cancel.status_code == 202, cancel.text
+        thread.join(30)
+        assert not thread.is_alive()
+        events = holder["stream"].events
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}
+        result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+        assert "the run was cancelled" in result["content"]
+        request_id = next(m["id"] for m in received() if m.get("method") == "tools/call")
+        eventually(
+            lambda: any(
+                m.get("method") == "notifications/cancelled" and m["params"]["requestId"] == request_id
+                for m in received()
+            ),
+            what="the server told of the cancel",
+        )

@@ -5,7 +5,9 @@ otherwise (agents/permissions.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Coroutine
 from typing import Any
 
 import mcp.types as mcp_types
@@ -40,6 +42,27 @@ def is_destructive(listed: mcp_types.Tool) -> bool:
     return annotations.read_only_hint is not True and annotations.destructive_hint is not False
 
 
+class RunCancelled(Exception):
+    """The run was cancelled while an MCP call was in flight."""
+
+
+async def _unless_cancelled[T](call: Coroutine[Any, Any, T], context: ToolContext) -> T:
+    """``call``'s result, or RunCancelled once the run is cancelled: the call is then cancelled
+    too, and the SDK tells the server (MCP's notifications/cancelled)."""
+    task = asyncio.ensure_future(call)
+    cancelled = asyncio.ensure_future(context.cancelled.wait())
+    try:
+        await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        cancelled.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise RunCancelled
+    return task.result()
+
+
 def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
     server_name, tool_name = server.name, listed.name
 
@@ -50,7 +73,12 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
             context.progress(call_id, name, progress, total, message or "")
 
         try:
-            result = await server.call(tool_name, arguments, progress=progress)
+            result = await _unless_cancelled(server.call(tool_name, arguments, progress=progress), context)
+        except RunCancelled:
+            record_mcp_call(server_name, tool_name, "failed")
+            raise ToolError(
+                f"the run was cancelled; the call of {tool_name!r} on {server_name!r} was cancelled"
+            ) from None
         except (McpUnavailable, TimeoutError) as exc:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(str(exc)) from None

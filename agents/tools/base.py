@@ -50,6 +50,9 @@ class ToolContext:
     todos: list[TodoItem] = field(default_factory=list)
     on_todos: Callable[[list[TodoItem]], None] | None = None
     output_limits: OutputLimits = field(default_factory=OutputLimits)
+    # Set when a person cancels the run: a call that can stop in flight (an MCP server's) stops then,
+    # rather than at the run's next safe point. A sub-agent shares its parent's.
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     # Serialises check-then-write of the file tools when the model calls them in parallel.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # What the web tools may reach and how much they read (agents/tools/web.py).
