@@ -15,8 +15,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from agents.tools.protected import Protected
 from agents.tools.sandbox import Sandbox, SandboxBounds
-from agents.tools.workspace import PathRules, Protected, Workspace
+from agents.tools.workspace import PathRules, Workspace
 
 
 def _settings_key() -> tuple[object, ...]:

@@ -64,8 +64,9 @@ from agents.mcp.names import tool_name_matches
 from agents.models import PermissionRule
 from agents.tools.base import Tool
 from agents.tools.catalog import KNOWN_TOOLS
+from agents.tools.protected import ProtectedPath
 from agents.tools.targets import NO_TARGETS, PathTarget, Targets, normalise_path
-from agents.tools.workspace import PathGuard, ProtectedPath, Workspace
+from agents.tools.workspace import PathGuard, Workspace
 
 Decision = PermissionRule.Decision
 Scope = PermissionRule.Scope

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.services, pytest.mark.clients]
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeAnthropic, ServerProcess, ServerProcess]]:
-    from tests.test_services import PG_ADMIN, REDIS_URL, _unavailable
+    from tests.services import PG_ADMIN, REDIS_URL, _unavailable
 
     name = f"threadline_{uuid.uuid4().hex[:12]}"
     try:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from agents.tools import usage
 from agents.tools.errors import ToolError
+from agents.tools.protected import Protected, ProtectedPath, refused_as_protected
 
 if TYPE_CHECKING:
     from agents.tools.sandbox import Sandbox
@@ -114,48 +115,6 @@ class CallGuard:
                     if entry.kind == stat.S_IFREG and entry.links > 1:
                         self._names.setdefault(entry.identity, []).append(entry.relative)
         return self._names
-
-
-@dataclass(slots=True, frozen=True)
-class Protected:
-    """The identities (device, inode) of the server's own files and directories."""
-
-    paths: tuple[Path, ...] = ()
-    identities: frozenset[tuple[int, int]] = frozenset()
-
-    @classmethod
-    def of(cls, paths: Iterable[Path]) -> Protected:
-        kept: list[Path] = []
-        identities: set[tuple[int, int]] = set()
-        for path in paths:
-            try:
-                info = path.stat()
-            except OSError:
-                continue
-            kept.append(path)
-            identities.add((info.st_dev, info.st_ino))
-            if stat.S_ISDIR(info.st_mode):
-                # A hard link to the token elsewhere in the workspace is the same file.
-                with os.scandir(path) as entries:
-                    for entry in entries:
-                        if entry.is_file(follow_symlinks=False):
-                            child = entry.stat(follow_symlinks=False)
-                            identities.add((child.st_dev, child.st_ino))
-        return cls(tuple(kept), frozenset(identities))
-
-    def covers(self, info: os.stat_result) -> bool:
-        return (info.st_dev, info.st_ino) in self.identities
-
-
-class ProtectedPath(ToolError):
-    """A path that reaches the server's own files."""
-
-
-def refused_as_protected(shown: str) -> ToolError:
-    return ProtectedPath(
-        f"{shown}: is one of the server's own files (its data dir, database, secrets or virtual "
-        "environment); no tool may read or change it"
-    )
 
 
 @dataclass(slots=True)
