@@ -74,7 +74,7 @@ class RunStream:
         payload = encode_event(event)
         frames = self.frames
         seq = len(frames) + 1
-        frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))
+        frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))  # sse_frame, inlined on the per-event path
         if self.log is not None:
             self.log.append(seq, event["type"], payload.decode())
             if event["type"] in ev.TERMINAL_TYPES:
@@ -97,7 +97,7 @@ class RunStream:
         that is not durable."""
         if self.frames and self.visible < len(self.frames):
             payload = encode_event(event)
-            self.frames[-1] = b"id: %d\ndata: %s\n\n" % (len(self.frames), payload)
+            self.frames[-1] = sse_frame(len(self.frames), payload)
 
     def close(self) -> None:
         """No more events; subscribers finish once they have read everything."""

@@ -4,7 +4,7 @@
     .venv/bin/python bench/reliability.py --database-url postgresql://127.0.0.1:5432/test_fuzz
     .venv/bin/python bench/reliability.py --bodies 2000 --seed 7 --workers 8
 
-The bodies are those of tests/test_fuzz_input.py (tests/fuzz_bodies.py: deep nesting, NUL, huge
+The bodies are those of tests/agui/test_fuzz_input.py (tests/fuzz_bodies.py: deep nesting, NUL, huge
 and malformed ids, wrong types, unknown interrupts and tool results), drawn at random (``--seed``
 makes a run repeatable) and sent ``--workers`` at a time, so bodies on one thread race. The server
 is ``manage.py serve`` with the offline demo model, in a fresh data dir (and, with

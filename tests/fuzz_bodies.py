@@ -1,6 +1,6 @@
 """Generated RunAgentInput bodies, good and bad, and a runner that fires them at a server and
 counts what matters: answers >= 500, SSE streams that end without RUN_FINISHED/RUN_ERROR, and
-threads left busy afterwards. Used by tests/test_fuzz_input.py and bench/reliability.py."""
+threads left busy afterwards. Used by tests/agui/test_fuzz_input.py and bench/reliability.py."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ os.environ.pop("REDIS_URL", None)
 # No MCP servers unless a test configures some (a .mcp.json in the checkout is not the suite's).
 os.environ["MCP_SERVERS"] = "off"
 # bash runs in bubblewrap; where it is missing (a laptop; .ci/run installs it) the suite's runs use bash
-# without it, and tests/test_tools_sandbox.py skips, saying so.
+# without it, and tests/agents/test_tools_sandbox.py skips, saying so.
 if shutil.which("bwrap") is None:
     os.environ["AGENT_BASH_SANDBOX"] = "off"
 

@@ -88,7 +88,7 @@ def test_an_unknown_approval_is_a_404(people, asked):
 def test_answering_an_approval_whose_run_has_ended_is_a_409_that_closes_it(people):
     """The run that asked was cancelled meanwhile: the answer would reach nobody, so it is
     refused, and the approval leaves the pending queue as cancelled. (A run that waits is held
-    by no process, so its process stopping is no reason: tests/test_waiting_runs.py.)"""
+    by no process, so its process stopping is no reason: tests/runhost/test_waiting_runs.py.)"""
     gone = world.run(world.thread("t-gone", owner=people.owner), status=Run.Status.CANCELLED)
     world.approval(gone, "ap-gone")
     response = people.owner.api.post("/api/approvals/ap-gone/answer", {"approved": True}, format="json")

@@ -34,7 +34,8 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
         "SERVER_REQUEST_TIMEOUT_SECONDS": "1",
         "SERVER_KEEP_ALIVE_SECONDS": "1",
         "SERVER_MAX_CONNECTIONS": str(LIMIT),
-        # These tests hold the server's whole cap from one client (tests/test_client_connection_cap.py: a client's own).
+        # These tests hold the server's whole cap from one client (a client's own cap:
+        # tests/project/test_client_connection_cap.py).
         "SERVER_MAX_CONNECTIONS_PER_CLIENT": str(LIMIT),
     }
     proc = ServerProcess(data_dir=tmp_path / "data", workspace=tmp_path / "ws", env=env).start()

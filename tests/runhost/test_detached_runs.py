@@ -1,6 +1,6 @@
 """Runs outlive their request: disconnects, reattach with Last-Event-ID, the next message.
 
-A message sent while a run is busy joins it: tests/test_queued_messages.py."""
+A message sent while a run is busy joins it: tests/runhost/test_queued_messages.py."""
 
 from __future__ import annotations
 

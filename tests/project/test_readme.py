@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _row(route: str) -> str:

@@ -1,5 +1,5 @@
 """threads/fastsql.py's statements, built once, against the ORM's answers (on PostgreSQL too:
-tests/test_event_log_postgres.py)."""
+tests/threads/test_event_log_postgres.py)."""
 
 from __future__ import annotations
 

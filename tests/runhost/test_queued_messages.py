@@ -3,7 +3,7 @@
 It is stored at once; the run reads it at its next tool boundary, or it starts the next run
 when the run in flight ends first. The request that carried it gets a stream of its own
 that follows the run from that point and ends with its own runId, verified by the real
-clients. What follows across processes is in tests/test_waiting_runs.py.
+clients. What follows across processes is in tests/runhost/test_waiting_runs.py.
 """
 
 from __future__ import annotations
