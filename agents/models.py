@@ -38,7 +38,7 @@ class Agent(models.Model):
         default=Grounding.PROMPT,
         help_text=(
             "off: no grounding protocol; prompt: the system prompt asks the agent to read the code before it "
-            "acts (the default, as seeds/003 has it for chat agents); enforced: only exploration tools until "
+            "acts (the default for agents people chat with); enforced: only exploration tools until "
             "it reports that it understood."
         ),
     )

@@ -114,7 +114,7 @@ def test_with_human_in_the_loop_off_a_question_in_the_report_is_not_asked(server
     assert result["messages"][-1]["content"] == "Could not tell which notes file; nothing was changed."
     grounding = Thread.objects.get(agui_thread_id=f"t-ground-unattended-{version}").state["grounding"]
     assert grounding["missingInfo"] == "Which notes file?" and "question" not in grounding
-    # The run's log line names its scenario (seeds/004: a scenario's name is for logs and surfaces).
+    # The run's log line names its scenario (a scenario's name is for logs and surfaces).
     assert f"run r1 of thread t-ground-unattended-{version}: agent coder, scenario unattended" in caplog.text
 
 

@@ -1,4 +1,4 @@
-"""The enforced grounding gate as seeds/003 has it: what it lets through, what its prompt says, and
+"""The enforced grounding gate: what it lets through, what its prompt says, and
 the report's missing_info, through the real clients."""
 
 from __future__ import annotations

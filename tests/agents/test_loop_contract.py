@@ -111,7 +111,7 @@ async def test_on_model_names_the_model_once_while_the_one_asked_for_answers(sto
 
 
 async def test_on_model_tells_when_another_model_answers(store, tmp_path):
-    """seeds/004's OnModel: the API resolved the alias to a dated model, and a listener is told which."""
+    """on_model: the API resolved the alias to a dated model, and a listener is told which."""
     dated = "claude-sonnet-5-5-20261101"
     script = [tool_turn("glob", {"pattern": "*"}, model=dated), text_turn(["done"], model=dated)]
     with FakeAnthropic(script) as fake:
@@ -123,7 +123,7 @@ async def test_on_model_tells_when_another_model_answers(store, tmp_path):
 
 
 async def test_on_start_tells_the_request_s_user_parent_and_description(store, tmp_path):
-    """seeds/004's Request reaches the listeners: whose run it is, and for a delegated run, which run
+    """The request reaches the listeners: whose run it is, and for a delegated run, which run
     delegated it and what it is for."""
     request = RunRequest(
         request_id="r-loop", text="hi", user_id="7", parent_request_id="r-parent", description="reader"

@@ -1,4 +1,4 @@
-"""/metrics as seeds/003's MetricsSink has it: approvals by all five decisions, compactions with the
+"""/metrics: approvals by all five decisions, compactions with the
 turns they dropped and their duration."""
 
 from __future__ import annotations

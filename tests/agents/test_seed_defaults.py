@@ -1,4 +1,4 @@
-"""Defaults from seeds/003: 20 iterations and 4096 output tokens per agent, a context budget of
+"""The agents' defaults: 20 iterations and 4096 output tokens per agent, a context budget of
 160,000 tokens (or the model's window, if smaller), the environment block on."""
 
 from __future__ import annotations
@@ -38,6 +38,6 @@ def test_the_loop_gets_the_agents_switch_for_the_environment_block(db):
 
 
 def test_a_chat_agent_grounds_by_prompt_unless_told_otherwise(db):
-    """seeds/003: GroundingPrompt is the default for agents people chat with (and for sub-agents)."""
+    """The prompt grounding mode is the default for agents people chat with (and for sub-agents)."""
     assert Agent(name="fresh").grounding_mode == "prompt"
     assert Agent.objects.get(name="coder").grounding_mode == "prompt"  # seeded by the migrations

@@ -1,4 +1,4 @@
-"""What a sub-agent's record and summary say (seeds/003): the files it changed, whether each call
+"""What a sub-agent's record and summary say: the files it changed, whether each call
 ended, its grounding mode, and a token budget bounded by what its parent has left."""
 
 from __future__ import annotations

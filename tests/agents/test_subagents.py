@@ -169,7 +169,7 @@ def test_bad_arguments_are_refused_and_unknown_tools_skipped(server, fake_api):
     server.drain()
     results = _tool_results(fake_api.requests[-1])
     assert json.loads(results["toolu_empty"]["content"])["error"] == "invalid_arguments"
-    # A name the child cannot have is skipped, not refused (seeds/003), and the summary line names it.
+    # A name the child cannot have is skipped, not refused, and the summary line names it.
     (child_request,) = _requests_for(fake_api, "SKIPPER")
     assert [t["name"] for t in child_request.body["tools"]] == ["glob"]
     skipped = results["toolu_skip"]
@@ -425,7 +425,7 @@ THEME = {
 
 @pytest.mark.parametrize("version", ["1", "0"])
 def test_a_sub_agent_without_a_tool_list_is_offered_its_parents_tools_but_the_threads_own(server, fake_api, version):
-    """No allowed_tools: the parent's whole set, as seeds/003's BuildSubAgentRegistry clones it, less
+    """No allowed_tools: the parent's whole set, less
     what belongs to the thread and its person (README, departures): ask_user, todo_write,
     grounding_report and the client's tools; and less sub_agent at the depth cap."""
     fake_api.script(

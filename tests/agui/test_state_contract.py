@@ -1,4 +1,4 @@
-"""The state document's JSON Pointer paths are the contract (seeds/000, ``StateDoc``): every path the
+"""The state document's JSON Pointer paths are the contract: every path the
 seed names resolves, in a real document, to the seed's meaning and type, in the server's copy and in
 the copy the official client built from STATE_SNAPSHOT and STATE_DELTA."""
 

@@ -1,5 +1,5 @@
 """tokenUsage in the shared state, as a client's copy of the document has it (@ag-ui/client 1.0.0 and
-0.0.59): the seed's counts are the live context (seeds/000's "live context budget": the latest model
+0.0.59): the counts are the live context budget (the latest model
 call's whole prompt beside contextWindow), and what the thread spent is under total* names."""
 
 from __future__ import annotations

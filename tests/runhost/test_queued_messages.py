@@ -1,4 +1,4 @@
-"""A message sent while a run is in flight joins it (seeds/004, FireOrQueue).
+"""A message sent while a run is in flight joins it.
 
 It is stored at once; the run reads it at its next tool boundary, or it starts the next run
 when the run in flight ends first. The request that carried it gets a stream of its own

@@ -462,7 +462,7 @@ def test_a_follower_of_a_run_whose_process_dies_gets_its_end(cluster: Cluster) -
     assert status == "interrupted" and count == logged == len(replay.events)
 
 
-# -- messages sent while a run is in flight (seeds/004, FireOrQueue), across processes ----------
+# -- messages sent while a run is in flight, across processes ----------
 
 
 def _queued_on(cluster: Cluster, thread_id: str) -> list[str]:
