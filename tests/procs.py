@@ -10,7 +10,9 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -136,3 +138,24 @@ def _descendants(pid: int) -> list[int]:
     except OSError:
         return []
     return children + [grandchild for child in children for grandchild in _descendants(child)]
+
+
+@contextlib.contextmanager
+def server_pair(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[Any, ServerProcess, ServerProcess]]:
+    """Two server processes ``a`` and ``b`` on one workspace, with the Messages API faked; ``env``
+    gives them their shared database and Redis. Both are killed afterwards."""
+    from tests.fakes.anthropic_api import FakeAnthropic
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        shared = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, **env}
+        servers: list[ServerProcess] = []
+        try:
+            for label in ("a", "b"):
+                (tmp_path / label).mkdir()
+                servers.append(ServerProcess(data_dir=tmp_path / label, workspace=workspace, env=shared).start())
+            yield fake, servers[0], servers[1]
+        finally:
+            for server in servers:
+                server.kill()

@@ -21,7 +21,7 @@ import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.helpers import eventually, run_input, user, v1
-from tests.procs import ServerProcess
+from tests.procs import ServerProcess, server_pair
 from tests.sse import Stream, post_run
 
 pytestmark = pytest.mark.services
@@ -42,26 +42,14 @@ class Pair:
 
 @pytest.fixture
 def pair(tmp_path: Path, postgres_url: str, redis_url: str) -> Iterator[Pair]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with FakeAnthropic() as fake:
-        env = {
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "DATABASE_URL": postgres_url,
-            "REDIS_URL": redis_url,
-            "RUN_LEASE_SECONDS": "1.5",
-            "WAIT_SWEEP_SECONDS": "0.2",
-        }
-        servers: list[ServerProcess] = []
-        try:
-            for label in ("a", "b"):
-                (tmp_path / label).mkdir()
-                servers.append(ServerProcess(data_dir=tmp_path / label, workspace=workspace, env=env).start())
-            yield Pair(fake, servers[0], servers[1], postgres_url)
-        finally:
-            for server in servers:
-                server.kill()
+    env = {
+        "DATABASE_URL": postgres_url,
+        "REDIS_URL": redis_url,
+        "RUN_LEASE_SECONDS": "1.5",
+        "WAIT_SWEEP_SECONDS": "0.2",
+    }
+    with server_pair(tmp_path, env) as (fake, a, b):
+        yield Pair(fake, a, b, postgres_url)
 
 
 def _race(pair: Pair, number: int) -> tuple[Stream, Stream]:

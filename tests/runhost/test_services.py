@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
 from tests.helpers import eventually, run_input, user, v1
-from tests.procs import ServerProcess
+from tests.procs import ServerProcess, server_pair
 from tests.restarts import conversation_survives_restart
 from tests.sse import parse_frames, post_run
 
@@ -35,25 +35,9 @@ class TwoProcesses:
 @pytest.fixture
 def two_processes(tmp_path: Path, postgres_url: str, redis_url: str) -> Iterator[TwoProcesses]:
     """Two server processes on one PostgreSQL database and one Redis, with the model faked."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with FakeAnthropic() as fake:
-        env = {
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "DATABASE_URL": postgres_url,
-            "REDIS_URL": redis_url,
-            "RUN_LEASE_SECONDS": "1.5",
-        }
-        servers: list[ServerProcess] = []
-        try:
-            for name in ("a", "b"):
-                (tmp_path / name).mkdir()
-                servers.append(ServerProcess(data_dir=tmp_path / name, workspace=workspace, env=env).start())
-            yield TwoProcesses(fake, servers[0], servers[1])
-        finally:
-            for server in servers:
-                server.kill()
+    env = {"DATABASE_URL": postgres_url, "REDIS_URL": redis_url, "RUN_LEASE_SECONDS": "1.5"}
+    with server_pair(tmp_path, env) as (fake, a, b):
+        yield TwoProcesses(fake, a, b)
 
 
 def test_a_conversation_continues_after_a_restart_on_postgres_and_redis(tmp_path, postgres_url, redis_url):
