@@ -8,7 +8,7 @@ import contextlib
 import socket
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import orjson
@@ -162,8 +162,20 @@ def test_a_logged_in_session_sends_a_large_form_and_a_stranger_its_login(server,
         assert saved.status_code == 302, saved.text[:2000]
         logout = admin.post("/admin/logout/", data={"csrfmiddlewaretoken": admin.cookies["csrftoken"]})
         assert logout.status_code == 200
-        refused = admin.post(page, data=form)  # the same session, logged out: a stranger again
-        assert refused.status_code == 413
+        # The same session, logged out: a stranger again. Its 1 MB form is refused from the headers;
+        # only they are sent, since a body cut off unread can reset the connection before the
+        # client reads the answer.
+        body = urlencode(form).encode()
+        cookie = "; ".join(f"{name}={value}" for name, value in admin.cookies.items())
+        headers = {
+            "Cookie": cookie,
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Content-Length": str(len(body)),
+        }
+        with contextlib.closing(_connect(server.url)) as sock:
+            sock.sendall(_head(page, headers))
+            refused = _answer(sock)
+        assert refused.startswith(b"HTTP/1.1 413"), refused[:200]
     coder.refresh_from_db()
     assert coder.system_prompt == prompt.strip()
 
