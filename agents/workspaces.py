@@ -32,6 +32,7 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.confinement import bash_choice, server_code
+from project.env import is_git_url
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +147,7 @@ def _fill(making: Path, place: Place) -> None:
 
 def is_git_template(template: str) -> bool:
     """A URL (``scheme://`` or ``user@host:path``) or a directory holding a git repository."""
-    if "://" in template or ":" in template.split("/", 1)[0]:
-        return True
-    return (Path(template) / ".git").exists()
+    return is_git_url(template) or (Path(template) / ".git").exists()
 
 
 def _clone(template: str, making: Path, branch: str) -> None:

@@ -27,6 +27,7 @@ from project.env import (
     env_route_prefix,
     env_str,
     env_url,
+    is_git_url,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -152,8 +153,11 @@ for _inner, _outer in (
             f"must lie outside each other and outside the data dir {str(DATA_DIR)!r}: {_inner} is inside {_outer}"
         )
 AGENT_WORKSPACE_TEMPLATE = env_str("AGENT_WORKSPACE_TEMPLATE")
-_TEMPLATE_IS_URL = "://" in AGENT_WORKSPACE_TEMPLATE or ":" in AGENT_WORKSPACE_TEMPLATE.split("/")[0]
-if AGENT_WORKSPACE_TEMPLATE and not _TEMPLATE_IS_URL and not Path(AGENT_WORKSPACE_TEMPLATE).is_dir():
+if (
+    AGENT_WORKSPACE_TEMPLATE
+    and not is_git_url(AGENT_WORKSPACE_TEMPLATE)
+    and not Path(AGENT_WORKSPACE_TEMPLATE).is_dir()
+):
     raise ImproperlyConfigured(
         f"AGENT_WORKSPACE_TEMPLATE={AGENT_WORKSPACE_TEMPLATE!r} is neither a directory nor a git URL"
     )

@@ -37,7 +37,7 @@ def walk_bytes(root: Path) -> int:
                 elif stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
                     if info.st_nlink > 1:
                         seen.add((info.st_dev, info.st_ino))
-                    total += info.st_blocks * 512 if info.st_blocks * 512 < info.st_size else info.st_size
+                    total += min(info.st_size, info.st_blocks * 512)  # a sparse file counts what it holds
     return total
 
 
