@@ -22,8 +22,15 @@ from threads.api_query import ApiView, ListView, text_filter
 from threads.api_runs import RunOutput
 from threads.api_subagents import SubAgentTaskListOutput
 from threads.models import Run, SubAgentTask, Thread
-from threads.selectors import run_list, thread_detail, thread_get_visible, thread_list, thread_subagent_tasks
-from threads.services.workspaces import WorkspaceInfo, workspace_info
+from threads.selectors import (
+    WorkspaceInfo,
+    run_list,
+    thread_detail,
+    thread_get_visible,
+    thread_list,
+    thread_subagent_tasks,
+    workspace_info,
+)
 
 THREAD_ID = OpenApiParameter("thread_id", str, OpenApiParameter.PATH, description="The AG-UI thread id.")
 

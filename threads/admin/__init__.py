@@ -21,8 +21,9 @@ from threads.admin.liveness import Liveness
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.locking import Contended
 from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
+from threads.selectors import workspace_info
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel
-from threads.services.workspaces import thread_delete, workspace_info
+from threads.services.workspaces import thread_delete
 from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from threads.services.workspaces import workspaces_idle, workspaces_prune
+from threads.selectors import workspaces_idle
+from threads.services.workspaces import workspaces_prune
 
 
 class Command(BaseCommand):
