@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import orjson
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 from django.utils import timezone
 
@@ -29,6 +30,11 @@ from vocabulary import agui as ev
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.25
 REPLAY_PAGE = 2000
+# What a reattach to a run whose log was removed (manage.py prune_event_logs) is told.
+PRUNED = ev.run_error(
+    "this run's event log was removed after EVENT_LOG_RETENTION_DAYS; its messages remain in the thread",
+    "event_log_pruned",
+)
 
 
 def _run_status(*, run_pk: uuid.UUID) -> tuple[str, int, str, Any] | None:
@@ -66,6 +72,9 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
     cursor = after
     ended = False
     try:
+        if run.events_pruned_at is not None:
+            yield sse_frame(cursor + 1, orjson.dumps(PRUNED))
+            return
         while True:
             # The log first: everything up to now, in pages.
             # On the database thread: a follower may stay open for as long as the run lasts, and
@@ -76,7 +85,7 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                 yield sse_frame(event.seq, event.payload.encode())
                 if event.type in ev.TERMINAL_TYPES:
                     return
-            if len(events) == REPLAY_PAGE:
+            if len(events) >= REPLAY_PAGE:
                 continue
             row = await on_db_thread(_run_status, run_pk=run.pk)
             if row is None or row[0] != Run.Status.RUNNING:

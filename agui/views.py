@@ -21,7 +21,7 @@ from agui.frontend import client_tool_results, declared_tools
 from agui.http import Caller, SseResponse, agui_endpoint, error_response, token_error
 from agui.interrupts import decided_of
 from agui.prompt import build_request, no_message_request
-from agui.relay import follow_stored_run
+from agui.relay import PRUNED, follow_stored_run
 from agui.runs import AguiRun
 from agui.state import model_entry
 from runhost.host import HOST
@@ -211,6 +211,8 @@ async def reattach(
         run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
     if run is None or run.thread.agent_id != agent.pk or not caller.reaches(run.thread.owner_id):
         return error_response(404, "unknown_run", "no such run on this thread")
+    if run.events_pruned_at is not None:
+        return error_response(410, "event_log_pruned", PRUNED["message"])
     stream = HOST.registry.stream_of(run.pk)
     if stream is not None:
         return SseResponse(stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))

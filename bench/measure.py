@@ -96,7 +96,7 @@ class Target:
             if not event_count == stored == frames:
                 raise RuntimeError(
                     f"{self.name}: {frames} frames streamed but the run recorded "
-                    f"event_count={event_count} and {stored} RunEvent rows"
+                    f"event_count={event_count} and {stored} events in its log"
                 )
             self.durable_rates.append(frames / (when - response.t_sent))
             self.log_lag.append(when - (response.t_end or when))
@@ -191,7 +191,7 @@ class Target:
 
     async def recorded(self, run_id: str, within: float = 120.0) -> tuple[float, int, int]:
         """Waits until the run is recorded as finished (its event log written, then run_finish);
-        returns (when, the run's event_count, RunEvent rows stored)."""
+        returns (when, the run's event_count, the events its log holds)."""
         deadline = CLOCK() + within
         db = RunRecords(self.server)
         try:
@@ -232,7 +232,8 @@ class RunRecords:
         return None if row is None else (row[0], row[1], row[2])
 
     def event_rows(self, run_pk: Any) -> int:
-        sql = f"SELECT count(*) FROM threads_runevent WHERE run_id = {self.mark}"
+        """The events the run's log holds (its frames hold first_seq..last_seq each)."""
+        sql = f"SELECT coalesce(sum(last_seq - first_seq + 1), 0) FROM threads_eventframe WHERE run_id = {self.mark}"
         return int(self.db.execute(sql, (run_pk,)).fetchone()[0])
 
     def close(self) -> None:

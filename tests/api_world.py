@@ -11,15 +11,16 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from tests.eventlogs import log_events
 from threads import leases
-from threads.models import Approval, Message, Run, RunEvent, SubAgentTask, Thread
+from threads.logframes import LoggedEvent
+from threads.models import Approval, Message, Run, SubAgentTask, Thread
 
 
 @dataclass
@@ -99,17 +100,10 @@ def run(of: Thread, agui_run_id: str = "r1", **fields: Any) -> Run:
     return Run.objects.create(thread=of, agui_run_id=agui_run_id, **fields)
 
 
-def events(of: Run, count: int) -> list[RunEvent]:
-    rows = [
-        RunEvent(
-            run=of,
-            seq=seq,
-            type="TEXT_MESSAGE_CONTENT",
-            payload=orjson.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"part {seq}"}).decode(),
-        )
-        for seq in range(1, count + 1)
-    ]
-    return RunEvent.objects.bulk_create(rows)
+def events(of: Run, count: int, *, per_frame: int = 4) -> list[LoggedEvent]:
+    """``count`` text deltas logged in frames of ``per_frame``, so a page may start or end mid-frame."""
+    deltas = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"part {seq}"} for seq in range(1, count + 1)]
+    return log_events(of, deltas, per_frame=per_frame)
 
 
 def approval(of: Run, approval_id: str, *, decision: str = Approval.Decision.PENDING) -> Approval:

@@ -52,6 +52,7 @@ _MEANINGS = {
     403: "You may read it but not change it: that needs its thread's owner or the change permission.",
     404: "No such object, or not one of yours; for a list, a page past the last.",
     409: "The approval was already answered.",
+    410: "The run's event log was removed (code `event_log_pruned`); the run and its messages remain.",
     503: "The database stayed contended and nothing was written (code `retry`): send the request again.",
 }
 

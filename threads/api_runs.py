@@ -11,17 +11,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from threads.api_errors import error_responses
 from threads.api_query import ApiView, ListView
-from threads.models import Run, RunEvent
-from threads.selectors import run_event_list, run_get_visible
+from threads.logframes import LoggedEvent
+from threads.models import Run
+from threads.selectors import RunEventPages, run_event_list, run_get_visible
 
 RUN_ID = OpenApiParameter("run_id", uuid.UUID, OpenApiParameter.PATH, description="The run's id (a UUID).")
 
@@ -63,14 +63,14 @@ class RunDetail(ApiView):
         return Response(RunOutput(run).data)
 
 
-class EventOutput(serializers.Serializer[RunEvent]):
+class EventOutput(serializers.Serializer[LoggedEvent]):
     seq = serializers.IntegerField(help_text="The event's position in the run's log, from 1.")
     type = serializers.CharField(help_text="The AG-UI event type, e.g. TEXT_MESSAGE_CONTENT.")
     createdAt = serializers.DateTimeField(source="created_at")
     payload = serializers.SerializerMethodField(help_text="The event as it was streamed (AG-UI JSON).")
 
     @extend_schema_field(serializers.DictField())
-    def get_payload(self, event: RunEvent) -> Any:
+    def get_payload(self, event: LoggedEvent) -> Any:
         return event.data
 
 
@@ -80,15 +80,27 @@ class EventFilter(serializers.Serializer[dict[str, Any]]):
     )
 
 
-@extend_schema(parameters=[RUN_ID, EventFilter], responses={200: EventOutput(many=True), **error_responses(400, 404)})
-class RunEventList(ListView[RunEvent]):
-    """GET /api/runs/<id>/events/?after=<seq>: the run's event log in order."""
+@extend_schema(
+    parameters=[RUN_ID, EventFilter], responses={200: EventOutput(many=True), **error_responses(400, 404, 410)}
+)
+class RunEventList(ListView[Run]):
+    """GET /api/runs/<id>/events/?after=<seq>: the run's event log in order, event by event (the
+    log stores frames of events; a page reads the frames it needs). A run whose log was pruned
+    (EVENT_LOG_RETENTION_DAYS) answers 410."""
 
-    serializer_class = EventOutput
+    serializer_class = EventOutput  # type: ignore[assignment]  # it lists events, not a model
     query_filter = EventFilter
 
-    def get_queryset(self) -> QuerySet[RunEvent]:
+    def get_queryset(self) -> RunEventPages:  # type: ignore[override]
         run = run_get_visible(user=self.request.user, run_id=self.kwargs["run_id"])
         if run is None:
             raise NotFound("no such run")
+        if run.events_pruned_at is not None:
+            raise EventLogPruned()
         return run_event_list(run=run, after=self.query()["after"])
+
+
+class EventLogPruned(APIException):
+    status_code = 410
+    default_code = "event_log_pruned"
+    default_detail = "this run's event log was removed after EVENT_LOG_RETENTION_DAYS; its transcript remains"

@@ -3,9 +3,8 @@
 Appending is a tuple append on the hot path; a single writer task gathers what
 arrived during ``flush_seconds`` (or up to ``batch`` events) and writes it with
 one ``executemany``, so the log never costs a database round trip per event.
-Rows go in as plain tuples rather than model instances: building a RunEvent
-costs about 6 µs, four times the rest of an event's path (bench/stream.py).
-``close`` writes what is left and returns when everything is durable.
+What one flush writes is stored as one frame (threads/logframes.py), not a row
+per event. ``close`` writes what is left and returns when everything is durable.
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from threads import fastsql
+from threads import fastsql, logframes
 from threads.dbthread import sharing_the_gil
-from threads.models import RunEvent
+from threads.models import EventFrame
 
 log = logging.getLogger(__name__)
 # About half a minute of retries with backoff before a batch is given up.
@@ -31,6 +30,8 @@ WRITE_ATTEMPTS = 10
 
 
 Rows = list[tuple[int, str, str]]  # (seq, type, payload JSON)
+# The most events one frame holds.
+FRAME_EVENTS = 2000
 
 
 class EventLogWriter:
@@ -197,15 +198,25 @@ def insert_event_chunks(chunks: list[tuple[object, Rows]]) -> list[Exception | N
 
 
 def insert_events(run_pk: object, rows: Rows) -> None:
-    """Inserts (seq, type, payload) rows of one run, atomically."""
+    """Logs (seq, type, payload) rows of one run, with contiguous seqs, as one frame."""
     with transaction.atomic():
         _insert([(run_pk, rows)])
 
 
 def _insert(chunks: list[tuple[object, Rows]]) -> None:
-    now = fastsql.db_value(RunEvent, "created_at", timezone.now())
-    values: list[tuple[object, int, str, str, object]] = []
+    now = fastsql.db_value(EventFrame, "created_at", timezone.now())
+    values: list[tuple[object, int, int, bytes, object]] = []
     for run_pk, rows in chunks:
-        run_value = fastsql.db_value(RunEvent, "run", run_pk)
-        values.extend((run_value, seq, type_, payload, now) for seq, type_, payload in rows)
-    fastsql.insert_rows(RunEvent, ("run", "seq", "type", "payload", "created_at"), values)
+        if not rows:
+            continue
+        first, last = rows[0][0], rows[-1][0]
+        if last - first + 1 != len(rows) or any(row[0] != seq for seq, row in enumerate(rows, first)):
+            raise ValueError(f"a frame's events must have contiguous seqs; got {first}..{last} in {len(rows)}")
+        run_value = fastsql.db_value(EventFrame, "run", run_pk)
+        # A writer that fell behind hands over more at once: frames stay small enough that reading
+        # from a seq inside one decodes little more than it needs.
+        for start in range(0, len(rows), FRAME_EVENTS):
+            part = rows[start : start + FRAME_EVENTS]
+            body = logframes.encode([(type_, payload) for _, type_, payload in part])
+            values.append((run_value, part[0][0], part[-1][0], body, now))
+    fastsql.insert_rows(EventFrame, ("run", "first_seq", "last_seq", "body", "created_at"), values)

@@ -2,18 +2,15 @@
 
 Django compiles each ``save()`` into SQL afresh (about 0.2 ms a statement on
 these machines) and builds a model instance per row of a ``bulk_create`` (about
-6 µs). A run's first byte waits on a few inserts, and its event log writes one
-row per event, so both build each statement once and prepare values through the
+6 µs). A run's first byte waits on a few inserts, and its event log writes a
+frame per flush for every run at once, so both build each statement once and prepare values through the
 fields themselves: types (UUIDs, JSON, datetimes) are adapted exactly as
 ``save()`` would. No signals are sent; nothing in this project listens to them.
 """
 
 from __future__ import annotations
 
-import datetime
-import re
 import sqlite3
-import uuid
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -96,12 +93,6 @@ def exists(model: type[Model], **equal: Any) -> bool:
         return cursor.fetchone() is not None
 
 
-@cache
-def _copy_statement(model: type[Model], names: tuple[str, ...]) -> str:
-    columns = ", ".join(_column(model, name) for name in names)
-    return f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
-
-
 # Rows per multi-row INSERT on SQLite, largest first: a chunk goes in as statements of these
 # sizes (1,234 rows: one of 1,024, then 128, 64, 16 and 2), so a dozen statements at most are
 # compiled and cached whatever the chunk's length. Each statement lets go of the GIL while SQLite
@@ -127,12 +118,8 @@ def _ladder(columns: int, variable_limit: int) -> tuple[int, ...]:
 
 def insert_rows(model: type[Model], names: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> None:
     """Inserts rows of values already in database form (see ``db_value``) in as few statements
-    as it can: COPY on PostgreSQL, multi-row INSERTs (ROW_LADDER) on SQLite, else executemany."""
+    as it can: multi-row INSERTs (ROW_LADDER) on SQLite, else executemany (pipelined by psycopg)."""
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            with cursor.cursor.copy(_copy_statement(model, names)) as copy:
-                copy.write(copy_text(rows))
-            return
         if connection.vendor != "sqlite":
             cursor.executemany(_statement(model, names, connection.vendor), rows)
             return
@@ -151,48 +138,3 @@ def insert_rows(model: type[Model], names: tuple[str, ...], rows: Sequence[Seque
                     statement = _rows_statement(model, names, connection.vendor, size)
                     sqlite3.Cursor.execute(raw, statement, [value for row in part for value in row])
                     start, left = start + size, left - size
-
-
-_NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]").search
-
-
-def copy_text(rows: Sequence[Sequence[Any]]) -> str:
-    """Rows in COPY's text format. Built here in one string: psycopg's executemany and its
-    COPY write_row format each value in Python and cost the event log three times as much
-    per row (bench/stream.py with DATABASE_URL, py-spy). A value other than a str or an int
-    (a run's UUID, a batch's timestamp) is usually the same object on every row, and is
-    formatted once."""
-    formatted: dict[int, str] = {}
-    lines = []
-    for row in rows:
-        fields = []
-        for value in row:
-            kind = type(value)
-            if kind is str:
-                fields.append(_escaped(value) if _NEEDS_ESCAPE(value) else value)
-            elif kind is int:
-                fields.append(str(value))
-            else:
-                text = formatted.get(id(value))
-                if text is None:
-                    text = formatted[id(value)] = _copy_value(value)
-                fields.append(text)
-        lines.append("\t".join(fields))
-    lines.append("")
-    return "\n".join(lines)
-
-
-def _escaped(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def _copy_value(value: Any) -> str:
-    if value is None:
-        return "\\N"
-    if isinstance(value, str):
-        return _escaped(value)
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, (int, uuid.UUID, datetime.datetime)):
-        return str(value)
-    raise TypeError(f"no COPY text form for {type(value).__name__}")

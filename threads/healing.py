@@ -14,9 +14,11 @@ from typing import Any
 
 import orjson
 from django.db import transaction
-from django.db.models import Max
 
-from threads.models import Run, RunEvent
+from threads.eventlog import insert_events
+from threads.logframes import LoggedEvent
+from threads.models import Run
+from threads.selectors import run_events_after
 from vocabulary import agui as ev
 
 INTERRUPTED_ERROR = ev.run_error(
@@ -24,10 +26,10 @@ INTERRUPTED_ERROR = ev.run_error(
 )
 
 
-def _closings(events: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+def _closings(events: Iterable[LoggedEvent]) -> list[dict[str, Any]]:
     """The END events of what the log left open, innermost first."""
     opened = ev.OpenParts()
-    for type_, payload in events:
+    for _, type_, payload, _ in events:
         if type_ in ev.OPENING_AND_CLOSING:
             opened.see(orjson.loads(payload))
     return opened.close()
@@ -43,19 +45,16 @@ def runs_heal(*, run_ids: list[uuid.UUID], now: datetime) -> None:
                 continue
             if run.status == Run.Status.RUNNING:
                 run.status, run.outcome, run.finished_at = Run.Status.INTERRUPTED, "interrupted", now
-            last = RunEvent.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0
-            tail = RunEvent.objects.filter(run=run, seq=last).values_list("type", flat=True).first()
-            if tail not in ev.TERMINAL_TYPES:
-                logged = RunEvent.objects.filter(run=run, type__in=ev.OPENING_AND_CLOSING).order_by("seq")
-                ending = [*_closings(logged.values_list("type", "payload")), INTERRUPTED_ERROR]
+            logged = run_events_after(run=run, after=0)
+            last = logged[-1].seq if logged else 0
+            if not logged or logged[-1].type not in ev.TERMINAL_TYPES:
+                ending = [*_closings(logged), INTERRUPTED_ERROR]
                 if last == 0:  # it died before its first event was written
                     thread_id = run.thread.agui_thread_id
                     ending.insert(0, ev.run_started(thread_id, run.agui_run_id))
-                RunEvent.objects.bulk_create(
-                    [
-                        RunEvent(run=run, seq=last + i, type=event["type"], payload=orjson.dumps(event).decode())
-                        for i, event in enumerate(ending, 1)
-                    ]
+                insert_events(
+                    run.pk,
+                    [(seq, event["type"], orjson.dumps(event).decode()) for seq, event in enumerate(ending, last + 1)],
                 )
                 last += len(ending)
             run.event_count = last

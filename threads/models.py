@@ -1,9 +1,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-import orjson
 from django.conf import settings
 from django.db import models
 
@@ -107,6 +105,8 @@ class Run(models.Model):
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     cache_write_tokens = models.PositiveBigIntegerField(default=0)
     event_count = models.PositiveIntegerField(default=0)
+    # When its event log was removed (manage.py prune_event_logs): a reattach is told so.
+    events_pruned_at = models.DateTimeField(null=True, blank=True)
     # The server process running it ("host:pid") and how long its claim holds
     # without renewal (threads/leases.py).
     owner = models.CharField(max_length=300, blank=True)
@@ -134,31 +134,25 @@ class Run(models.Model):
         return self.agui_run_id
 
 
-class RunEvent(models.Model):
-    """One AG-UI event of a run, in order. ``payload`` is the event's JSON exactly as it was streamed.
+class EventFrame(models.Model):
+    """Events ``first_seq`` to ``last_seq`` of a run's AG-UI event log: the events one flush of the
+    run's writer wrote, in one compressed body (threads/logframes.py says how). Read through
+    threads/selectors.py, which gives the events one by one."""
 
-    It is kept as text rather than a JSONField so the log stores the bytes the
-    client saw without encoding them a second time on the hot path.
-    """
-
-    # No index of its own: the unique (run, seq) index serves every lookup by run, and a second
-    # index on run alone doubled the cost of each logged event (bench/stream.py --concurrent).
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
-    seq = models.PositiveIntegerField()
-    type = models.CharField(max_length=40)
-    payload = models.TextField()
+    # No index of its own: the unique (run, last_seq) index serves every lookup by run, and finds
+    # the frames holding the events after a given seq.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="frames", db_index=False)
+    first_seq = models.PositiveIntegerField()
+    last_seq = models.PositiveIntegerField()
+    body = models.BinaryField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["run", "seq"]
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique")]
+        ordering = ["run", "last_seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "last_seq"], name="event_frame_last_seq_unique")]
 
     def __str__(self) -> str:
-        return f"{self.seq} {self.type}"
-
-    @property
-    def data(self) -> Any:
-        return orjson.loads(self.payload)
+        return f"{self.first_seq}-{self.last_seq}"
 
 
 class Approval(models.Model):

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, IntegerField, Max, Model, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, F, IntegerField, Max, Model, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -26,7 +26,8 @@ from agents.tools import usage
 from agents.workspaces import Place, place_of
 from threads import leases
 from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
-from threads.models import Approval, Message, Run, RunEvent, SubAgentTask, Thread, Workspace
+from threads.logframes import LoggedEvent, events_of
+from threads.models import Approval, EventFrame, Message, Run, SubAgentTask, Thread, Workspace
 
 # The largest primary key a database integer holds; SQLite raises on a larger lookup rather than finding nothing.
 _MAX_INT_KEY = 2**63 - 1
@@ -92,9 +93,58 @@ def thread_open_run(*, agui_thread_id: str) -> OpenRun | None:
     return OpenRun(pk=pk, status=status, held=status == Run.Status.RUNNING and not leases.owner_is_gone(owner, lease))
 
 
-def run_events_after(*, run: Run, after: int, limit: int | None = None) -> list[RunEvent]:
-    events = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")
-    return list(events[:limit] if limit else events)
+def run_events_after(*, run: Run | uuid.UUID, after: int, limit: int | None = None) -> list[LoggedEvent]:
+    """The run's logged events with a seq above ``after``, in order: all of them, or the first
+    ``limit`` and perhaps a few more (whole frames are read; a caller pages on from the last seq)."""
+    frames = EventFrame.objects.filter(run=run, last_seq__gt=after).order_by("last_seq")
+    events: list[LoggedEvent] = []
+    for first, body, created in frames.values_list("first_seq", "body", "created_at").iterator(chunk_size=50):
+        # A frame overlapping what is already read (a dead owner's late write after its run was
+        # healed) adds only what comes after: the first frame written for a seq wins.
+        events.extend(events_of(first, body, after=events[-1].seq if events else after, created_at=created))
+        if limit and len(events) >= limit:
+            break
+    return events
+
+
+def run_events_in(*, run: Run | uuid.UUID, first: int, last: int) -> list[LoggedEvent]:
+    """The run's logged events with ``first <= seq <= last``, in order."""
+    return [event for event in run_events_after(run=run, after=first - 1, limit=last - first + 1) if event.seq <= last]
+
+
+def run_last_seq(*, run_ids: list[uuid.UUID]) -> int:
+    """The highest seq logged for any of the runs (0 when nothing is)."""
+    return EventFrame.objects.filter(run_id__in=run_ids).aggregate(last=Max("last_seq"))["last"] or 0
+
+
+def run_events_total(*, run_ids: list[uuid.UUID]) -> int:
+    """How many events the runs' logs hold: one query over their frames, whatever the events' number."""
+    frames = EventFrame.objects.filter(run_id__in=run_ids)
+    spans = frames.aggregate(events=Sum(F("last_seq") - F("first_seq") + 1))["events"]
+    return int(spans or 0)
+
+
+class RunEventPages:
+    """A run's events after ``after`` as a sequence the REST API's paginator slices: item ``i``
+    is the event with seq ``after + 1 + i``, and a page reads only the frames it needs."""
+
+    def __init__(self, run: Run, after: int) -> None:
+        self.run, self.after = run, after
+        self._count: int | None = None
+
+    def count(self) -> int:
+        if self._count is None:
+            self._count = max(0, run_last_seq(run_ids=[self.run.pk]) - self.after)
+        return self._count
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: slice) -> list[LoggedEvent]:
+        start, stop, _ = index.indices(self.count())
+        if stop <= start:
+            return []
+        return run_events_in(run=self.run, first=self.after + 1 + start, last=self.after + stop)
 
 
 def agents_enabled() -> list[Agent]:
@@ -174,9 +224,9 @@ def run_get_visible(*, user: AbstractBaseUser | AnonymousUser, run_id: uuid.UUID
     return runs.filter(pk=run_id).first()
 
 
-def run_event_list(*, run: Run, after: int = 0) -> QuerySet[RunEvent]:
+def run_event_list(*, run: Run, after: int = 0) -> RunEventPages:
     """The run's events with a sequence number above ``after``, in order (seq starts at 1)."""
-    return RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")
+    return RunEventPages(run, after)
 
 
 def _approvals_visible(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Approval]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from tests.eventlogs import logged as logged_events
 from tests.fakes.anthropic_api import split_tokens, text, text_turn, thinking, tool_turn, tool_use, turn
 from tests.helpers import run_input, squash, user, v1
 from tests.sse import post_run
-from threads.models import Message, Run, RunEvent, Thread
+from threads.models import Message, Run, Thread
 
 START = ["RUN_STARTED", "STATE_SNAPSHOT"]
 TEXT = ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT*", "TEXT_MESSAGE_END"]
@@ -177,7 +178,7 @@ def test_provider_error_mid_stream_closes_what_is_open(server, fake_api):
     run = Run.objects.get(agui_run_id="r1")
     assert run.status == Run.Status.FAILED
     assert run.event_count == len(stream.frames)
-    assert RunEvent.objects.filter(run=run).count() == len(stream.frames)
+    assert len(logged_events(run)) == len(stream.frames)
 
 
 def test_provider_error_before_any_output_is_retried(server, fake_api):
@@ -246,7 +247,7 @@ def test_the_run_is_persisted(server, fake_api):
     run = Run.objects.get(thread=thread)
     assert run.status == Run.Status.SUCCEEDED
     assert run.input_tokens == 50  # two model calls of 25 input tokens
-    logged = list(RunEvent.objects.filter(run=run).order_by("seq"))
+    logged = logged_events(run)
     assert [e.seq for e in logged] == list(range(1, len(stream.frames) + 1))
     assert [e.payload.encode() for e in logged] == [f.raw for f in stream.frames]
     roles = list(Message.objects.filter(thread=thread).order_by("position").values_list("role", flat=True))

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from tests.helpers import run_input, user
-from threads.models import Message, Run, RunEvent, Thread
+from threads.models import EventFrame, Message, Run, Thread
 
 GOOD = run_input("t-bad", "r1", user("hi"))
 
@@ -22,7 +22,7 @@ def _assert_nothing_written() -> None:
     assert Thread.objects.count() == 0
     assert Run.objects.count() == 0
     assert Message.objects.count() == 0
-    assert RunEvent.objects.count() == 0
+    assert EventFrame.objects.count() == 0
 
 
 @pytest.mark.parametrize(

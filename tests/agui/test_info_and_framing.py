@@ -64,7 +64,8 @@ def test_silence_gets_heartbeats_and_frames_carry_ids(server, fake_api):
 
 
 def test_the_api_key_never_reaches_the_stream_or_the_log(server, fake_api):
-    from threads.models import RunEvent
+    from threads.models import EventFrame
+    from threads.selectors import run_events_after
 
     fake_api.script([text_turn(["ok"])])
     response = httpx.post(
@@ -75,4 +76,5 @@ def test_the_api_key_never_reaches_the_stream_or_the_log(server, fake_api):
     )
     server.drain()
     assert b"sk-test-fake" not in response.content
-    assert not RunEvent.objects.filter(payload__contains="sk-test-fake").exists()
+    logged = [e.payload for frame in EventFrame.objects.all() for e in run_events_after(run=frame.run_id, after=0)]
+    assert logged and not any("sk-test-fake" in payload for payload in logged)

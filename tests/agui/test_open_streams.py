@@ -11,9 +11,10 @@ import httpx
 from django.db import connection
 from django.utils import timezone
 
+from tests.eventlogs import log_events
 from tests.fakes.anthropic_api import split_tokens, text_turn
 from tests.helpers import run_input, user, v1
-from threads.models import Run, RunEvent, Session, Thread
+from threads.models import Run, Session, Thread
 
 HEADERS = {"Authorization": "Bearer test-token"}
 STREAMS = 200
@@ -79,9 +80,7 @@ def test_followers_of_a_run_owned_by_another_process_hold_no_thread_each(server,
         owner="another-host:1",
         lease_expires_at=timezone.now() + timedelta(seconds=60),
     )
-    RunEvent.objects.create(
-        run=run, seq=1, type="RUN_STARTED", payload='{"type":"RUN_STARTED","threadId":"t-foreign","runId":"r1"}'
-    )
+    log_events(run, [{"type": "RUN_STARTED", "threadId": "t-foreign", "runId": "r1"}])
     before = threading.active_count()
     counted: list[int] = []
 
@@ -91,12 +90,7 @@ def test_followers_of_a_run_owned_by_another_process_hold_no_thread_each(server,
         def finish() -> None:
             # What the owning process writes when its run ends.
             try:
-                RunEvent.objects.create(
-                    run=run,
-                    seq=2,
-                    type="RUN_FINISHED",
-                    payload='{"type":"RUN_FINISHED","threadId":"t-foreign","runId":"r1"}',
-                )
+                log_events(run, [{"type": "RUN_FINISHED", "threadId": "t-foreign", "runId": "r1"}])
                 Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
             finally:
                 connection.close()

@@ -8,8 +8,9 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agui.stream import RunStream
+from tests.eventlogs import logged as logged_events
 from threads.eventlog import EventLogWriter
-from threads.models import Run, RunEvent, Thread
+from threads.models import Run, Thread
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ async def test_a_reader_gets_the_frames_after_its_id_and_the_end_only_once_the_r
     assert [f.split(b"\n")[0] for f in frames] == [b"id: 4", b"id: 5", b"id: 6"]
     assert frames[0] == b'id: 4\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"tok 4 \xc3\xa9"}'
     assert b"RUN_FINISHED" in frames[2]
-    logged = await sync_to_async(lambda: list(RunEvent.objects.filter(run=run).values_list("seq", "payload")))()
+    logged = [(e.seq, e.payload) for e in await sync_to_async(logged_events)(run)]
     assert [seq for seq, _ in logged] == [1, 2, 3, 4, 5, 6]
     assert [f"id: {seq}\ndata: {payload}".encode() for seq, payload in logged] == (await _read(stream, 0)).split(
         b"\n\n"

@@ -12,11 +12,12 @@ import httpx
 import orjson
 
 from tests.asgi_scripts import ASGI_POST, _env
+from tests.eventlogs import logged as logged_events
 from tests.fakes.anthropic_api import split_tokens, text_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ROOT
 from tests.sse import get_stream, parse_frames, post_run
-from threads.models import Run, RunEvent, Thread
+from threads.models import Run, Thread
 
 HEADERS = {"Authorization": "Bearer test-token", "Content-Type": "application/json"}
 
@@ -45,7 +46,7 @@ def test_a_client_that_disconnects_does_not_stop_the_run(server, fake_api):
     server.drain()
     run = Run.objects.get(agui_run_id="r1")
     assert run.status == Run.Status.SUCCEEDED
-    logged = list(RunEvent.objects.filter(run=run).order_by("seq"))
+    logged = logged_events(run)
     assert len(logged) == run.event_count
     assert logged[-1].type == "RUN_FINISHED"
     text = "".join(e.data["delta"] for e in logged if e.type == "TEXT_MESSAGE_CONTENT")
@@ -142,7 +143,7 @@ def test_a_run_is_recorded_before_its_terminal_event_reaches_the_client(server, 
     # No drain: having seen RUN_FINISHED is enough.
     run = Run.objects.get(agui_run_id="r1")
     assert run.status == Run.Status.SUCCEEDED
-    assert RunEvent.objects.filter(run=run).count() == len(stream.frames) == run.event_count
+    assert len(logged_events(run)) == len(stream.frames) == run.event_count
 
 
 # A run's POST through project.asgi in this process: the client takes three body messages, stops

@@ -8,7 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents.models import Agent
-from threads.models import Message, Run, RunEvent, SubAgentTask, Thread
+from tests.eventlogs import log_events
+from threads.models import Message, Run, SubAgentTask, Thread
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def operator(client, transactional_db):
 def run(coder):
     thread = Thread.objects.create(agui_thread_id="t-admin", agent=coder, title="a thread")
     run = Run.objects.create(thread=thread, agui_run_id="r-admin")
-    RunEvent.objects.create(run=run, seq=1, type="RUN_STARTED", payload='{"type":"RUN_STARTED"}')
+    log_events(run, [{"type": "RUN_STARTED"}])
     return run
 
 

@@ -6,7 +6,6 @@ import datetime as dt
 import itertools
 from collections.abc import Callable
 
-import orjson
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
@@ -15,7 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.models import Agent, PermissionRule
-from threads.models import Approval, Message, Run, RunEvent, Session, SubAgentTask, Thread
+from tests.eventlogs import log_events
+from threads.models import Approval, Message, Run, Session, SubAgentTask, Thread
 
 _ids = itertools.count(1)
 
@@ -71,11 +71,7 @@ def grow(focus: Run, n: int) -> None:
             {"type": "TOOL_CALL_RESULT", "messageId": "x", "toolCallId": f"fc-{i}", "content": "ok"},
             {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/todos/-", "value": {}}]},
         ]
-        last = RunEvent.objects.filter(run=tail).count()
-        RunEvent.objects.bulk_create(
-            RunEvent(run=tail, seq=last + j, type=e["type"], payload=orjson.dumps(e).decode())
-            for j, e in enumerate(events, start=1)
-        )
+        log_events(tail, events, per_frame=2)
         Approval.objects.create(
             id=f"fa-{i}", run=tail, tool_call_id=f"fc-{i}", tool="bash", message="?", expires_at=now + dt.timedelta(1)
         )
@@ -121,9 +117,6 @@ def test_the_query_count_does_not_grow_with_rows(operator, focus, page):
 
 def test_the_timeline_of_a_run_with_thousands_of_events_stays_a_few_queries(operator, focus):
     deltas = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{k // 500}", "delta": "w "} for k in range(5000)]
-    RunEvent.objects.bulk_create(
-        RunEvent(run=focus, seq=seq, type=e["type"], payload=orjson.dumps(e).decode())
-        for seq, e in enumerate(deltas, start=1)
-    )
+    log_events(focus, deltas, per_frame=50)
     url = f"/admin/threads/run/{focus.pk}/timeline/"
     assert queries(operator, url) <= 12

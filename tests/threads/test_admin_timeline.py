@@ -6,16 +6,16 @@ import datetime as dt
 import re
 from typing import Any
 
-import orjson
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 
 from agents.models import Agent
+from tests.eventlogs import log_events
 from threads.admin.timeline_fold import TEXT_CAP, Kind
 from threads.admin.timeline_reads import run_timeline
-from threads.models import Approval, Run, RunEvent, Session, SubAgentTask, Thread
+from threads.models import Approval, Run, Session, SubAgentTask, Thread
 
 
 @pytest.fixture
@@ -28,11 +28,7 @@ def thread(db: None) -> Thread:
 
 def log(run: Run, *events: dict[str, Any]) -> None:
     """Appends events to the run's log, numbered after what is there."""
-    last = RunEvent.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
-    RunEvent.objects.bulk_create(
-        RunEvent(run=run, seq=last + i, type=e["type"], payload=orjson.dumps(e).decode())
-        for i, e in enumerate(events, start=1)
-    )
+    log_events(run, list(events), per_frame=3)
 
 
 def streamed_text(message_id: str, words: list[str]) -> list[dict[str, Any]]:

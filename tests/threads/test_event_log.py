@@ -1,4 +1,5 @@
-"""The durable event log gathers events into batches instead of a round trip per event."""
+"""The durable event log gathers events into batches instead of a round trip per event, and keeps
+each batch as one frame (threads/logframes.py), read back event by event from any position."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection
 
+from tests.eventlogs import logged
+from threads import logframes
 from threads.eventlog import EventLogWriter, insert_event_chunks, insert_events
-from threads.models import Run, RunEvent, Thread
+from threads.models import EventFrame, Run, Thread
+from threads.selectors import RunEventPages, run_events_after, run_events_total
 
 
 @pytest.fixture
@@ -26,8 +30,14 @@ async def test_a_burst_of_events_is_written_in_a_few_batches(run):
     await writer.close()
     assert writer.written == 5000
     assert writer.writes <= 3
-    seqs = await sync_to_async(lambda: list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)))()
-    assert seqs == list(range(1, 5001))
+    events = await sync_to_async(logged)(run)
+    assert [e.seq for e in events] == list(range(1, 5001))
+    assert [e.payload for e in events[:2]] == [
+        '{"type":"TEXT_MESSAGE_CONTENT","delta":"1"}',
+        '{"type":"TEXT_MESSAGE_CONTENT","delta":"2"}',
+    ]
+    # A row per batch written (one of up to 2,000 events), not one per event.
+    assert writer.writes <= await EventFrame.objects.filter(run=run).acount() <= writer.writes + 2
 
 
 async def test_close_waits_until_everything_is_durable(run):
@@ -36,15 +46,15 @@ async def test_close_waits_until_everything_is_durable(run):
     await asyncio.sleep(0.05)  # the writer is now gathering
     async with asyncio.timeout(2):
         await writer.close()  # does not wait for the 10 s flush interval
-    assert await RunEvent.objects.filter(run=run).acount() == 1
+    assert [e.seq for e in await sync_to_async(logged)(run)] == [1]
 
 
-def test_a_batch_longer_than_one_statement_keeps_every_row_and_its_values(run):
-    # 1,234 rows: statements of 1,024, 128, 64, 16 and 2 rows on SQLite, one COPY on PostgreSQL.
-    rows = [(seq, "TEXT_MESSAGE_CONTENT", f'{{"delta":"{seq} 100%s \\t"}}') for seq in range(1, 1235)]
+def test_a_frame_keeps_every_event_and_its_payload_byte_for_byte(run):
+    payloads = ['{"delta":"100%s \\t"}', "raw\ttab\nnewline\rreturn\\ \\N é 漢字 \u2028", "", "{}" * 5000]
+    rows = [(seq, f"TYPE_{seq}", payload) for seq, payload in enumerate(payloads * 300, 1)]
     insert_events(run.pk, rows)
-    stored = list(RunEvent.objects.filter(run=run).values_list("seq", "type", "payload"))
-    assert stored == rows
+    assert [(e.seq, e.type, e.payload) for e in logged(run)] == rows
+    assert EventFrame.objects.filter(run=run).count() == 1
 
 
 def test_a_sqlite_with_the_old_limit_on_parameters_takes_a_long_batch_too(run):
@@ -55,26 +65,34 @@ def test_a_sqlite_with_the_old_limit_on_parameters_takes_a_long_batch_too(run):
     before = raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # the limit before SQLite 3.32
     try:
-        rows = [(seq, "CUSTOM", "{}") for seq in range(1, 1235)]
-        insert_events(run.pk, rows)
+        runs = [Run.objects.create(thread=run.thread, agui_run_id=f"r-limit-{n}") for n in range(250)]
+        errors = insert_event_chunks([(r.pk, [(1, "RUN_STARTED", "{}"), (2, "CUSTOM", "{}")]) for r in runs])
     finally:
         raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, before)
-    assert RunEvent.objects.filter(run=run).count() == 1234
+    assert errors == [None] * 250
+    assert run_events_total(run_ids=[r.pk for r in runs]) == 500
 
 
-def test_the_log_is_indexed_by_run_once_with_its_seq(db):
-    # Each index costs every logged event a write: the one on (run, seq) serves lookups by run too.
+def test_the_log_is_indexed_by_run_once_with_its_last_seq(db):
+    # Each index costs every frame a write: the one on (run, last_seq) serves lookups by run too.
     with connection.cursor() as cursor:
-        constraints = connection.introspection.get_constraints(cursor, RunEvent._meta.db_table)
+        constraints = connection.introspection.get_constraints(cursor, EventFrame._meta.db_table)
     by_run = [c["columns"] for c in constraints.values() if (c["index"] or c["unique"]) and "run_id" in c["columns"]]
-    assert by_run == [["run_id", "seq"]]
+    assert by_run == [["run_id", "last_seq"]]
 
 
-def test_a_seq_written_twice_is_refused_and_the_whole_batch_with_it(run):
-    insert_events(run.pk, [(1, "RUN_STARTED", "{}")])
+def test_a_batch_written_twice_is_refused(run):
+    # A retry of a batch whose first attempt committed before its connection failed.
+    insert_events(run.pk, [(seq, "CUSTOM", "{}") for seq in range(1, 150)])
     with pytest.raises(IntegrityError):
+        insert_events(run.pk, [(seq, "CUSTOM", "{}") for seq in range(1, 150)])
+    assert [e.seq for e in logged(run)] == list(range(1, 150))
+
+
+def test_a_batch_whose_seqs_are_not_contiguous_is_refused_whole(run):
+    with pytest.raises(ValueError, match="contiguous"):
         insert_events(run.pk, [(seq, "CUSTOM", "{}") for seq in range(2, 150)] + [(1, "CUSTOM", "{}")])
-    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [1]
+    assert logged(run) == []
 
 
 def test_chunks_of_several_runs_written_together_fail_alone(run):
@@ -87,9 +105,9 @@ def test_chunks_of_several_runs_written_together_fail_alone(run):
         ]
     )
     assert errors[0] is None
-    assert isinstance(errors[1], IntegrityError)
-    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [1, 2]
-    assert list(RunEvent.objects.filter(run=other).values_list("seq", flat=True)) == [1]
+    assert isinstance(errors[1], ValueError)
+    assert [e.seq for e in logged(run)] == [1, 2]
+    assert [e.seq for e in logged(other)] == [1]
 
 
 async def test_writers_of_runs_streaming_at_once_all_become_durable(run):
@@ -103,8 +121,8 @@ async def test_writers_of_runs_streaming_at_once_all_become_durable(run):
     await asyncio.gather(*(writer.close() for writer in writers))
     assert [writer.written for writer in writers] == [300] * 6
     for r in [run, *others]:
-        seqs = await sync_to_async(lambda r=r: list(RunEvent.objects.filter(run=r).values_list("seq", flat=True)))()
-        assert seqs == list(range(1, 301))
+        events = await sync_to_async(logged)(r)
+        assert [e.seq for e in events] == list(range(1, 301))
 
 
 def test_sqlite_copies_the_wal_back_every_4000_pages_and_cuts_it_to_64_mib(db):
@@ -133,3 +151,65 @@ async def test_the_log_keeps_up_with_a_run_streaming_on_a_busy_loop(run):
     await writer.close()
     assert writer.written == appended
     assert written_meanwhile >= 20_000, f"{written_meanwhile} of {appended} events written while streaming"
+
+
+def _framed(run: Run, sizes: list[int]) -> list[tuple[int, str, str]]:
+    """Logs frames of ``sizes`` events; returns every row."""
+    rows, seq = [], 1
+    for size in sizes:
+        frame = [(s, "TEXT_MESSAGE_CONTENT", f'{{"delta":"{s}"}}') for s in range(seq, seq + size)]
+        insert_events(run.pk, frame)
+        rows += frame
+        seq += size
+    return rows
+
+
+def test_the_log_reads_back_exactly_from_every_position(run):
+    rows = _framed(run, [3, 1, 5, 2000, 7])
+    assert EventFrame.objects.filter(run=run).count() == 5
+    for after in [*range(0, 12), 1000, 2008, 2009, 2010, 2015, 2016, 3000]:
+        events = run_events_after(run=run, after=after)
+        assert [(e.seq, e.type, e.payload) for e in events] == rows[after:], after
+    # A limit reads whole frames, no fewer events than asked, and the reader pages on from the last.
+    first = run_events_after(run=run, after=2, limit=4)
+    assert [e.seq for e in first] == list(range(3, 10))
+    assert run_events_total(run_ids=[run.pk]) == len(rows)
+
+
+def test_the_rest_api_pages_slice_frames_event_by_event(run):
+    rows = _framed(run, [3, 1, 5, 7])
+    pages = RunEventPages(run, after=2)
+    assert pages.count() == len(rows) - 2
+    for start in range(0, 15):
+        for stop in range(start, 16):
+            assert [e.seq for e in pages[start:stop]] == [seq for seq, _, _ in rows[2:][start:stop]]
+
+
+def test_a_late_frame_overlapping_a_healed_end_adds_only_what_follows(run):
+    # A dead owner's batch written after another process closed its log: the first written wins.
+    insert_events(run.pk, [(1, "RUN_STARTED", "{}"), (2, "RUN_ERROR", '{"code":"interrupted"}')])
+    insert_events(run.pk, [(2, "TEXT_MESSAGE_CONTENT", "{}"), (3, "TEXT_MESSAGE_CONTENT", "{}")])
+    assert [(e.seq, e.type) for e in logged(run)] == [(1, "RUN_STARTED"), (2, "RUN_ERROR"), (3, "TEXT_MESSAGE_CONTENT")]
+
+
+def test_a_frame_of_text_deltas_is_stored_compressed(run):
+    deltas = [f'{{"type":"TEXT_MESSAGE_CONTENT","messageId":"m-1","delta":" word{seq % 50}"}}' for seq in range(2000)]
+    body = logframes.encode([("TEXT_MESSAGE_CONTENT", delta) for delta in deltas])
+    assert body[:1] == logframes.ZLIB and len(body) * 10 < sum(map(len, deltas))
+    # Two events, as a flush at a model's pace holds: the preset dictionary still makes them smaller.
+    pair = [("TEXT_MESSAGE_CONTENT", delta) for delta in deltas[:2]]
+    assert logframes.encode(pair)[:1] == logframes.ZLIB
+    assert logframes.decode(logframes.encode(pair)) == [list(p) for p in pair]
+
+
+def test_an_unknown_frame_encoding_is_an_error_not_a_guess():
+    with pytest.raises(ValueError, match="unknown event frame encoding"):
+        logframes.decode(b"x[]")
+
+
+def test_a_long_batch_is_stored_as_frames_of_at_most_2000_events(run):
+    rows = [(seq, "CUSTOM", f'{{"n":{seq}}}') for seq in range(1, 4501)]
+    insert_events(run.pk, rows)
+    spans = list(EventFrame.objects.filter(run=run).order_by("last_seq").values_list("first_seq", "last_seq"))
+    assert spans == [(1, 2000), (2001, 4000), (4001, 4500)]
+    assert [(e.seq, e.payload) for e in run_events_after(run=run, after=3999)] == [(s, p) for s, _, p in rows[3999:]]

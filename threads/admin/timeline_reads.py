@@ -11,7 +11,9 @@ from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from threads.admin.liveness import Liveness
 from threads.admin.timeline_fold import Segment, Timeline, TimelineFold
-from threads.models import Approval, Run, RunEvent, Session, SubAgentTask
+from threads.logframes import events_of
+from threads.models import Approval, EventFrame, Run, Session, SubAgentTask
+from threads.selectors import run_events_total
 from threads.services.runs import OPEN_STATUSES
 
 # Events read for one page: about 1.5 s of work. A longer log shows its beginning and says so;
@@ -41,7 +43,7 @@ def run_liveness(*, run: Run) -> Liveness:
     """What the timeline's live refresh polls: three small queries."""
     segments = run_segments(run=run)
     ids = [s.run.pk for s in segments]
-    event_count = RunEvent.objects.filter(run_id__in=ids).count()
+    event_count = run_events_total(run_ids=ids)
     answered = Approval.objects.filter(run_id__in=ids).exclude(decision=Approval.Decision.PENDING).count()
     return _version(segments, event_count, answered)
 
@@ -60,7 +62,7 @@ def run_timeline(*, run: Run, event_cap: int = EVENT_SCAN_CAP) -> Timeline:
         failed_calls=_failed_tool_calls(run),
     )
     events_read = fold.read(_events(ids, event_cap))
-    event_count = events_read if events_read < event_cap else RunEvent.objects.filter(run_id__in=ids).count()
+    event_count = events_read if events_read < event_cap else run_events_total(run_ids=ids)
     fold.attach_orphan_approvals(approvals)
     answered = sum(1 for a in approvals if a.decision != Approval.Decision.PENDING)
     return Timeline(
@@ -75,15 +77,25 @@ def run_timeline(*, run: Run, event_cap: int = EVENT_SCAN_CAP) -> Timeline:
 
 
 def _events(run_ids: list[uuid.UUID], cap: int) -> Iterator[tuple[int, int, str, str]]:
-    """(segment index, seq, type, payload) in timeline order. The index rather than the run's key:
-    converting a UUID per row costs more than the rest of the reading."""
-    events: QuerySet[RunEvent] = RunEvent.objects.filter(run_id__in=run_ids)
+    """(segment index, seq, type, payload) in timeline order, ``cap`` at most, from one query over
+    the segments' frames, read as they come so a long log is never held whole. The index rather
+    than the run's key: converting a UUID per row cost more than the rest of the reading."""
+    frames: QuerySet[EventFrame] = EventFrame.objects.filter(run_id__in=run_ids)
     if len(run_ids) > 1:
         segment = Case(*(When(run_id=pk, then=i) for i, pk in enumerate(run_ids)), output_field=IntegerField())
-        events = events.annotate(segment=segment).order_by("segment", "seq")
+        frames = frames.annotate(segment=segment).order_by("segment", "last_seq")
     else:
-        events = events.annotate(segment=Value(0, output_field=IntegerField())).order_by("seq")
-    return events.values_list("segment", "seq", "type", "payload")[:cap].iterator(chunk_size=2000)
+        frames = frames.annotate(segment=Value(0, output_field=IntegerField())).order_by("last_seq")
+    left, current, seen = cap, -1, 0
+    for index, first, body in frames.values_list("segment", "first_seq", "body").iterator(chunk_size=50):
+        if index != current:
+            current, seen = index, 0
+        for event in events_of(first, body, after=seen):
+            if left <= 0:
+                return
+            left -= 1
+            seen = event.seq
+            yield index, event.seq, event.type, event.payload
 
 
 def _failed_tool_calls(run: Run) -> set[str]:
