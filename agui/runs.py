@@ -38,11 +38,17 @@ from vocabulary import agui as ev
 _V0_ROLES = ("user", "assistant", "tool", "system", "developer")
 
 
+# Events a slow run's log gathers into a frame before writing it (within EVENT_LOG_MAX_DELAY_SECONDS).
+EVENT_LOG_FRAME_EVENTS = 8
+
+
 def new_log(run_pk: uuid.UUID) -> EventLogWriter:
     layer = shared_layer()
     return EventLogWriter(
         run_pk,
         flush_seconds=settings.EVENT_LOG_FLUSH_SECONDS,
+        max_delay_seconds=settings.EVENT_LOG_MAX_DELAY_SECONDS,
+        frame_events=EVENT_LOG_FRAME_EVENTS,
         batch=settings.EVENT_LOG_BATCH,
         after_write=RunRelay(layer, run_pk).send if layer is not None else None,
     )

@@ -118,6 +118,10 @@ AGUI_HEARTBEAT_SECONDS = env_float("AGUI_HEARTBEAT_SECONDS", 15.0, minimum=0.05)
 # it gathers before writing (one INSERT per batch, never one per event).
 EVENT_LOG_FLUSH_SECONDS = env_float("EVENT_LOG_FLUSH_SECONDS", 0.05, minimum=0.001)
 EVENT_LOG_BATCH = env_int("EVENT_LOG_BATCH", 2000, minimum=1)
+# How long a run streaming slowly (a model's pace) may gather events into one frame of its log
+# before writing it: a frame per EVENT_LOG_FLUSH_SECONDS held two events, and cost the database
+# more than the client was sent. A follower on another process sees its events this much later.
+EVENT_LOG_MAX_DELAY_SECONDS = env_float("EVENT_LOG_MAX_DELAY_SECONDS", 0.5, minimum=0.001)
 # Days a finished run's event log is kept; 0 keeps it for ever. `manage.py prune_event_logs`
 # removes the older ones (the run, its messages and approvals stay).
 EVENT_LOG_RETENTION_DAYS = env_float("EVENT_LOG_RETENTION_DAYS", 0.0, minimum=0.0)

@@ -37,7 +37,12 @@ FRAME_EVENTS = 2000
 class EventLogWriter:
     """``after_write``, when given, is awaited with each batch once it is durable
     (the cross-process relay uses it, so a follower never sees an event that is
-    not yet in the log)."""
+    not yet in the log).
+
+    A batch is gathered for ``flush_seconds``; if it then holds fewer than ``frame_events``
+    events (a run streaming at a model's pace), gathering goes on until it has them or until
+    ``max_delay_seconds`` after it began. Each batch is a row of the log, and a row of two events
+    cost the database more than the bytes its client was sent (bench/log_storage.py)."""
 
     def __init__(
         self,
@@ -45,11 +50,15 @@ class EventLogWriter:
         *,
         flush_seconds: float,
         batch: int,
+        max_delay_seconds: float | None = None,
+        frame_events: int = 1,
         after_write: Callable[[Rows], Awaitable[None]] | None = None,
     ) -> None:
         self.run_pk = run_pk
         self.after_write = after_write
         self.flush_seconds = flush_seconds
+        self.max_delay_seconds = max(flush_seconds, max_delay_seconds or flush_seconds)
+        self.frame_events = frame_events
         self.batch = batch
         self._pending: Rows = []
         self._wake = asyncio.Event()
@@ -65,7 +74,8 @@ class EventLogWriter:
 
     def append(self, seq: int, type_: str, payload: str) -> None:
         self._pending.append((seq, type_, payload))
-        if len(self._pending) == 1 or len(self._pending) >= self.batch:
+        pending = len(self._pending)
+        if pending == 1 or pending == self.frame_events or pending >= self.batch:
             self._wake.set()
 
     async def _writer(self) -> None:
@@ -79,11 +89,29 @@ class EventLogWriter:
                         await self._closing.wait()
                 except TimeoutError:
                     pass
-            while self._pending:
-                chunk, self._pending = self._pending, []
+                await self._gather_a_frame()
+            chunk, self._pending = self._pending, []
+            if chunk:
                 await self._write(chunk)
-            if self._closed:
+            if self._pending:
+                # What came during the write is gathered in turn: written at once, it made
+                # frames of the few events a slow database's write took (PostgreSQL, paced runs).
+                self._wake.set()
+            elif self._closed:
                 return
+
+    async def _gather_a_frame(self) -> None:
+        """A slow run's batch waits for ``frame_events`` events, a close, or the longest delay."""
+        left = self.max_delay_seconds - self.flush_seconds
+        if self._closed or left <= 0 or len(self._pending) >= self.frame_events:
+            return
+        self._wake.clear()  # append sets it when the batch reaches frame_events; close sets it too
+        try:
+            async with asyncio.timeout(left):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+        self._wake.clear()
 
     async def _write(self, chunk: Rows) -> None:
         delay = 0.1

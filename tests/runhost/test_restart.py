@@ -54,7 +54,8 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
             counted = server.manage(
                 "shell",
                 "-c",
-                "from threads.models import Run; r = Run.objects.get(); print(r.event_count, r.events.count())",
+                "from threads.models import Run; from threads.selectors import run_events_after; "
+                "r = Run.objects.get(); print(r.event_count, len(run_events_after(run=r, after=0)))",
             )
             assert counted.stdout.splitlines()[-1].split() == [str(len(replay.events))] * 2, replay.types
             fake.script([text_turn(["Healed."])])

@@ -213,3 +213,43 @@ def test_a_long_batch_is_stored_as_frames_of_at_most_2000_events(run):
     spans = list(EventFrame.objects.filter(run=run).order_by("last_seq").values_list("first_seq", "last_seq"))
     assert spans == [(1, 2000), (2001, 4000), (4001, 4500)]
     assert [(e.seq, e.payload) for e in run_events_after(run=run, after=3999)] == [(s, p) for s, _, p in rows[3999:]]
+
+
+async def test_a_slow_run_gathers_a_frame_of_several_events_before_writing(run):
+    # At a model's pace a flush held two events, and a row of two cost more than they were sent.
+    durable: asyncio.Queue[int] = asyncio.Queue()
+
+    async def written(rows: list[tuple[int, str, str]]) -> None:
+        durable.put_nowait(len(rows))
+
+    writer = EventLogWriter(
+        run.pk, flush_seconds=0.005, batch=2000, max_delay_seconds=30, frame_events=8, after_write=written
+    )
+    for seq in range(1, 4):
+        writer.append(seq, "TEXT_MESSAGE_CONTENT", "{}")
+        await asyncio.sleep(0.02)  # past flush_seconds each time
+    assert writer.writes == 0  # three events wait for more (or for the 30 s delay)
+    for seq in range(4, 9):
+        writer.append(seq, "TEXT_MESSAGE_CONTENT", "{}")
+    async with asyncio.timeout(5):
+        assert await durable.get() == 8
+    writer.append(9, "RUN_FINISHED", "{}")
+    async with asyncio.timeout(5):
+        await writer.close()  # a close does not wait for a frame to fill
+    spans = await sync_to_async(lambda: list(EventFrame.objects.filter(run=run).values_list("first_seq", "last_seq")))()
+    assert sorted(spans) == [(1, 8), (9, 9)]
+
+
+async def test_a_slow_run_writes_what_it_has_after_the_longest_delay(run):
+    durable: asyncio.Queue[int] = asyncio.Queue()
+
+    async def written(rows: list[tuple[int, str, str]]) -> None:
+        durable.put_nowait(len(rows))
+
+    writer = EventLogWriter(
+        run.pk, flush_seconds=0.005, batch=2000, max_delay_seconds=0.2, frame_events=8, after_write=written
+    )
+    writer.append(1, "RUN_STARTED", "{}")
+    async with asyncio.timeout(5):
+        assert await durable.get() == 1  # alone, once 0.2 s have passed
+    await writer.close()
