@@ -53,7 +53,8 @@ def _dictionary() -> bytes:
     return orjson.dumps([[event["type"], orjson.dumps(event).decode()] for event in common])
 
 
-# Frozen once frames are stored with it: a frame written with it can be read only with it.
+# Frozen once frames are stored with it: a frame written with it can be read only with it
+# (tests/threads/test_event_log.py pins its digest).
 DICTIONARY_V1 = _dictionary()
 
 

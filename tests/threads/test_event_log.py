@@ -4,6 +4,7 @@ each batch as one frame (threads/logframes.py), read back event by event from an
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 
 import pytest
@@ -200,6 +201,13 @@ def test_a_frame_of_text_deltas_is_stored_compressed(run):
     pair = [("TEXT_MESSAGE_CONTENT", delta) for delta in deltas[:2]]
     assert logframes.encode(pair)[:1] == logframes.ZLIB
     assert logframes.decode(logframes.encode(pair)) == [list(p) for p in pair]
+
+
+def test_the_preset_dictionary_never_changes_under_stored_frames():
+    # The dictionary is built from the vocabulary's events; a change there would make every frame
+    # stored with it unreadable. A new dictionary needs a new encoding byte, not an edit to this one.
+    digest = hashlib.sha256(logframes.DICTIONARY_V1).hexdigest()
+    assert digest == "1cd009466a82da195a4e93668f582f7214aec11afb75d5c481d1d6257d6b48dd"
 
 
 def test_an_unknown_frame_encoding_is_an_error_not_a_guess():
