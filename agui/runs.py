@@ -38,8 +38,9 @@ from vocabulary import agui as ev
 _V0_ROLES = ("user", "assistant", "tool", "system", "developer")
 
 
-# Events a slow run's log gathers into a frame before writing it (within EVENT_LOG_MAX_DELAY_SECONDS).
-EVENT_LOG_FRAME_EVENTS = 8
+# Events a slow run's log gathers into a frame before writing it (within EVENT_LOG_MAX_DELAY_SECONDS):
+# at a model's pace (40 tokens/s) a frame then holds the 20 events of half a second, not 8.
+EVENT_LOG_FRAME_EVENTS = 32
 
 
 def new_log(run_pk: uuid.UUID) -> EventLogWriter:
