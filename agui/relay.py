@@ -92,6 +92,12 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                 if row is not None and not ended:
                     ended = True  # it may have ended after the read above: read its log once more
                     continue
+                if row is not None:
+                    # The client saw events its run's process streamed but died before logging, so
+                    # the log's end (its healing) lies below where the client stands: send that end.
+                    last = await on_db_thread(selectors.run_last_event, run=run)
+                    if last is not None and last.seq < cursor and last.type in ev.TERMINAL_TYPES:
+                        yield sse_frame(last.seq, last.payload.encode())
                 return
             if leases.owner_is_gone(row[2], row[3]):
                 # The process running it died: end its log here, then read that end.

@@ -117,6 +117,16 @@ def run_last_seq(*, run_ids: list[uuid.UUID]) -> int:
     return EventFrame.objects.filter(run_id__in=run_ids).aggregate(last=Max("last_seq"))["last"] or 0
 
 
+def run_last_event(*, run: Run | uuid.UUID) -> LoggedEvent | None:
+    """The last event of the run's log, reading only its last frame."""
+    frames = EventFrame.objects.filter(run=run).order_by("-last_seq")
+    frame = frames.values_list("first_seq", "last_seq", "body", "created_at").first()
+    if frame is None:
+        return None
+    first, last, body, created = frame
+    return events_of(first, body, after=last - 1, created_at=created)[-1]
+
+
 def run_events_total(*, run_ids: list[uuid.UUID]) -> int:
     """How many events the runs' logs hold: one query over their frames, whatever the events' number."""
     frames = EventFrame.objects.filter(run_id__in=run_ids)

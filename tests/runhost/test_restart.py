@@ -12,7 +12,7 @@ from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess
 from tests.restarts import conversation_survives_restart
-from tests.sse import Stream, get_stream, post_run
+from tests.sse import Stream, get_stream, parse_frames, post_run
 
 
 def test_a_conversation_continues_after_a_restart(tmp_path):
@@ -77,6 +77,59 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
             )
             assert "('r1', 'interrupted')" in status.stdout, status.stderr
             assert "('r2', 'succeeded')" in status.stdout
+        finally:
+            server.kill()
+
+
+def test_a_client_ahead_of_a_dead_runs_log_is_told_how_it_ended(tmp_path):
+    # The stream runs ahead of the durable log (it gathers frames for up to
+    # EVENT_LOG_MAX_DELAY_SECONDS): a client holding events its dead process never logged
+    # reattaches with a Last-Event-ID beyond the log, and still gets the run's end.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {
+            "ANTHROPIC_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "EVENT_LOG_FLUSH_SECONDS": "60",
+            "EVENT_LOG_MAX_DELAY_SECONDS": "60",
+        }
+        server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
+        try:
+            hanging = text_turn(["never ", "finished"]).pause(after_events=4, timeout=30)
+            fake.script([hanging])
+            import httpx
+            import orjson
+
+            seen = b""
+            with httpx.stream(
+                "POST",
+                f"{server.url}/agui/coder",
+                timeout=10,
+                content=orjson.dumps(v1(run_input("t-ahead", "r1", user("one", "u1")))),
+                headers={**server.headers, "Content-Type": "application/json"},
+            ) as response:
+                assert response.status_code == 200
+                for chunk in response.iter_bytes():
+                    seen += chunk
+                    if b"TEXT_MESSAGE_CONTENT" in seen and seen.endswith(b"\n\n"):
+                        break
+                server.kill()
+            hanging.resume.set()
+            frames, _ = parse_frames(seen)
+            last_id = frames[-1].id
+            assert last_id is not None and [f.event["type"] for f in frames][-1] == "TEXT_MESSAGE_CONTENT"
+            server.start()
+            replay = get_stream(
+                f"{server.url}/agui/coder/threads/t-ahead/runs/r1/events",
+                token=server.token,
+                headers={"Last-Event-ID": str(last_id)},
+                timeout=20,
+            )
+            assert replay.status == 200
+            assert replay.types == ["RUN_ERROR"], replay.body
+            assert replay.events[0]["code"] == "interrupted"
+            assert replay.frames[0].id is not None and replay.frames[0].id <= last_id
         finally:
             server.kill()
 
