@@ -83,6 +83,7 @@ BENCH_DATABASE_URL ?= postgresql://127.0.0.1:5432/test
 bench: install-test
 	$(PY) bench/stream.py
 	$(PY) bench/log_storage.py
+	$(PY) bench/reconnect_storm.py --streams 3000
 	@if $(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" "$(BENCH_DATABASE_URL)" 2>/dev/null; then \
 		echo; echo "=== The same with the full stack on PostgreSQL ($(BENCH_DATABASE_URL))"; \
 		DATABASE_URL="$(BENCH_DATABASE_URL)" $(PY) bench/stream.py --streams 0 --growth ''; \

@@ -4,6 +4,8 @@ Prints its base URL on the first line of stdout, then reads commands, one a line
 and answers each with ``ok``:
   bench N [K]  queue K (default 1) benchmark_turn(N): one text block of N one-token deltas, pre-encoded
   text N K     queue K replies of N one-token deltas (text_turn)
+  hold         queue a reply that stops after its first token until ``release`` (a run held in flight)
+  release      lets the held replies go on
   quit         stop
 Running it apart from the client keeps the fake's threads from taking the
 client's CPU (and the GIL) while a stream is measured.
@@ -17,11 +19,12 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from tests.fakes.anthropic_api import FakeAnthropic, benchmark_turn, text_turn  # noqa: E402
+from tests.fakes.anthropic_api import FakeAnthropic, Turn, benchmark_turn, text_turn  # noqa: E402
 
 
 def main() -> None:
     turns: dict[tuple[str, int], object] = {}
+    held: list[Turn] = []
     with FakeAnthropic() as fake:
         print(fake.base_url, flush=True)
         for line in sys.stdin:
@@ -43,6 +46,15 @@ def main() -> None:
                 if key not in turns:
                     turns[key] = text_turn(["tok "] * n).prepare()
                 fake.add_turn(turns[key], times=times)  # type: ignore[arg-type]
+                print("ok", flush=True)
+            elif words[0] == "hold":
+                held.append(text_turn(["held ", "open"]).pause(after_events=4, timeout=3600))
+                fake.add_turn(held[-1])
+                print("ok", flush=True)
+            elif words[0] == "release":
+                for turn in held:
+                    turn.resume.set()
+                held.clear()
                 print("ok", flush=True)
             else:
                 print(f"error unknown command {words[0]!r}", flush=True)

@@ -3,7 +3,8 @@
 Each open stream is a socket, and many systems start processes with a soft limit
 of 1,024 descriptors although the hard limit allows far more. The server raises
 its soft limit to the hard limit (an unprivileged process may) and logs what it
-has, so an operator who needs more knows which limit to lift.
+has, so an operator who needs more knows which limit to lift. The default connection
+cap (SERVER_MAX_CONNECTIONS) is what that limit leaves for client connections.
 """
 
 from __future__ import annotations
@@ -12,6 +13,20 @@ import logging
 import resource
 
 log = logging.getLogger(__name__)
+
+# Descriptors the process needs besides its client connections: database and Redis connections,
+# the workspace's files, bash's pipes, the log.
+FILES_BESIDES_CONNECTIONS = 256
+MAX_CONNECTIONS = 1_000_000
+
+
+def connections_the_file_limit_allows() -> int:
+    """The connections the hard open-file limit leaves room for (the soft limit is raised to it at
+    start-up), besides what the process needs: between 1 and MAX_CONNECTIONS."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, hard - FILES_BESIDES_CONNECTIONS))
 
 
 def raise_open_file_limit() -> int:

@@ -1,7 +1,9 @@
 """How ``manage.py serve`` runs uvicorn so that slow or idle clients cannot take the server down.
 
 - An idle keep-alive connection is closed after ``SERVER_KEEP_ALIVE_SECONDS``.
-- Past ``SERVER_MAX_CONNECTIONS`` open connections (or requests in flight) a request gets 503.
+- Past ``SERVER_MAX_CONNECTIONS`` connections a request gets 503 with Retry-After (``server_full``):
+  connections are admitted in arrival order, and idle keep-alive ones make room for requests
+  (project/admission.py). The listen backlog follows the cap, so the kernel keeps a burst for it.
 - One client (an IPv4 address, an IPv6 /64) may hold ``SERVER_MAX_CONNECTIONS_PER_CLIENT`` of them:
   its idle sockets filled the cap for everyone (issue #23, item 7). A connection past it is not
   counted against the cap, gets 503 with Retry-After for its request, and must send that request
@@ -9,8 +11,9 @@
 - A request must arrive whole (headers and body) within ``SERVER_REQUEST_TIMEOUT_SECONDS`` of its
   first byte (or of the connection's opening): uvicorn has no such limit of its own, so a client
   trickling its headers or its body a byte at a time (slowloris) held a connection for ever.
-- At start-up the soft open-file limit is raised to the hard one, and a limit too low for the
-  connection cap is reported: past it, accept() fails and the server stops taking anyone.
+- At start-up the soft open-file limit is raised to the hard one (which sets the default cap), and
+  a limit too low for the connection cap is reported: past it, accept() fails and the server stops
+  taking anyone.
 """
 
 from __future__ import annotations
@@ -21,18 +24,21 @@ import logging
 import math
 import resource
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from project.fdlimit import raise_open_file_limit
+from project.admission import admission
+from project.fdlimit import FILES_BESIDES_CONNECTIONS, raise_open_file_limit
 
 log = logging.getLogger(__name__)
 
-# Descriptors the process needs besides its client connections: database and Redis connections,
-# the workspace's files, bash's pipes, the log.
-FILES_BESIDES_CONNECTIONS = 256
+# What the kernel queues for a listening socket at most when /proc does not say (Linux's default).
+DEFAULT_SOMAXCONN = 4096
+# uvicorn's own backlog: the least a small cap keeps, so the excess of a burst is answered with its 503.
+UVICORN_BACKLOG = 2048
 
 _TIMEOUT_BODY = b'{"error": {"code": "request_timeout", "message": "the request took too long to arrive"}}'
 _REQUEST_TIMEOUT = (
@@ -64,25 +70,47 @@ def _retry_after() -> bytes:
     return str(max(1, math.ceil(settings.SERVER_KEEP_ALIVE_SECONDS))).encode()
 
 
-async def too_many_from_client(scope: Any, receive: Any, send: Any) -> None:
-    """The answer to every request of a connection past its client's cap."""
-    body = (
-        b'{"error": {"code": "too_many_connections", "message": "this client has too many open connections '
-        b'(SERVER_MAX_CONNECTIONS_PER_CLIENT); close some, or retry later"}}'
-    )
-    headers = [
+_TOO_MANY_BODY = (
+    b'{"error": {"code": "too_many_connections", "message": "this client has too many open connections '
+    b'(SERVER_MAX_CONNECTIONS_PER_CLIENT); close some, or retry later"}}'
+)
+_SERVER_FULL_BODY = (
+    b'{"error": {"code": "server_full", "message": "the server holds as many connections as it may '
+    b'(SERVER_MAX_CONNECTIONS); retry later"}}'
+)
+
+
+def _unavailable_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    return [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),
         (b"retry-after", _retry_after()),
     ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+
+
+async def too_many_from_client(scope: Any, receive: Any, send: Any) -> None:
+    """The answer to every request of a connection past its client's cap."""
+    await send({"type": "http.response.start", "status": 503, "headers": _unavailable_headers(_TOO_MANY_BODY)})
+    await send({"type": "http.response.body", "body": _TOO_MANY_BODY})
+
+
+async def server_full(scope: Any, receive: Any, send: Any) -> None:
+    """The answer to a request that finds the process full (project/admission.py)."""
+    await send({"type": "http.response.start", "status": 503, "headers": _unavailable_headers(_SERVER_FULL_BODY)})
+    await send({"type": "http.response.body", "body": _SERVER_FULL_BODY})
+
+
+def _raw_unavailable(body: bytes) -> bytes:
+    """The 503 of the ASGI answers above as bytes, for a WebSocket handshake, which no ASGI app answers
+    here: the WebSocket protocol would take the connection."""
+    head = b"".join(name + b": " + value + b"\r\n" for name, value in _unavailable_headers(body))
+    return b"HTTP/1.1 503 Service Unavailable\r\n" + head + b"\r\n" + body
 
 
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline for reading each request, and a cap on the
-    connections of each client."""
+    """uvicorn's httptools protocol with a deadline for reading each request, a cap on the
+    connections of each client, and admission to the process's connection cap."""
 
     _deadline: asyncio.TimerHandle | None = None
     _client_key: str | None = None
@@ -113,7 +141,13 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._count_client()
+        if not self._over_client_cap:
+            admission().arrive(self)
         self._arm()
+
+    def close_idle(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
 
     def _count_client(self) -> None:
         cap = settings.SERVER_MAX_CONNECTIONS_PER_CLIENT
@@ -123,9 +157,8 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         _OPEN_PER_CLIENT[key] += 1
         if _OPEN_PER_CLIENT[key] <= cap:
             return
+        # Not admitted to SERVER_MAX_CONNECTIONS: a client past its own cap takes nobody's room.
         self._over_client_cap = True
-        # Not counted against SERVER_MAX_CONNECTIONS: a client past its own cap takes nobody's room.
-        self.connections.discard(self)
         self.app = too_many_from_client
         if _OPEN_PER_CLIENT[key] == cap + 1:  # once as it goes over, not for each connection after
             log.warning("%s holds %d connections, SERVER_MAX_CONNECTIONS_PER_CLIENT: more get 503", key, cap)
@@ -139,20 +172,40 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        admission().busy(self)
         self._arm()  # a kept-alive connection's next request: its clock starts at its first byte
+
+    def on_headers_complete(self) -> None:
+        upgrading = self.parser.should_upgrade() and self._should_upgrade()
+        if not upgrading and not self._over_client_cap and not admission().request(self):
+            self.app = server_full  # its answer closes the connection: no request of it is served after
+        super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._disarm()
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # armed by uvicorn: nothing more to answer
+            admission().idle(self)
+
     def handle_websocket_upgrade(self) -> None:
         self._disarm()  # the connection is no longer an HTTP request's
-        self._release_client()  # nor this protocol's to count: its end goes to the WebSocket protocol
+        if self._over_client_cap or not admission().request(self):
+            self.transport.write(_raw_unavailable(_TOO_MANY_BODY if self._over_client_cap else _SERVER_FULL_BODY))
+            self.transport.close()
+            return
+        # Nor this protocol's to count: its end goes to the WebSocket protocol. Threadline has no
+        # WebSocket route (Django's handler refuses the handshake), so that end comes at once.
+        self._release_client()
+        admission().leave(self)
         super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self._release_client()
+        admission().leave(self)
         super().connection_lost(exc)
 
 
@@ -172,10 +225,21 @@ def raise_file_limit(connections: int) -> int:
     return soft
 
 
+def listen_backlog(connections: int) -> int:
+    """How many connections the kernel may queue for accept(): as many as the cap, so that a burst
+    of them is not dropped before the server sees it, within what the kernel allows (somaxconn)."""
+    try:
+        somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    except (OSError, ValueError):
+        somaxconn = DEFAULT_SOMAXCONN
+    return max(1, min(max(connections, UVICORN_BACKLOG), somaxconn))
+
+
 def uvicorn_options() -> dict[str, Any]:
-    """uvicorn.run's keyword arguments for the slow-client limits above."""
+    """uvicorn.Config's keyword arguments for the limits above. No ``limit_concurrency``: it counted
+    connections not yet admitted (project/admission.py)."""
     return {
         "http": DeadlineHttpToolsProtocol,
         "timeout_keep_alive": settings.SERVER_KEEP_ALIVE_SECONDS,
-        "limit_concurrency": settings.SERVER_MAX_CONNECTIONS,
+        "backlog": listen_backlog(settings.SERVER_MAX_CONNECTIONS),
     }

@@ -29,6 +29,7 @@ from project.env import (
     env_url,
     is_git_url,
 )
+from project.fdlimit import MAX_CONNECTIONS, connections_the_file_limit_allows
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("THREADLINE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
@@ -95,11 +96,17 @@ AGUI_MAX_BODY_BYTES = env_int("AGUI_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=10
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
 # Slow and idle clients (``manage.py serve``; project/server.py): an idle keep-alive connection
 # is closed after SERVER_KEEP_ALIVE_SECONDS; a request must arrive whole (headers and body)
-# within SERVER_REQUEST_TIMEOUT_SECONDS of its first byte; past SERVER_MAX_CONNECTIONS open
-# connections a request gets 503. Each open SSE stream is one connection.
+# within SERVER_REQUEST_TIMEOUT_SECONDS of its first byte; past SERVER_MAX_CONNECTIONS
+# connections a request gets 503 (project/admission.py). Each open SSE stream is one connection.
 SERVER_KEEP_ALIVE_SECONDS = env_float("SERVER_KEEP_ALIVE_SECONDS", 5.0, minimum=0.1, maximum=3600.0)
 SERVER_REQUEST_TIMEOUT_SECONDS = env_float("SERVER_REQUEST_TIMEOUT_SECONDS", 60.0, minimum=0.1, maximum=3600.0)
-SERVER_MAX_CONNECTIONS = env_int("SERVER_MAX_CONNECTIONS", 2000, minimum=1, maximum=1_000_000)
+# Each connection is an open file: by default the cap is what the open-file limit leaves, so a
+# default deployment holds as many streams as the machine lets it (a fixed 2,000 refused a
+# reconnect storm the process could have served: issue #27).
+SERVER_MAX_CONNECTIONS = env_int(
+    "SERVER_MAX_CONNECTIONS", connections_the_file_limit_allows(), minimum=1, maximum=MAX_CONNECTIONS
+)
+SERVER_MAX_CONNECTIONS_FROM_FILE_LIMIT = not os.environ.get("SERVER_MAX_CONNECTIONS", "").strip()
 # One client (one IPv4 address, one IPv6 /64) may hold this many of them; past it its new connections
 # get 503 and do not count against the cap of everyone else. 0: no per-client cap (behind a proxy,
 # whose address every connection has).

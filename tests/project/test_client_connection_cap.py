@@ -77,6 +77,19 @@ def test_a_client_past_its_cap_gets_503_with_retry_after_and_others_are_served(c
     assert "127.0.0.1 holds 5 connections, SERVER_MAX_CONNECTIONS_PER_CLIENT" in capped.log.read_text()
 
 
+def test_a_websocket_upgrade_past_a_clients_cap_gets_the_same_503(capped):
+    """The WebSocket protocol does not answer with the connection's app: the upgrade is refused before it."""
+    with _holding(_idle(capped, PER_CLIENT + 1)) as held:
+        upgrade = (
+            b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        held[-1].sendall(upgrade)
+        head, _, body = _read_until_closed(held[-1]).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in head.split(b"\r\n")
+        assert orjson.loads(body)["error"]["code"] == "too_many_connections"
+
+
 def test_one_clients_idle_sockets_do_not_fill_the_cap_of_everyone(capped):
     """Far more idle sockets than the server's whole cap, from one client: another client is served."""
     with _holding(_idle(capped, PER_CLIENT + 2 * EVERYONE)) as held:

@@ -6,6 +6,7 @@ still serves a run."""
 from __future__ import annotations
 
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -127,11 +128,17 @@ def test_a_stream_open_longer_than_the_request_limit_is_not_cut(guarded):
         assert b"RUN_FINISHED" in follow.read()
 
 
-def _serve_with_file_limit(guarded: ServerProcess, tmp_path: Path, soft: int, hard: int, connections: int) -> str:
-    """Starts a second server on the guarded one's (migrated) database under the given file limit,
-    and returns its log once it has started."""
+def _serve_with_file_limit(
+    guarded: ServerProcess, tmp_path: Path, soft: int, hard: int, connections: int | None, listening: bool = False
+) -> str:
+    """Starts a second server on the guarded one's (migrated) database under the given file limit
+    (with SERVER_MAX_CONNECTIONS unset when ``connections`` is None), and returns its log once it has
+    started; with ``listening``, followed by what ``ss`` says of its listening socket."""
     port = free_port()
-    env = {**guarded.env, "PORT": str(port), "SERVER_MAX_CONNECTIONS": str(connections)}
+    env = {key: value for key, value in guarded.env.items() if key != "SERVER_MAX_CONNECTIONS"}
+    env["PORT"] = str(port)
+    if connections is not None:
+        env["SERVER_MAX_CONNECTIONS"] = str(connections)
     log_path = tmp_path / "server.log"
 
     def lower_limit() -> None:
@@ -151,7 +158,14 @@ def _serve_with_file_limit(guarded: ServerProcess, tmp_path: Path, soft: int, ha
             if "Uvicorn running" in log_path.read_text() or server.poll() is not None:
                 break
             time.sleep(0.1)
-        return log_path.read_text()
+        log = log_path.read_text()
+        if listening:  # "Uvicorn running" is logged on binding the socket, before listening on it
+            for _ in range(600):
+                socket_line = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
+                if socket_line.strip():
+                    return log + socket_line
+                time.sleep(0.1)
+        return log
     finally:
         server.kill()
         server.wait(10)
@@ -160,7 +174,21 @@ def _serve_with_file_limit(guarded: ServerProcess, tmp_path: Path, soft: int, ha
 def test_start_up_raises_the_open_file_limit_to_the_hard_limit(guarded, tmp_path):
     log = _serve_with_file_limit(guarded, tmp_path, 256, 4096, connections=100)
     assert "open file limit raised from 256 to 4096 (the hard limit)" in log
+    assert "  Connections:    cap 100 (open-file limit 4096; SERVER_MAX_CONNECTIONS), per process" in log
     assert "below the" not in log
+
+
+def test_by_default_the_connection_cap_is_what_the_open_file_limit_leaves_and_the_backlog_follows(guarded, tmp_path):
+    if not shutil.which("ss"):
+        pytest.skip("no ss (iproute2) to read the listening socket's backlog")
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    log = _serve_with_file_limit(guarded, tmp_path, 256, 3000, connections=None, listening=True)
+    line = "  Connections:    cap 2744 (open-file limit 3000; less 256 for the process's own files), per process"
+    assert line in log
+    assert "below the" not in log
+    # ss shows a listening socket's backlog as its Send-Q: the cap, within the kernel's somaxconn.
+    state, _queued, backlog, *_ = log.splitlines()[-1].split()
+    assert (state, int(backlog)) == ("LISTEN", min(2744, somaxconn))
 
 
 def test_start_up_warns_when_the_file_limit_is_too_low_for_the_connection_cap(guarded, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import socket
 from typing import Any
 
@@ -12,6 +13,7 @@ from uvicorn.supervisors import Multiprocess
 
 from agents.confinement import bash_choice, startup_warnings
 from agents.models import Agent
+from project.fdlimit import FILES_BESIDES_CONNECTIONS
 from project.server import raise_file_limit, uvicorn_options
 
 
@@ -56,6 +58,7 @@ class Command(BaseCommand):
             else settings.ANTHROPIC_MODEL
         )
         origin = "generated, kept in the data dir" if settings.AGUI_TOKEN_GENERATED else "from AGUI_TOKEN"
+        file_limit = raise_file_limit(settings.SERVER_MAX_CONNECTIONS)
         lines = [
             "",
             "Threadline is starting.",
@@ -67,6 +70,7 @@ class Command(BaseCommand):
             f"  Workspace:      {settings.AGENT_WORKSPACE}   (the shared token's threads)",
             f"  Workspaces:     {_workspaces_line()}",
             f"  Processes:      {workers}",
+            f"  Connections:    {_connections_line(file_limit)}",
             f"  bash:           {bash_choice().note}",
             *(f"  WARNING:        {warning}" for warning in startup_warnings()),
             f"  Admin:          {base}/admin/",
@@ -80,7 +84,6 @@ class Command(BaseCommand):
         ]
         self.stdout.write("\n".join(lines))
         self.stdout.flush()
-        raise_file_limit(settings.SERVER_MAX_CONNECTIONS)
         config = uvicorn.Config(
             "project.asgi:application",
             host=host,
@@ -103,6 +106,16 @@ class Command(BaseCommand):
             Multiprocess(config, sockets=sockets).run()
         else:
             server.run(sockets=sockets)
+
+
+def _connections_line(file_limit: int) -> str:
+    """The connection cap of each process and where it comes from, for the start-up banner."""
+    shown = "unlimited" if file_limit == resource.RLIM_INFINITY else str(file_limit)
+    if settings.SERVER_MAX_CONNECTIONS_FROM_FILE_LIMIT:
+        origin = f"less {FILES_BESIDES_CONNECTIONS} for the process's own files"
+    else:
+        origin = "SERVER_MAX_CONNECTIONS"
+    return f"cap {settings.SERVER_MAX_CONNECTIONS} (open-file limit {shown}; {origin}), per process"
 
 
 def _workspaces_line() -> str:
