@@ -1,15 +1,22 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLResolver, include, path
+from django.urls.resolvers import RoutePattern
 
 from agui.views import metrics
 from project.home import home
+
+# The REST API's URLconf is imported when a path under /api/ is first resolved (or any URL is
+# reversed): with DRF, drf-spectacular and what they import (psycopg, pygments, yaml, requests) it
+# weighs about 20 MiB, which a process that only streams replies never needs (issue #27).
+# include() would import it at once; a URLResolver given the module's name imports it on first use.
+LAZY_API = URLResolver(RoutePattern("api/", is_endpoint=False), "threads.api_urls")
 
 urlpatterns = [
     path("", home, name="home"),
     path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
     path("admin/", admin.site.urls),
-    path("api/", include("threads.api_urls")),
+    LAZY_API,
     path("metrics", metrics, name="metrics"),
 ]
 

@@ -14,16 +14,21 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents.mcp.config import McpConfigError, ServerConfig, file_servers
-from agents.mcp.connection import McpServer, Timeouts
 from agents.mcp.names import tool_names
-from agents.mcp.tools import server_tools
 from agents.models import McpServerEntry
 from agents.tools.base import Tool
+
+# The MCP SDK (agents/mcp/connection.py and tools.py import it) weighs about 25 MiB with the
+# starlette and cryptography it brings, and most processes have no MCP server: it is imported when
+# the first server is started, so a process without one never loads it (issue #27).
+if TYPE_CHECKING:
+    from agents.mcp.connection import McpServer, Timeouts
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,8 @@ class McpPool:
             started = []
             for name, config in wanted.items():
                 if name not in self.servers:
+                    from agents.mcp.connection import McpServer  # the SDK: see the imports above
+
                     server = McpServer(
                         config,
                         timeouts=_timeouts(),
@@ -92,6 +99,8 @@ class McpPool:
         for server in self.chosen(names):
             if not server.up:
                 continue
+            from agents.mcp.tools import server_tools  # a server is up: the SDK is loaded already
+
             named = tool_names(server.name, [listed.name for listed in server.tools], used)
             used.update(named.values())
             tools.extend(server_tools(server, named))
@@ -119,6 +128,8 @@ class McpPool:
 
 
 def _timeouts() -> Timeouts:
+    from agents.mcp.connection import Timeouts
+
     return Timeouts(
         call=settings.MCP_CALL_TIMEOUT_SECONDS,
         start=settings.MCP_START_TIMEOUT_SECONDS,
