@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO, Protocol
 
-import re2
 from wcmatch import glob as wcglob
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
@@ -202,6 +201,10 @@ def _grep(context: ToolContext, guard: CallGuard, search: _Search, raw_base: str
 
 
 def _compile(pattern: str, case_sensitive: bool) -> _Regex:
+    # RE2 and its C++ library weigh about 2.5 MiB in every process; imported by the first grep,
+    # they weigh nothing in one that never greps (issue #27).
+    import re2
+
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = case_sensitive
