@@ -130,6 +130,32 @@ class ServerProc:
             self.proc.wait(5)
 
 
+class ServeProc(ServerProc):
+    """Threadline as ``make run`` starts it: ``manage.py serve`` on a loopback port, in its own process
+    (the memory figure is measured on this process, not on servers.py's)."""
+
+    def __init__(self, name: str, env: dict[str, str], log_path: Path, fake: FakeModel | None = None) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.fake = fake
+        # serve binds its own socket: a free port is picked here, and the bench waits until it answers.
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [PYTHON, "manage.py", "serve"],
+                cwd=REPO,
+                env=env | {"HOST": "127.0.0.1", "PORT": str(self.port)},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        data_dir = env.get("THREADLINE_DATA_DIR")
+        self.db_url = env.get("DATABASE_URL", "")
+        self.db_path = Path(data_dir) / "threadline.sqlite3" if data_dir and not self.db_url else None
+
+
 def database_url_with_name(url: str, name: str) -> str:
     """``url`` with its database name replaced by ``name``."""
     from urllib.parse import urlsplit, urlunsplit
@@ -214,9 +240,12 @@ class Lab:
             raise RuntimeError(f"manage.py migrate on {name} failed:\n{done.stdout}\n{done.stderr}")
         return url
 
-    def start(self, name: str, extra_env: dict[str, str] | None = None, tag: str = "") -> ServerProc:
+    def start(
+        self, name: str, extra_env: dict[str, str] | None = None, tag: str = "", serve: bool = False
+    ) -> ServerProc:
         """Starts server ``name`` (one of ALL_SERVERS) without waiting for it to be ready; ``tag``
-        tells apart two servers of the same kind (their data dirs and logs)."""
+        tells apart two servers of the same kind (their data dirs and logs). ``serve``: a full stack
+        as ``make run`` starts it (``manage.py serve``), not under bench/servers.py."""
         fake = None
         label = f"{name}-{tag}" if tag else name
         if name == "bare":
@@ -231,7 +260,11 @@ class Lab:
                 fake = FakeModel(base_env(), self.tmp / "fake-model.log")
                 self.fakes.append(fake)
                 env |= {"ANTHROPIC_API_KEY": "bench-not-a-key", "ANTHROPIC_BASE_URL": fake.base_url}
-        server = ServerProc(name, env | (extra_env or {}), self.argv, self.tmp / f"server-{label}.log", fake)
+        log_path = self.tmp / f"server-{label}.log"
+        if serve:
+            server: ServerProc = ServeProc(name, env | (extra_env or {}), log_path, fake)
+        else:
+            server = ServerProc(name, env | (extra_env or {}), self.argv, log_path, fake)
         self.servers.append(server)
         return server
 

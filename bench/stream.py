@@ -15,8 +15,10 @@ server software (uvicorn with uvloop and httptools; ``--server daphne`` for daph
   scripted  the full stack with an in-process scripted model (bench/servers.py swaps
             provider_for in the server subprocess only)
 
-Beside them, for memory only, the Django view again with the anthropic SDK imported and a
-client made (BENCH_SDK_FLOOR): the least the SDK path's process can weigh.
+Beside them, for memory only: the Django view again with the anthropic SDK imported and a
+client made (BENCH_SDK_FLOOR), the least the SDK path's process can weigh, and Threadline as
+`make run` starts it (manage.py serve, the SDK path), whose RSS after its first reply is held
+to 1.25x that floor.
 
 The baselines send frames of the same shape and size as Threadline's (bench/frames.py),
 and every stream yields to the event loop every 64 frames, as a network read would.
@@ -151,21 +153,24 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         # so the server profiled is the one measured.
         env = {"BENCH_PROFILE": str(profile_out[name])} if args.profile == "cprofile" and name in FULL_STACK else {}
         targets[name] = Target(lab.start(name, env), settle=not args.no_settle)
-    # The lean-process figure's floor on the SDK path: the Django view with the SDK imported.
-    floor = None
+    # The memory figure: Threadline as `make run` starts it (manage.py serve, the SDK path), against
+    # its floor, the Django view with the SDK imported and a client made; each after its first reply.
+    floor = served = None
     if "sdk" in targets and "django" in targets:
         floor = Target(lab.start("django", {"BENCH_SDK_FLOOR": "1"}, tag="sdk-floor"))
+        served = Target(lab.start("sdk", tag="serve", serve=True))
     for target in targets.values():
         await target.wait_ready()
     database = "PostgreSQL" if lab.database_url else "SQLite"
     print(f"servers up in {CLOCK() - t_start:.1f}s ({args.server}, full stack on {database}); warming up", flush=True)
     for target in targets.values():
         await target.warm_up(args.ttfb_tokens, args.warmup)
-    if floor is not None:
-        await floor.wait_ready()
-        await floor.warm_up(args.ttfb_tokens, 1)
-        floor.client.close()
-        floor.server.stop()
+    for memory_only in (floor, served):
+        if memory_only is not None:
+            await memory_only.wait_ready()
+            await memory_only.warm_up(args.ttfb_tokens, 1)
+            memory_only.client.close()
+            memory_only.server.stop()
 
     # Round after round, each server in turn, so that a drift of the machine's speed
     # during the run touches every server alike.
@@ -181,7 +186,8 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
 
     data: dict[str, Any] = {}
     if targets:
-        text, data = report(targets, args, floor.rss_first if floor else None)
+        memory = (floor.rss_first, served.rss_first) if floor and served else None
+        text, data = report(targets, args, memory)
         print(text, flush=True)
 
     if args.profile:
