@@ -1,17 +1,27 @@
 """A server process loads only what its requests use: the AG-UI path on the demo model needs
 neither the anthropic SDK, nor the REST API and admin, nor daphne's Twisted, nor the web
-tools' httpx and BeautifulSoup (issue #14)."""
+tools' httpx and BeautifulSoup (issue #14). The process ``make run`` starts (manage.py serve),
+after a first reply on the SDK path, has not loaded the REST API, the MCP SDK or what its checks
+import, and weighs little more than a plain Django view with the SDK (issue #27, item 6)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 from tests.asgi_scripts import ASGI_POST, _env
-from tests.procs import ROOT, free_port
+from tests.procs import ROOT, ServerProcess, free_port
 
 # Serves one AG-UI run and an unknown AG-UI path through project.asgi in this process, then
 # prints which heavy packages it has imported.
@@ -157,3 +167,126 @@ def test_a_finished_run_is_freed_at_once_not_left_to_the_cyclic_collector(tmp_pa
     done = subprocess.run([sys.executable, "-c", FREED_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"watched": True, "freed": True}
+
+
+# --------------------------------------------------------------------------- make run's process
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _recorded(db: Path, run_id: str) -> None:
+    """Until the server has recorded the run as finished (its event log written)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+        for _ in range(300):
+            row = conn.execute("SELECT status FROM threads_run WHERE agui_run_id = ?", (run_id,)).fetchone()
+            if row is not None and row[0] != "running":
+                assert row[0] == "succeeded"
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"run {run_id} was not recorded")
+
+
+def _sdk_floor_rss(tmp_path: Path) -> float:
+    """RSS (MiB) after its first reply of the SDK floor that make bench measures: the plain Django
+    view with the anthropic SDK imported and a client made (bench/servers.py, BENCH_SDK_FLOOR)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    env = {k: v for k, v in _env(tmp_path).items() if not k.startswith("BENCH_")}
+    floor = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "servers.py"), "django", "--fd", str(sock.fileno())],
+        cwd=ROOT,
+        env=env | {"BENCH_SDK_FLOOR": "1", "BENCH_TMP": str(tmp_path)},
+        pass_fds=(sock.fileno(),),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sock.close()
+    try:
+        # The listening socket queues the request until the view is up.
+        reply = httpx.post(f"http://127.0.0.1:{port}/stream?n=10", timeout=60)
+        assert reply.status_code == 200 and b"TEXT_MESSAGE_CONTENT" in reply.content
+        return _rss_mib(floor.pid)
+    finally:
+        floor.terminate()
+        floor.wait(20)
+
+
+@pytest.fixture(scope="module")
+def first_reply(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """manage.py serve on the SDK path (FakeAnthropic at the network edge) after its first reply: the
+    modules it has imported (PYTHONPROFILEIMPORTTIME logs each one, as -X importtime does), its RSS,
+    and the SDK floor's."""
+    from tests.fakes.anthropic_api import FakeAnthropic, text_turn
+
+    tmp_path = tmp_path_factory.mktemp("make-run")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "ws").mkdir()
+    with FakeAnthropic() as fake:
+        fake.add_turn(text_turn("hello from the model"))
+        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, "PYTHONPROFILEIMPORTTIME": "1"}
+        server = ServerProcess(data_dir=tmp_path / "data", workspace=tmp_path / "ws", env=env)
+        try:
+            server.start()
+            body = {
+                "threadId": "t1",
+                "runId": "r1",
+                "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+                "tools": [],
+                "context": [],
+                "state": {},
+                "forwardedProps": {},
+            }
+            reply = httpx.post(f"{server.agui_url}/agui/coder", json=body, headers=server.headers, timeout=60)
+            assert reply.status_code == 200 and b"hello from the model" in reply.content
+            assert b"RUN_FINISHED" in reply.content
+            _recorded(tmp_path / "data" / "threadline.sqlite3", "r1")
+            assert server.proc is not None
+            rss = _rss_mib(server.proc.pid)
+            log = server.log.read_text()
+        finally:
+            server.stop()
+    imported = {line.split("|")[-1].strip() for line in log.splitlines() if line.startswith("import time:")}
+    yield {"imported": imported, "rss": rss, "floor": _sdk_floor_rss(tmp_path)}
+
+
+def test_make_runs_process_streams_on_the_sdk_path_without_the_api_mcp_or_what_the_checks_load(first_reply):
+    imported = first_reply["imported"]
+    assert "anthropic" in imported and "agents.providers.anthropic" in imported  # the SDK path was taken
+    lazy = {
+        "threads.api_urls",  # the REST API, loaded by the first path under /api/
+        "rest_framework.views",
+        "drf_spectacular.views",
+        "psycopg",  # DRF's template tags import it (the template checks); on SQLite nothing else does
+        "pygments",
+        "mcp",  # the MCP SDK, loaded when the first MCP server starts
+        "starlette",
+        "cryptography",
+        "re2",  # grep's, loaded by the first grep
+        "twisted",
+    }
+    assert lazy & imported == set()
+
+
+def test_make_runs_process_weighs_little_more_than_the_sdk_floor(first_reply):
+    # make bench holds this to 1.25x; here a generous margin (it was 1.69x), so that only a heavy
+    # module loaded again at start-up, not the machine, fails it.
+    assert first_reply["rss"] <= 1.4 * first_reply["floor"], first_reply
+
+
+def test_make_runs_process_still_refuses_to_start_when_a_system_check_fails(tmp_path):
+    # serve runs the checks in a child process (they import the whole site): their verdict still holds.
+    (tmp_path / "ws").mkdir()
+    env = {"DJANGO_SETTINGS_MODULE": "tests.project.failing_check_settings"}
+    server = ServerProcess(data_dir=tmp_path / "data", workspace=tmp_path / "ws", env=env)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "serve"], cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    assert "urls.E008" in done.stderr and "Uvicorn running" not in done.stdout + done.stderr
