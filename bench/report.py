@@ -28,11 +28,14 @@ def combine(values: list[float], stat: str) -> float:
 
 
 def report(
-    targets: dict[str, Target], args: argparse.Namespace, memory: tuple[float, float] | None = None
+    targets: dict[str, Target],
+    args: argparse.Namespace,
+    memory: tuple[float, float] | None = None,
+    database: str = "SQLite",
 ) -> tuple[str, dict[str, Any]]:
     """``memory``: RSS (MiB) after the first reply of (the SDK floor: the Django view with the anthropic
     SDK imported and a client made, the least the SDK path's process can be; Threadline as
-    ``make run`` starts it, manage.py serve on the SDK path)."""
+    ``make run`` starts it, manage.py serve on the SDK path). ``database``: the full stack's."""
     data: dict[str, Any] = {
         "server": args.server,
         "tokens": args.tokens,
@@ -127,13 +130,16 @@ def report(
             f"  {'Threadline as make run starts it':42} {served:7.1f}{'':18}{ratio:5.2f}x the SDK floor",
         ]
         ok = ratio <= TARGET_MEMORY
-        all_met &= ok
-        out.append(
-            f"  target: make run's process after its first reply <= {TARGET_MEMORY}x the SDK floor: "
-            f"{'MET' if ok else 'MISSED'}"
-        )
+        target = f"  target: make run's process after its first reply <= {TARGET_MEMORY}x the SDK floor"
+        if database == "SQLite":
+            all_met &= ok
+            out.append(f"{target}: {'MET' if ok else 'MISSED'}")
+        else:
+            # make run serves on SQLite; on PostgreSQL its driver (psycopg, about 8 MiB) is loaded
+            # too, which the floor's view, never querying its database, does not load.
+            out.append(f"{target} is judged on SQLite, make run's database; here {database}'s driver weighs too")
         data["sdk_floor"] = {"rss_first_mib": floor, "vs_django": floor / d_first}
-        data["make_run"] = {"rss_first_mib": served, "vs_sdk_floor": ratio, "target_met": ok}
+        data["make_run"] = {"rss_first_mib": served, "vs_sdk_floor": ratio, "database": database, "target_met": ok}
     bare = data["servers"].get("bare")
     if bare and django:
         fastest = max(entry["events_per_s"] for name, entry in data["servers"].items() if name != "bare")

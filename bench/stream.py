@@ -187,7 +187,7 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     data: dict[str, Any] = {}
     if targets:
         memory = (floor.rss_first, served.rss_first) if floor and served else None
-        text, data = report(targets, args, memory)
+        text, data = report(targets, args, memory, database)
         print(text, flush=True)
 
     if args.profile:
