@@ -103,9 +103,12 @@ class ServerProc:
         finally:
             log.close()
             sock.close()  # the child has its own copy
+        self.find_database(env)
+
+    def find_database(self, env: dict[str, str]) -> None:
+        """The Threadline server's database, read to see when a run is recorded: its PostgreSQL
+        database when it has one, else its SQLite file (read-only)."""
         data_dir = env.get("THREADLINE_DATA_DIR")
-        # The Threadline server's database, read to see when a run is recorded: its PostgreSQL
-        # database when it has one, else its SQLite file (read-only).
         self.db_url = env.get("DATABASE_URL", "")
         self.db_path = Path(data_dir) / "threadline.sqlite3" if data_dir and not self.db_url else None
 
@@ -151,9 +154,7 @@ class ServeProc(ServerProc):
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        data_dir = env.get("THREADLINE_DATA_DIR")
-        self.db_url = env.get("DATABASE_URL", "")
-        self.db_path = Path(data_dir) / "threadline.sqlite3" if data_dir and not self.db_url else None
+        self.find_database(env)
 
 
 def database_url_with_name(url: str, name: str) -> str:
