@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
@@ -62,19 +64,20 @@ class McpPool:
                 del self.servers[server.name]
             await asyncio.gather(*(server.stop() for server in gone))
             started = []
-            for name, config in wanted.items():
-                if name not in self.servers:
-                    from agents.mcp.connection import McpServer  # the SDK: see the imports above
-
-                    server = McpServer(
-                        config,
-                        timeouts=_timeouts(),
-                        cwd=str(settings.AGENT_WORKSPACE),
-                        stderr_path=Path(settings.DATA_DIR) / "mcp" / f"{name}.stderr.log",
-                    )
-                    self.servers[name] = server
-                    server.start()
-                    started.append(server)
+            new = [config for name, config in wanted.items() if name not in self.servers]
+            if new:
+                # The SDK's first import takes about a second: on a thread, not the event loop.
+                connection = await asyncio.to_thread(importlib.import_module, "agents.mcp.connection")
+            for config in new:
+                server = connection.McpServer(
+                    config,
+                    timeouts=_timeouts(connection),
+                    cwd=str(settings.AGENT_WORKSPACE),
+                    stderr_path=Path(settings.DATA_DIR) / "mcp" / f"{config.name}.stderr.log",
+                )
+                self.servers[config.name] = server
+                server.start()
+                started.append(server)
             if started:
                 await asyncio.gather(*(server.wait_started() for server in started))
                 for server in started:
@@ -127,15 +130,14 @@ class McpPool:
         return statuses
 
 
-def _timeouts() -> Timeouts:
-    from agents.mcp.connection import Timeouts
-
-    return Timeouts(
+def _timeouts(connection: ModuleType) -> Timeouts:
+    timeouts: Timeouts = connection.Timeouts(
         call=settings.MCP_CALL_TIMEOUT_SECONDS,
         start=settings.MCP_START_TIMEOUT_SECONDS,
         backoff_first=settings.MCP_RESTART_BACKOFF_SECONDS,
         backoff_max=settings.MCP_RESTART_BACKOFF_MAX_SECONDS,
     )
+    return timeouts
 
 
 _POOL: McpPool | None = None
