@@ -49,7 +49,7 @@ async def profile(target: Target, tool: str, tokens: int, streams: int, out: Pat
     For cprofile the server must have been started with BENCH_PROFILE=out."""
     spy = None
     if tool == "py-spy":
-        spy = _start_py_spy(target.server.proc.pid, out)
+        spy = start_py_spy(target.server.proc.pid, out)
         await asyncio.sleep(1.0)  # let it attach
     else:
         await target.client.request("POST", "/bench/profile/start")
@@ -68,7 +68,7 @@ async def profile(target: Target, tool: str, tokens: int, streams: int, out: Pat
             await target.recorded(run_id)  # the log write after the last byte is part of the cost
             frames += count
     finally:
-        py_spy_errors = _stop_py_spy(spy) if spy is not None else ""
+        py_spy_errors = stop_py_spy(spy) if spy is not None else ""
     elapsed = CLOCK() - started
     if spy is None:
         await target.client.request("POST", "/bench/profile/stop")  # the server writes the stats, then answers
@@ -76,7 +76,7 @@ async def profile(target: Target, tool: str, tokens: int, streams: int, out: Pat
     return f"{head}\n{_summarize(tool, out, frames, py_spy_errors)}"
 
 
-def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     exe = find_py_spy()
     assert exe is not None
     argv = ["record", "--pid", str(pid), "--rate", str(PY_SPY_RATE), "--format", "raw", "--function", "--threads"]
@@ -84,7 +84,7 @@ def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([exe, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _stop_py_spy(spy: subprocess.Popen[bytes]) -> str:
+def stop_py_spy(spy: subprocess.Popen[bytes]) -> str:
     """Stops py-spy (it writes its output when interrupted); returns what it printed on stderr."""
     spy.send_signal(signal.SIGINT)
     try:
