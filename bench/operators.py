@@ -21,8 +21,10 @@ Targets (issue #27 item 5): p99 < 250 ms for the admin list and /api/threads/, <
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import time
@@ -201,6 +203,19 @@ async def _quiet(pid: int, within: float = 60.0) -> None:
             return
 
 
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _machine() -> tuple[int, int]:
+    """(busy, total) jiffies of every CPU of the machine, from /proc/stat."""
+    with open("/proc/stat") as fh:
+        values = [int(v) for v in fh.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return sum(values) - idle, sum(values)
+
+
 def _percentile(values: list[float], q: int) -> float:
     if len(values) < 2:
         return values[0] if values else float("nan")
@@ -218,6 +233,8 @@ class OperatorsResult:
     stream_p99_ms: list[float] = field(default_factory=list)
     tokens: int = 0
     cpu_s: float = 0.0
+    client_cpu_s: float = 0.0  # this process's, measuring
+    machine_busy_cores: float = 0.0  # every process's, the server and this one included
     idle_cpu_per_request_ms: float = 0.0
     errors: list[str] = field(default_factory=list)
     profile: str = ""
@@ -258,7 +275,7 @@ async def _open_streams(port: int, count: int, pace_ms: int, batch: int = 50) ->
 
 def _gaps(stream: _PacedStream, start: float, end: float) -> list[float]:
     times = [t for t in stream.arrivals if start <= t <= end]
-    return [(b - a) * 1e3 for a, b in zip(times, times[1:], strict=False)]
+    return [(b - a) * 1e3 for a, b in itertools.pairwise(times)]
 
 
 async def measure_operators(
@@ -292,11 +309,14 @@ async def measure_operators(
         opened = await _open_streams(server.port, streams, pace_ms)
         await asyncio.sleep(2.0)  # past the opening burst: every stream at its pace
         spy = start_py_spy(server.proc.pid, profile_out) if profile_out else None
-        start, cpu_before = CLOCK(), _cpu_seconds(server.proc.pid)
+        start, cpu_before, own_before, machine_before = CLOCK(), _cpu_seconds(server.proc.pid), _own_cpu(), _machine()
         try:
             await operator.time_rounds(start + seconds, gap, result.load_ms)
         finally:
             end, cpu_after = CLOCK(), _cpu_seconds(server.proc.pid)
+            result.client_cpu_s = _own_cpu() - own_before
+            busy, total = (after - before for after, before in zip(_machine(), machine_before, strict=True))
+            result.machine_busy_cores = busy / total * (os.cpu_count() or 1) if total else float("nan")
             if spy is not None:
                 stop_py_spy(spy)
         server.check_alive()
@@ -311,7 +331,7 @@ async def measure_operators(
             else:
                 result.errors.append("a stream got no token in the measured window")
         if profile_out is not None:
-            result.profile = summarize_py_spy(profile_out, result.tokens) if profile_out.exists() else "no profile"
+            result.profile = summarize_py_spy(profile_out, result.tokens)
     except Exception as exc:
         result.errors.append(f"under load: {exc!r}")
     finally:
@@ -390,6 +410,11 @@ def operators_report(result: OperatorsResult, database: str) -> tuple[str, dict[
         f"of a core; {cpu_per_token:.0f} us CPU per token (the operators' {requests} requests at their idle "
         f"cost, {result.idle_cpu_per_request_ms:.1f} ms each, taken off)"
     )
+    window = max(result.window_s, 1e-9)
+    lines.append(
+        f"  the machine meanwhile: {result.machine_busy_cores:.2f} of {os.cpu_count()} cores busy, the bench's client "
+        f"{result.client_cpu_s / window * 100:.0f}% of a core; load average {os.getloadavg()[0]:.1f}"
+    )
     targets["0 errors"] = not result.errors
     lines.append(f"  errors: {len(result.errors)}" + (f" (first: {result.errors[0]})" if result.errors else ""))
     lines.append("  targets: " + "; ".join(f"{name}: {'MET' if ok else 'MISSED'}" for name, ok in targets.items()))
@@ -401,6 +426,9 @@ def operators_report(result: OperatorsResult, database: str) -> tuple[str, dict[
         "worst_stream_gap_p99_ms": worst,
         "tokens_per_s_per_stream": rate,
         "cpu_us_per_token": cpu_per_token,
+        "server_cpu_share": result.cpu_s / window,
+        "client_cpu_share": result.client_cpu_s / window,
+        "machine_busy_cores": result.machine_busy_cores,
         "errors": len(result.errors),
         "targets": targets,
     }

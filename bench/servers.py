@@ -122,7 +122,8 @@ class ScriptedProvider:
     N comes from ``bench-tokens=N`` in the last user message (10 when absent).
     Like a network read, it yields to the event loop every 64 deltas.
     ``bench-slow=MS`` instead streams one token every MS milliseconds until
-    POST /bench/slow/stop (the open-streams bench's slow runs).
+    POST /bench/slow/stop (the open-streams and the operators benches' slow runs); it sees the
+    stop at its next token.
     """
 
     TOKEN = "tok "
@@ -154,17 +155,20 @@ class ScriptedProvider:
         if slow_ms:
             stop = _slow_stop()
             n = 0
+            pace = slow_ms / 1000
+            loop = asyncio.get_running_loop()
             # A random phase, as independent runs have: runs started together would otherwise
             # tick together, and every stream's frame would be written in one burst.
-            await asyncio.sleep(random.random() * slow_ms / 1000)
-            while not stop.is_set():
+            due = loop.time() + random.random() * pace
+            while True:
+                # Token k is due at the start + k * pace, as a model's tokens come over the network
+                # whether the reader keeps up or not: a late reader finds them waiting.
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                if stop.is_set():
+                    break
                 yield BlockDelta(0, token)
                 n += 1
-                try:
-                    async with asyncio.timeout(slow_ms / 1000):
-                        await stop.wait()
-                except TimeoutError:
-                    pass
+                due += pace
         else:
             for i in range(n):
                 yield BlockDelta(0, token)
@@ -262,13 +266,13 @@ def run_serve_command(sock: socket.socket) -> None:
     os.environ["PORT"] = str(sock.getsockname()[1])
     sock.close()
     threadline_app(scripted=True)
-    import project.asgi
     from django.core.management import call_command
+
+    import project.asgi
 
     # uvicorn imports "project.asgi:application" by name: the stop switch goes where it looks.
     project.asgi.application = with_slow_stop(project.asgi.application)  # type: ignore[assignment]
     call_command("serve")
-
 
 
 def serve_uvicorn(app: Any, sock: socket.socket, lifespan: str, loop: str) -> None:
