@@ -42,6 +42,7 @@ from profiling import start_py_spy, stop_py_spy, summarize_py_spy
 ENDPOINTS = ("admin", "api", "agui-info")
 TARGET_P99_MS = {"admin": 250.0, "api": 250.0, "agui-info": 50.0}
 GAP_SLACK_MS = 50.0
+PROFILE_RATE = 250  # py-spy's samples per second with --operators-profile
 TOKEN_MARK = b"TEXT_MESSAGE_CONTENT"
 
 # The superuser, its API token and an admin session, made in the server's database; printed as JSON.
@@ -287,8 +288,8 @@ async def measure_operators(
     idle_rounds: int = 60,
     profile_out: Path | None = None,
 ) -> OperatorsResult:
-    """With ``profile_out``, py-spy samples the server through the measured window (which slows it:
-    read the profile, not the timings, of such a run)."""
+    """With ``profile_out``, py-spy samples the server through the measured window, without pausing
+    it, but on the same CPUs: read the profile, not the timings, of such a run."""
     raise_own_file_limit(streams + 1024)
     # Every client of the bench comes from 127.0.0.1: the per-client cap would count them as one.
     server = lab.start("serve", {"SERVER_MAX_CONNECTIONS_PER_CLIENT": "0"}, tag="operators")
@@ -308,7 +309,7 @@ async def measure_operators(
 
         opened = await _open_streams(server.port, streams, pace_ms)
         await asyncio.sleep(2.0)  # past the opening burst: every stream at its pace
-        spy = start_py_spy(server.proc.pid, profile_out) if profile_out else None
+        spy = start_py_spy(server.proc.pid, profile_out, PROFILE_RATE, nonblocking=True) if profile_out else None
         start, cpu_before, own_before, machine_before = CLOCK(), _cpu_seconds(server.proc.pid), _own_cpu(), _machine()
         try:
             await operator.time_rounds(start + seconds, gap, result.load_ms)
@@ -331,7 +332,7 @@ async def measure_operators(
             else:
                 result.errors.append("a stream got no token in the measured window")
         if profile_out is not None:
-            result.profile = summarize_py_spy(profile_out, result.tokens)
+            result.profile = summarize_py_spy(profile_out, result.tokens, top=40, rate=PROFILE_RATE)
     except Exception as exc:
         result.errors.append(f"under load: {exc!r}")
     finally:

@@ -32,7 +32,13 @@ from processes import REPO
 PY_SPY_RATE = 1000  # samples per second
 PRODUCT_FILES = ("agui/", "agents/", "threads/", "project/")
 # Leaf frames of threads that are blocked waiting (an idle executor worker, the parent watchdog).
-IDLE_LEAVES = ("_worker (concurrent/futures/thread.py:", "_exit_with_parent.<locals>.watch (", "wait (threading.py:")
+IDLE_LEAVES = (
+    "_worker (concurrent/futures/thread.py:",
+    "_exit_with_parent.<locals>.watch (",
+    "wait (threading.py:",
+    "Condition.wait (threading.py:",  # as newer py-spy names it
+    "Event.wait (threading.py:",
+)
 
 
 def find_py_spy() -> str | None:
@@ -76,10 +82,13 @@ async def profile(target: Target, tool: str, tokens: int, streams: int, out: Pat
     return f"{head}\n{_summarize(tool, out, frames, py_spy_errors)}"
 
 
-def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+def start_py_spy(pid: int, out: Path, rate: int = PY_SPY_RATE, nonblocking: bool = False) -> subprocess.Popen[bytes]:
+    """``nonblocking``: sample without pausing the process (some stacks come out torn, but the
+    process keeps its pace: what a latency bench needs)."""
     exe = find_py_spy()
     assert exe is not None
-    argv = ["record", "--pid", str(pid), "--rate", str(PY_SPY_RATE), "--format", "raw", "--function", "--threads"]
+    argv = ["record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--function", "--threads"]
+    argv += ["--nonblocking"] if nonblocking else []
     argv += ["--output", str(out), "--duration", "600"]
     return subprocess.Popen([exe, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -101,7 +110,7 @@ def _summarize(tool: str, out: Path, events: int, py_spy_errors: str) -> str:
     return summarize_py_spy(out, events) if tool == "py-spy" else summarize_cprofile(out, events)
 
 
-def summarize_py_spy(path: Path, events: int, top: int = 28) -> str:
+def summarize_py_spy(path: Path, events: int, top: int = 28, rate: int = PY_SPY_RATE) -> str:
     """py-spy raw (collapsed) stacks -> self and inclusive time per function, in µs per event."""
     self_counts: collections.Counter[str] = collections.Counter()
     incl_counts: collections.Counter[str] = collections.Counter()
@@ -132,7 +141,7 @@ def summarize_py_spy(path: Path, events: int, top: int = 28) -> str:
         return "  py-spy recorded no busy samples"
 
     def us(count: int) -> float:
-        return count / PY_SPY_RATE / events * 1e6
+        return count / rate / events * 1e6
 
     by_kind: collections.Counter[str] = collections.Counter()
     for thread, count in per_thread.items():

@@ -25,6 +25,10 @@ time to first byte (TTFB) of many short ones (bench/measure.py says exactly how)
 prints them with ratios against the Django view (bench/report.py). The targets: the full
 stack streams at least 0.3x the Django view's events/s with at most 3x its TTFB.
 
+Then the operators mode (--operators N, bench/operators.py): N replies at a model's pace on one
+``manage.py serve`` process while the admin's thread list, /api/threads/ and /agui/info are
+timed, against the same requests on the idle server.
+
 The modules: httpclient.py (the timing client), processes.py (starting and stopping
 the servers), measure.py, report.py, profiling.py (--profile); servers.py, django_min.py,
 frames.py and fake_model.py run in the subprocesses. Nothing here needs the network;

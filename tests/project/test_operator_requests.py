@@ -1,7 +1,9 @@
-"""The admin's and the API's requests cross from the event loop to their thread once for the view and
+"""What keeps an operator's pages quick while replies stream (issue #27, item 5; bench/operators.py
+times them under load).
+
+The admin's and the API's requests cross from the event loop to their thread once for the view and
 its middleware (project/asgi.py StandardHandler), not once for each middleware's hook and again for
 the view: under load each crossing waits for the busy loop, and the admin's pages waited seconds.
-
 The requests go through the real application (project.asgi.application) on an event loop that counts
 what other threads hand back to it, and the request's thread is an executor of the test's own.
 """
@@ -127,3 +129,19 @@ def test_a_request_of_the_standard_stack_crosses_to_its_thread_once(superuser, s
     # Django's async chain went back to the loop for every middleware's hook and for the view: 17 times.
     assert loops[0].returns <= MOST_CROSSINGS, f"{loops[0].returns} returns from the request's thread to the loop"
     assert executor.calls <= MOST_CROSSINGS and len(executor.threads) == 1
+
+
+@pytest.mark.parametrize("title", ["a thread the lists show", 'tags <b>&</b> "quotes"'])
+def test_the_lists_checkbox_is_the_one_django_renders(coder, title):
+    """threads/admin/display.py ListCheckboxes writes each row's checkbox without the template
+    engine; the admin's script selects rows by it, so it must be Django's to the byte."""
+    from django.contrib import admin
+
+    from threads.admin import RunAdmin, ThreadAdmin
+    from threads.models import Run
+
+    thread = Thread.objects.create(agui_thread_id="t-box", agent=coder, title=title)
+    run = Run.objects.create(thread=thread, agui_run_id="r-box")
+    for model_admin, obj in ((admin.site._registry[Thread], thread), (admin.site._registry[Run], run)):
+        assert isinstance(model_admin, ThreadAdmin | RunAdmin)
+        assert model_admin.action_checkbox(obj) == admin.ModelAdmin.action_checkbox(model_admin, obj)
