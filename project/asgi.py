@@ -28,7 +28,7 @@ from agui.body import GatedReceive, closing_send, declares_over, read_capped
 from project.bodygate import admitted_receive
 from project.fdlimit import raise_open_file_limit
 from project.gctune import tune_gc
-from threads.dbthread import sharing_the_gil, tune_switch_interval
+from threads.dbthread import tune_switch_interval
 
 raise_open_file_limit()
 
@@ -44,15 +44,15 @@ class StandardHandler(ASGIHandler):
     the view, about twenty crossings for an admin page; while the loop streams hundreds of replies,
     each crossing waits for the loop and for the GIL, and the admin's pages waited seconds (issue
     #27, item 5). Here the chain is built sync and called whole on the request's thread: one
-    crossing, besides Django's request_started and close, and while it is out the loop lets the
-    thread have the GIL (threads/dbthread.py sharing_the_gil)."""
+    crossing, besides Django's request_started and close (bench/stream.py --operators). Letting the
+    thread have the GIL meanwhile, as the database thread has it (threads/dbthread.py
+    sharing_the_gil), made no difference there, so it does not."""
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        with sharing_the_gil():
-            return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         admitted = await admitted_receive(scope, receive, send)
