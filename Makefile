@@ -77,8 +77,9 @@ example: install $(EXAMPLE_STAMP)
 	THREADLINE_URL="http://$$host:$$port" AGUI_TOKEN="$$token" HOST=127.0.0.1 PORT=$(EXAMPLE_PORT) \
 		node $(EXAMPLE)/server.mjs
 
-# The whole bench on SQLite, then the single-stream and concurrent benches again with the
-# full stack on PostgreSQL (BENCH_DATABASE_URL), when it is reachable.
+# The whole bench on SQLite, then the single-stream, concurrent and operators benches again with
+# the full stack on PostgreSQL (BENCH_DATABASE_URL), when it is reachable. The operators bench
+# (bench/operators.py, stream.py --operators 500) runs in both.
 BENCH_DATABASE_URL ?= postgresql://127.0.0.1:5432/test
 bench: install-test
 	$(PY) bench/stream.py

@@ -29,8 +29,9 @@ LABELS = {
     "django": "plain Django view (baseline 2)",
     "sdk": "Threadline, anthropic SDK + FakeAnthropic",
     "scripted": "Threadline, in-process scripted model",
+    "serve": "Threadline, scripted model, manage.py serve",
 }
-ALL_SERVERS = tuple(LABELS)
+ALL_SERVERS = ("bare", "django", "sdk", "scripted")  # the servers of the table (serve: bench/operators.py)
 FULL_STACK = ("sdk", "scripted")
 
 
@@ -80,6 +81,7 @@ class ServerProc:
         self, name: str, env: dict[str, str], argv: list[str], log_path: Path, fake: FakeModel | None = None
     ) -> None:
         self.name = name
+        self.env = env
         self.log_path = log_path
         self.fake = fake  # the FakeAnthropic this server talks to (sdk only)
         # The listening socket is made here and inherited by the child, so the port

@@ -32,7 +32,13 @@ from processes import REPO
 PY_SPY_RATE = 1000  # samples per second
 PRODUCT_FILES = ("agui/", "agents/", "threads/", "project/")
 # Leaf frames of threads that are blocked waiting (an idle executor worker, the parent watchdog).
-IDLE_LEAVES = ("_worker (concurrent/futures/thread.py:", "_exit_with_parent.<locals>.watch (", "wait (threading.py:")
+IDLE_LEAVES = (
+    "_worker (concurrent/futures/thread.py:",
+    "_exit_with_parent.<locals>.watch (",
+    "wait (threading.py:",
+    "Condition.wait (threading.py:",  # as newer py-spy names it
+    "Event.wait (threading.py:",
+)
 
 
 def find_py_spy() -> str | None:
@@ -49,7 +55,7 @@ async def profile(target: Target, tool: str, tokens: int, streams: int, out: Pat
     For cprofile the server must have been started with BENCH_PROFILE=out."""
     spy = None
     if tool == "py-spy":
-        spy = _start_py_spy(target.server.proc.pid, out)
+        spy = start_py_spy(target.server.proc.pid, out)
         await asyncio.sleep(1.0)  # let it attach
     else:
         await target.client.request("POST", "/bench/profile/start")
@@ -68,7 +74,7 @@ async def profile(target: Target, tool: str, tokens: int, streams: int, out: Pat
             await target.recorded(run_id)  # the log write after the last byte is part of the cost
             frames += count
     finally:
-        py_spy_errors = _stop_py_spy(spy) if spy is not None else ""
+        py_spy_errors = stop_py_spy(spy) if spy is not None else ""
     elapsed = CLOCK() - started
     if spy is None:
         await target.client.request("POST", "/bench/profile/stop")  # the server writes the stats, then answers
@@ -76,15 +82,18 @@ async def profile(target: Target, tool: str, tokens: int, streams: int, out: Pat
     return f"{head}\n{_summarize(tool, out, frames, py_spy_errors)}"
 
 
-def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+def start_py_spy(pid: int, out: Path, rate: int = PY_SPY_RATE, nonblocking: bool = False) -> subprocess.Popen[bytes]:
+    """``nonblocking``: sample without pausing the process (some stacks come out torn, but the
+    process keeps its pace: what a latency bench needs)."""
     exe = find_py_spy()
     assert exe is not None
-    argv = ["record", "--pid", str(pid), "--rate", str(PY_SPY_RATE), "--format", "raw", "--function", "--threads"]
+    argv = ["record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--function", "--threads"]
+    argv += ["--nonblocking"] if nonblocking else []
     argv += ["--output", str(out), "--duration", "600"]
     return subprocess.Popen([exe, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _stop_py_spy(spy: subprocess.Popen[bytes]) -> str:
+def stop_py_spy(spy: subprocess.Popen[bytes]) -> str:
     """Stops py-spy (it writes its output when interrupted); returns what it printed on stderr."""
     spy.send_signal(signal.SIGINT)
     try:
@@ -101,7 +110,7 @@ def _summarize(tool: str, out: Path, events: int, py_spy_errors: str) -> str:
     return summarize_py_spy(out, events) if tool == "py-spy" else summarize_cprofile(out, events)
 
 
-def summarize_py_spy(path: Path, events: int, top: int = 28) -> str:
+def summarize_py_spy(path: Path, events: int, top: int = 28, rate: int = PY_SPY_RATE) -> str:
     """py-spy raw (collapsed) stacks -> self and inclusive time per function, in µs per event."""
     self_counts: collections.Counter[str] = collections.Counter()
     incl_counts: collections.Counter[str] = collections.Counter()
@@ -132,7 +141,7 @@ def summarize_py_spy(path: Path, events: int, top: int = 28) -> str:
         return "  py-spy recorded no busy samples"
 
     def us(count: int) -> float:
-        return count / PY_SPY_RATE / events * 1e6
+        return count / rate / events * 1e6
 
     by_kind: collections.Counter[str] = collections.Counter()
     for thread, count in per_thread.items():

@@ -9,6 +9,8 @@ NAME is one of
             (bench/processes.py points ANTHROPIC_BASE_URL at FakeAnthropic)
   scripted  the full stack with an in-process scripted model: this launcher replaces
             agents.runtime.provider_for in THIS process only; product code is untouched
+  serve     the scripted full stack served by ``manage.py serve`` itself (its uvicorn options:
+            the connection caps, the request deadline, its access log), as users run it
 
 The listening socket is created by the parent and inherited as file descriptor N.
 Every NAME runs on the same server software with the same settings: uvicorn with
@@ -120,7 +122,8 @@ class ScriptedProvider:
     N comes from ``bench-tokens=N`` in the last user message (10 when absent).
     Like a network read, it yields to the event loop every 64 deltas.
     ``bench-slow=MS`` instead streams one token every MS milliseconds until
-    POST /bench/slow/stop (the open-streams bench's slow runs).
+    POST /bench/slow/stop (the open-streams and the operators benches' slow runs); it sees the
+    stop at its next token.
     """
 
     TOKEN = "tok "
@@ -152,17 +155,20 @@ class ScriptedProvider:
         if slow_ms:
             stop = _slow_stop()
             n = 0
+            pace = slow_ms / 1000
+            loop = asyncio.get_running_loop()
             # A random phase, as independent runs have: runs started together would otherwise
             # tick together, and every stream's frame would be written in one burst.
-            await asyncio.sleep(random.random() * slow_ms / 1000)
-            while not stop.is_set():
+            due = loop.time() + random.random() * pace
+            while True:
+                # Token k is due at the start + k * pace, as a model's tokens come over the network
+                # whether the reader keeps up or not: a late reader finds them waiting.
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                if stop.is_set():
+                    break
                 yield BlockDelta(0, token)
                 n += 1
-                try:
-                    async with asyncio.timeout(slow_ms / 1000):
-                        await stop.wait()
-                except TimeoutError:
-                    pass
+                due += pace
         else:
             for i in range(n):
                 yield BlockDelta(0, token)
@@ -212,13 +218,17 @@ def threadline_app(scripted: bool) -> Any:
 
 
 def with_slow_stop(app: Any) -> Any:
-    """``app`` plus POST /bench/slow/stop, which ends every slow reply (ScriptedProvider)."""
+    """``app`` plus POST /bench/slow/stop, which ends every slow reply (ScriptedProvider), and
+    POST /bench/slow/start, after which slow replies go on again until the next stop."""
 
     async def switched(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] != "/bench/slow/stop":
+        if scope["type"] != "http" or scope["path"] not in ("/bench/slow/stop", "/bench/slow/start"):
             await app(scope, receive, send)
             return
-        _slow_stop().set()
+        if scope["path"] == "/bench/slow/stop":
+            _slow_stop().set()
+        else:
+            _slow_stop().clear()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
@@ -248,6 +258,21 @@ def with_profiler(app: Any, path: str) -> Any:
 
 
 # --------------------------------------------------------------------------- servers
+
+
+def run_serve_command(sock: socket.socket) -> None:
+    """``manage.py serve`` with the scripted model, on the port of the inherited socket: the command
+    binds its own sockets (PORT), so the inherited one is closed first, as for daphne."""
+    os.environ["PORT"] = str(sock.getsockname()[1])
+    sock.close()
+    threadline_app(scripted=True)
+    from django.core.management import call_command
+
+    import project.asgi
+
+    # uvicorn imports "project.asgi:application" by name: the stop switch goes where it looks.
+    project.asgi.application = with_slow_stop(project.asgi.application)  # type: ignore[assignment]
+    call_command("serve")
 
 
 def serve_uvicorn(app: Any, sock: socket.socket, lifespan: str, loop: str) -> None:
@@ -305,7 +330,7 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=["bare", "django", "sdk", "scripted"])
+    parser.add_argument("name", choices=["bare", "django", "sdk", "scripted", "serve"])
     parser.add_argument("--fd", type=int, required=True, help="inherited listening socket")
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="uvicorn's event loop")
@@ -315,6 +340,11 @@ def main() -> None:
         import daphne.server  # noqa: F401  (installs Twisted's asyncio reactor before anything imports Twisted)
 
     sock = socket.socket(fileno=args.fd)
+    if args.name == "serve":
+        _exit_with_parent()
+        _log_long_gc()
+        run_serve_command(sock)
+        return
     if args.name == "bare":
         app, lifespan = bare_app(), "on"
     elif args.name == "django":

@@ -27,6 +27,10 @@ time to first byte (TTFB) of many short ones (bench/measure.py says exactly how)
 prints them with ratios against the Django view (bench/report.py). The targets: the full
 stack streams at least 0.3x the Django view's events/s with at most 3x its TTFB.
 
+Then the operators mode (--operators N, bench/operators.py): N replies at a model's pace on one
+``manage.py serve`` process while the admin's thread list, /api/threads/ and /agui/info are
+timed, against the same requests on the idle server.
+
 The modules: httpclient.py (the timing client), processes.py (starting and stopping
 the servers), measure.py, report.py, profiling.py (--profile); servers.py, django_min.py,
 frames.py and fake_model.py run in the subprocesses. Nothing here needs the network;
@@ -48,6 +52,7 @@ from typing import Any
 from httpclient import CLOCK
 from measure import Target
 from openstreams import measure_open_streams, open_streams_report
+from operators import measure_operators, operators_report
 from processes import ALL_SERVERS, FULL_STACK, LABELS, Lab
 from profiling import find_py_spy, profile
 from report import report
@@ -115,6 +120,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="100x2000",
         help="concurrent mode: STREAMSxTOKENS replies at once, aggregate events/s ('': skip)",
     )
+    parser.add_argument(
+        "--operators",
+        type=int,
+        default=500,
+        help="operators mode: this many replies at a model's pace on one manage.py serve process while the "
+        "admin, the API and /agui/info are timed (bench/operators.py; 0: skip)",
+    )
+    parser.add_argument("--pace-ms", type=int, default=25, help="operators mode: ms between a reply's tokens")
+    parser.add_argument("--operators-seconds", type=float, default=20.0, help="operators mode: seconds measured")
+    parser.add_argument(
+        "--operators-profile", action="store_true", help="operators mode: py-spy samples the server while measured"
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, databases)")
@@ -129,6 +146,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.growth = "2000,20000"
         args.concurrent = "20x2000"
         args.slow_runs = min(args.slow_runs, 10)
+        args.operators = min(args.operators, 100)
+        args.operators_seconds = min(args.operators_seconds, 5.0)
     if min(args.tokens, args.ttfb_tokens, args.ttfb_requests, args.repeat, args.profile_streams) < 1:
         parser.error("--tokens, --ttfb-tokens, --ttfb-requests, --repeat and --profile-streams must be at least 1")
     args.only = [n.strip() for n in args.only.split(",") if n.strip() and n.strip() != "none"]
@@ -217,6 +236,18 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         data["concurrent"] = await concurrent(args, targets)
     if args.streams:
         data["open_streams"] = await open_streams(args, lab)
+    if args.operators:
+        print(
+            f"\nOperators: {args.operators} replies at {1000 / args.pace_ms:.0f} tokens/s on one manage.py serve "
+            f"process, the admin, /api/threads/ and /agui/info timed meanwhile",
+            flush=True,
+        )
+        profile_out = lab.tmp / "profile-operators.txt" if args.operators_profile else None
+        result = await measure_operators(
+            lab, args.operators, args.pace_ms, args.operators_seconds, profile_out=profile_out
+        )
+        text, data["operators"] = operators_report(result, database)
+        print(text, flush=True)
 
     print(f"\ntotal time {CLOCK() - t_start:.1f}s", flush=True)
     if args.json:

@@ -18,8 +18,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 django.setup(set_prefix=False)
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
 
 from agui.asgi import AguiHandler
 from agui.body import GatedReceive, closing_send, declares_over, read_capped
@@ -35,7 +37,22 @@ class StandardHandler(ASGIHandler):
     """Django's handler for everything but the AG-UI routes (admin, REST API, static files). A body
     is read only from a sender known by the headers (project/bodygate.py; anyone else may send a
     login form's worth), in memory and capped as there: a body declared over the cap is not read
-    (Django answers 400 for it), and a longer one is cut one byte past the cap."""
+    (Django answers 400 for it), and a longer one is cut one byte past the cap.
+
+    Its views and middleware are all sync. Django's ASGIHandler builds the chain for async calls and
+    crosses from the event loop to the request's thread and back for each middleware's hooks and for
+    the view, about twenty crossings for an admin page; while the loop streams hundreds of replies,
+    each crossing waits for the loop and for the GIL, and the admin's pages waited seconds (issue
+    #27, item 5). Here the chain is built sync and called whole on the request's thread: one
+    crossing, besides Django's request_started and close (bench/stream.py --operators). Letting the
+    thread have the GIL meanwhile, as the database thread has it (threads/dbthread.py
+    sharing_the_gil), made no difference there, so it does not."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         admitted = await admitted_receive(scope, receive, send)

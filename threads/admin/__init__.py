@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from threads.admin.board import board_liveness, thread_board
-from threads.admin.display import message_html, pretty_json
+from threads.admin.display import ListCheckboxes, message_html, pretty_json
 from threads.admin.liveness import Liveness
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.locking import Contended
@@ -88,7 +88,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Thread)
-class ThreadAdmin(admin.ModelAdmin):
+class ThreadAdmin(ListCheckboxes, admin.ModelAdmin):
     change_form_template = "admin/threads/thread/change_form.html"
     list_display = (
         "agui_thread_id",
@@ -233,7 +233,7 @@ class SessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ListCheckboxes, admin.ModelAdmin):
     change_form_template = "admin/threads/run/change_form.html"
     list_display = (
         "agui_run_id",

@@ -1,12 +1,14 @@
-"""How the admin shows transcript messages and JSON documents: readable, and capped."""
+"""How the admin shows transcript messages and JSON documents (readable, and capped), and its lists' checkboxes."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django.contrib.admin import helpers
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 
 MESSAGE_TEXT_CAP = 4_000  # characters of one message's text shown in the thread's transcript
 JSON_CAP = 50_000
@@ -71,3 +73,17 @@ def message_html(body: Any) -> SafeString:
     if not parts:
         parts.append(format_html('<span class="tl-meta">{}</span>', "(empty)"))
     return format_html_join("", "{}", ((p,) for p in parts))
+
+
+class ListCheckboxes:
+    """A ModelAdmin mixin: each row's action checkbox written as Django writes it, without rendering
+    a form widget through the template engine for every row. That was a third of the thread list's
+    time (100 rows), and the list is what an operator opens while replies stream."""
+
+    def action_checkbox(self, obj: Any) -> SafeString:
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),
+            format_html(gettext("Select this object for an action - {}"), str(obj)),
+        )

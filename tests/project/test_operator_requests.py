@@ -1,0 +1,147 @@
+"""What keeps an operator's pages quick while replies stream (issue #27, item 5; bench/operators.py
+times them under load).
+
+The admin's and the API's requests cross from the event loop to their thread once for the view and
+its middleware (project/asgi.py StandardHandler), not once for each middleware's hook and again for
+the view: under load each crossing waits for the busy loop, and the admin's pages waited seconds.
+The requests go through the real application (project.asgi.application) on an event loop that counts
+what other threads hand back to it, and the request's thread is an executor of the test's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from asgiref.sync import ThreadSensitiveContext
+from django.contrib.auth.models import User
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from threads.models import Thread
+
+# Django's own request_started and close, and the view with its whole middleware chain.
+MOST_CROSSINGS = 3
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """One thread, as asgiref requires of a request's executor; counts what is handed to it."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="test-request")
+        self.calls = 0
+        self.threads: set[int] = set()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.calls += 1
+
+        def call() -> Any:
+            self.threads.add(threading.get_ident())
+            return fn(*args, **kwargs)
+
+        return super().submit(call)
+
+
+class CountingLoop(asyncio.SelectorEventLoop):
+    """Counts the calls other threads hand back to the loop: each is one return from a thread."""
+
+    returns = 0
+
+    def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> asyncio.Handle:
+        self.returns += 1
+        return super().call_soon_threadsafe(callback, *args, context=context)
+
+
+async def _get(path: str, headers: dict[str, str], executor: CountingExecutor) -> tuple[int, bytes]:
+    from project.asgi import application
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")] + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8000),
+    }
+    sent: list[dict[str, Any]] = []
+    asked = False
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        if not asked:
+            asked = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            done.set()
+
+    async with ThreadSensitiveContext(executor=executor):
+        await application(scope, receive, send)
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+@pytest.fixture
+def superuser(transactional_db: None) -> User:
+    return User.objects.create_superuser("operator", "op@example.com", "a-long-operator-password")
+
+
+@pytest.fixture
+def shown_thread(coder: Any) -> Thread:
+    return Thread.objects.create(agui_thread_id="t-hops", agent=coder, title="a thread the lists show")
+
+
+@pytest.mark.parametrize("page", ["admin", "api"])
+def test_a_request_of_the_standard_stack_crosses_to_its_thread_once(superuser, shown_thread, page):
+    if page == "admin":
+        client = Client()
+        client.force_login(superuser)
+        path, headers = "/admin/threads/thread/", {"Cookie": f"sessionid={client.cookies['sessionid'].value}"}
+    else:
+        path, headers = "/api/threads/", {"Authorization": f"Token {Token.objects.create(user=superuser).key}"}
+    executor = CountingExecutor()
+    try:
+        loops: list[CountingLoop] = []
+
+        def loop_factory() -> CountingLoop:
+            loops.append(CountingLoop())
+            return loops[0]
+
+        status, body = asyncio.run(_get(path, headers, executor), loop_factory=loop_factory)
+    finally:
+        executor.shutdown()
+    assert status == 200, body[:300]
+    assert b"t-hops" in body or b"a thread the lists show" in body
+    # Django's async chain went back to the loop for every middleware's hook and for the view: 17 times.
+    assert loops[0].returns <= MOST_CROSSINGS, f"{loops[0].returns} returns from the request's thread to the loop"
+    assert executor.calls <= MOST_CROSSINGS and len(executor.threads) == 1
+
+
+@pytest.mark.parametrize("title", ["a thread the lists show", 'tags <b>&</b> "quotes"'])
+def test_the_lists_checkbox_is_the_one_django_renders(coder, title):
+    """threads/admin/display.py ListCheckboxes writes each row's checkbox without the template
+    engine; the admin's script selects rows by it, so it must be Django's to the byte."""
+    from django.contrib import admin
+
+    from threads.admin import RunAdmin, ThreadAdmin
+    from threads.models import Run
+
+    thread = Thread.objects.create(agui_thread_id="t-box", agent=coder, title=title)
+    run = Run.objects.create(thread=thread, agui_run_id="r-box")
+    for model_admin, obj in ((admin.site._registry[Thread], thread), (admin.site._registry[Run], run)):
+        assert isinstance(model_admin, ThreadAdmin | RunAdmin)
+        assert model_admin.action_checkbox(obj) == admin.ModelAdmin.action_checkbox(model_admin, obj)
