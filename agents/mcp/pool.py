@@ -1,9 +1,10 @@
 """The MCP servers of this server process: started once, shared by its runs, stopped at shutdown.
 
-The configuration is read from MCP_SERVERS (the ``.mcp.json`` file) and the admin's servers each time
-a run asks for its tools, and the running servers are brought in line with it (``reconcile``): a server that appeared
-is started (and waited for, up to its start timeout, so the run sees its tools), one that vanished
-or changed is stopped. At start-up (the ASGI lifespan) the same happens before the first request.
+The configuration is read from MCP_SERVERS (the ``.mcp.json`` file) and the admin's servers when a
+run asks for its tools (at most every two seconds, and at once after a change: ``ConfiguredServers``),
+and the running servers are brought in line with it (``reconcile``): a server that appeared is
+started (and waited for, up to its start timeout, so the run sees its tools), one that vanished or
+changed is stopped. At start-up (the ASGI lifespan) the same happens before the first request.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import asyncio
 import contextvars
 import importlib
 import logging
+import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db.models.signals import post_delete, post_save
 
 from agents.mcp.config import McpConfigError, ServerConfig, file_servers
 from agents.mcp.names import tool_names
@@ -180,6 +184,54 @@ async def _configured_servers() -> list[ServerConfig]:
     return await asyncio.get_running_loop().create_task(read(), context=contextvars.Context())
 
 
+def _file_stamp() -> tuple[int, int, int] | None:
+    """What changes when the MCP_SERVERS file is written (None when there is none)."""
+    path: str = settings.MCP_SERVERS
+    try:
+        stat = os.stat(path) if path else None
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size) if stat else None
+
+
+class ConfiguredServers:
+    """``configured_servers()`` as last read, read again once ``ttl`` seconds have passed, at once when
+    the MCP_SERVERS file changes, and at once in this process when the admin saves or deletes a server
+    (the signals below); another process's admin edit is seen within ``ttl``, as the agents are
+    (agui/views.py EnabledAgents).
+
+    Every run and every /agui/info asked for it, and the read waited on the database thread behind the
+    runs' event logs: with 500 replies streaming, /agui/info took 100-250 ms instead of 2 (bench/stream.py
+    --operators, issue #27 item 5)."""
+
+    def __init__(self, ttl: float = 2.0) -> None:
+        self.ttl = ttl
+        self._servers: list[ServerConfig] | None = None
+        self._stamp: tuple[int, int, int] | None = None
+        self._read_at = float("-inf")
+        self._generation = 0
+
+    def forget(self, *_args: object, **_kwargs: object) -> None:
+        self._generation += 1
+        self._read_at = float("-inf")
+
+    async def get(self) -> list[ServerConfig]:
+        stamp = _file_stamp()
+        fresh = time.monotonic() - self._read_at < self.ttl
+        if self._servers is not None and fresh and stamp == self._stamp:
+            return self._servers
+        generation = self._generation
+        servers = await _configured_servers()
+        if generation == self._generation:  # kept only if no edit came meanwhile: the read may predate it
+            self._servers, self._stamp, self._read_at = servers, stamp, time.monotonic()
+        return servers
+
+
+CONFIGURED_SERVERS = ConfiguredServers()
+post_save.connect(CONFIGURED_SERVERS.forget, sender=McpServerEntry, dispatch_uid="mcp-configured-servers-saved")
+post_delete.connect(CONFIGURED_SERVERS.forget, sender=McpServerEntry, dispatch_uid="mcp-configured-servers-deleted")
+
+
 def current_pool() -> McpPool | None:
     """The pool as it is, from any thread (for reads that must not start anything)."""
     return _POOL
@@ -196,7 +248,7 @@ async def mcp_servers_ready() -> McpPool:
     """The pool, in line with the configuration (servers started on first use)."""
     pool = mcp_pool()
     try:
-        configs = await _configured_servers()
+        configs = await CONFIGURED_SERVERS.get()
     except McpConfigError as exc:
         # Checked at start-up; changed since. The servers running go on; the operator is told.
         log.error("MCP_SERVERS cannot be read any more; the servers running are kept: %s", exc)
