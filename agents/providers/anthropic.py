@@ -95,7 +95,7 @@ class AnthropicProvider:
                     # was a tenth of the SDK path's time per token (bench/stream.py --profile).
                     items: list[StreamEvent] = []
                     for kind, data in batch:
-                        if kind == "content_block_delta":
+                        if kind == b"content_block_delta":
                             event = orjson.loads(data)
                             index = event["index"]
                             delta = event["delta"]
@@ -118,7 +118,7 @@ class AnthropicProvider:
                                 pieces[:] = ["".join(pieces)]
                             if text:
                                 items.append(BlockDelta(index, text))
-                        elif kind == "content_block_start":
+                        elif kind == b"content_block_start":
                             event = orjson.loads(data)
                             index = event["index"]
                             block = event["content_block"]
@@ -135,7 +135,7 @@ class AnthropicProvider:
                                 items.append(
                                     BlockStart(index, "tool_use", tool_use_id=block["id"], tool_name=block["name"])
                                 )
-                        elif kind == "content_block_stop":
+                        elif kind == b"content_block_stop":
                             index = orjson.loads(data)["index"]
                             block = blocks[index]
                             joined = "".join(chunks[index])
@@ -157,17 +157,17 @@ class AnthropicProvider:
                                     # Arguments given whole at the start and never streamed.
                                     items.append(BlockDelta(index, orjson.dumps(block["input"]).decode()))
                             items.append(BlockStop(index))
-                        elif kind == "message_start":
+                        elif kind == b"message_start":
                             message = orjson.loads(data)["message"]
                             model = message.get("model") or model
                             _add_usage(usage, message.get("usage") or {})
-                        elif kind == "message_delta":
+                        elif kind == b"message_delta":
                             event = orjson.loads(data)
                             stop_reason = event["delta"].get("stop_reason")
                             _add_usage(usage, event.get("usage") or {})
-                        elif kind == "message_stop":
+                        elif kind == b"message_stop":
                             stopped = True
-                        elif kind == "error":
+                        elif kind == b"error":
                             error = orjson.loads(data).get("error") or {}
                             error_type = str(error.get("type") or "error")
                             if items:
