@@ -25,6 +25,8 @@ _DATA_SEP = b"\ndata: "
 # checked and split by two regex passes in C rather than a Python step per event.
 _USUAL_EVENT = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")
 _USUAL_EVENTS = re.compile(rb"(?:event: [^\n]*\ndata: [^\n]*\n\n)+")
+
+
 def _parse(frame: bytes) -> SSEEvent | None:
     """One event's lines (LF-separated) -> (event, data); None for a frame with neither."""
     if frame.startswith(_EVENT_PREFIX):

@@ -35,9 +35,7 @@ async def _ours(data: bytes, cuts: list[int]) -> list[tuple[bytes, bytes]]:
 
 async def _sdk(data: bytes) -> list[tuple[bytes, bytes]]:
     """The SDK's events, as ours name them: the name's bytes, undecoded."""
-    return [
-        ((sse.event or "").encode(), sse.data.encode()) async for sse in SSEDecoder().aiter_bytes(_reads(data, []))
-    ]
+    return [((sse.event or "").encode(), sse.data.encode()) async for sse in SSEDecoder().aiter_bytes(_reads(data, []))]
 
 
 def test_it_reads_what_the_sdk_reads_from_one_read():
