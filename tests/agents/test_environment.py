@@ -72,6 +72,23 @@ def test_in_a_repository_it_adds_the_branch_and_a_short_status(tmp_path):
     assert "  … and 3 more" in block
 
 
+def test_the_branch_of_a_new_repository_a_detached_head_and_a_branch_with_an_upstream(tmp_path):
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    _git(fresh, "init", "-q", "-b", "start")
+    (fresh / "a.txt").write_text("a\n")
+    assert "Git branch: start\nGit status: 1 changed or untracked path\n  ?? a.txt" in asyncio.run(
+        environment_block(fresh, now=NOW)
+    )
+    root = _repo(tmp_path / "repo")
+    _git(root, "checkout", "-q", "--detach")
+    assert "Git branch: HEAD\nGit status: clean" in asyncio.run(environment_block(root, now=NOW))
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", "-b", "feature/env", str(root), str(clone))
+    _git(clone, "commit", "-q", "--allow-empty", "-m", "ahead")
+    assert "Git branch: feature/env\nGit status: clean" in asyncio.run(environment_block(clone, now=NOW))
+
+
 def test_runs_that_start_together_share_one_git_call_and_a_later_run_asks_again(tmp_path, monkeypatch):
     # git behind a shim on PATH that counts its calls: the edge, like the fake API's socket.
     root = _repo(tmp_path / "repo")
@@ -87,10 +104,10 @@ def test_runs_that_start_together_share_one_git_call_and_a_later_run_asks_again(
 
     blocks = asyncio.run(together())
     assert len(set(blocks)) == 1 and "Git status: clean" in blocks[0]
-    assert len(calls.read_text().splitlines()) == 2  # one rev-parse, one status, for all twenty
+    assert len(calls.read_text().splitlines()) == 1  # one status (with the branch), for all twenty
     (root / "tracked.txt").write_text("two\n")
     assert "Git status: 1 changed or untracked path\n   M tracked.txt" in asyncio.run(environment_block(root, now=NOW))
-    assert len(calls.read_text().splitlines()) == 4
+    assert len(calls.read_text().splitlines()) == 2
 
 
 def test_the_model_receives_the_block_in_its_system_prompt(server, fake_api, workspace):
@@ -128,7 +145,7 @@ def test_a_git_that_hangs_is_killed_and_the_block_goes_without_it(tmp_path, monk
     block = asyncio.run(environment_block(root, now=NOW))
 
     assert f"Workspace: {root}" in block and "Git" not in block
-    (pid,) = pids.read_text().split()  # rev-parse failed, so status was not asked
+    (pid,) = pids.read_text().split()  # the one git call
     assert not Path(f"/proc/{pid}").exists()  # killed and reaped, not left to run
 
 
