@@ -59,6 +59,11 @@ async def _shared_git_lines(workspace: Path, sandbox: Sandbox | None) -> list[st
 
 
 def _git_lines(workspace: Path, sandbox: Sandbox | None) -> list[str]:
+    if sandbox is not None and not (workspace / ".git").exists():
+        # In the sandbox the directories above the workspace are empty ones (agents/tools/sandbox.py),
+        # so git finds a repository only in the workspace itself: without its .git there is none,
+        # and starting the sandbox to be told so was most of the 20 ms before a run's first token.
+        return []
     # One git process for both the branch and the status (--branch puts the branch on the first
     # line): a process is a few milliseconds, and a run's first token waits for this block.
     status = _git(workspace, sandbox, "status", "--porcelain=v1", "--branch", "--untracked-files=normal")

@@ -190,3 +190,20 @@ def test_with_the_bash_sandbox_git_is_confined_like_bash(tmp_path, monkeypatch):
     assert not list(outside.iterdir())  # outside the workspace, the sandbox writes to its own /tmp at most
     seen = (root / "shim.txt").read_text()
     assert "PATH=" in seen and "sk-ant-environment-secret" not in seen
+
+
+def test_with_the_bash_sandbox_a_workspace_that_is_no_repository_starts_no_git(tmp_path, monkeypatch):
+    # Inside the sandbox git could only find a repository in the workspace itself; without one the
+    # block goes without git, and no sandbox is started to be told so.
+    assert bash_choice().sandbox is not None, "bubblewrap is missing or cannot run here (.ci/run installs it)"
+    root = tmp_path / "plain"
+    root.mkdir()
+    shims, calls = tmp_path / "bin", tmp_path / "calls"
+    shims.mkdir()
+    (shims / "git").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n')
+    (shims / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    hand_over(root)
+    block = asyncio.run(environment_block(root, sandbox=sandbox_for(root), now=NOW))
+    assert f"Workspace: {root}" in block and "Git" not in block
+    assert not calls.exists()  # a repository in the workspace is asked: the test above
