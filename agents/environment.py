@@ -59,14 +59,19 @@ async def _shared_git_lines(workspace: Path, sandbox: Sandbox | None) -> list[st
 
 
 def _git_lines(workspace: Path, sandbox: Sandbox | None) -> list[str]:
-    branch = _git(workspace, sandbox, "rev-parse", "--abbrev-ref", "HEAD")
-    if branch is None:
-        return []  # not a repository, or no git
-    status = _git(workspace, sandbox, "status", "--porcelain=v1", "--untracked-files=normal")
-    lines = [f"Git branch: {branch.strip() or '(none)'}"]
+    if sandbox is not None and not (workspace / ".git").exists():
+        # In the sandbox the directories above the workspace are empty ones (agents/tools/sandbox.py),
+        # so git finds a repository only in the workspace itself: without its .git there is none,
+        # and starting the sandbox to be told so was most of the 20 ms before a run's first token.
+        return []
+    # One git process for both the branch and the status (--branch puts the branch on the first
+    # line): a process is a few milliseconds, and a run's first token waits for this block.
+    status = _git(workspace, sandbox, "status", "--porcelain=v1", "--branch", "--untracked-files=normal")
     if status is None:
-        return lines
-    changes = [line for line in status.splitlines() if line.strip()]
+        return []  # not a repository, or no git
+    head, *rest = status.splitlines() or [""]
+    lines = [f"Git branch: {_branch(head) or '(none)'}"]
+    changes = [line for line in rest if line.strip()]
     if not changes:
         lines.append("Git status: clean")
         return lines
@@ -75,6 +80,19 @@ def _git_lines(workspace: Path, sandbox: Sandbox | None) -> list[str]:
     if len(changes) > STATUS_LINES:
         lines.append(f"  … and {len(changes) - STATUS_LINES} more")
     return lines
+
+
+def _branch(head: str) -> str:
+    """The branch of ``git status --branch``'s first line: ``## main...origin/main [ahead 1]``,
+    ``## No commits yet on main``, or ``## HEAD (no branch)`` when detached (HEAD, as
+    ``git rev-parse --abbrev-ref HEAD`` says). A ref name never holds "..", so "..." ends the branch."""
+    name = head.removeprefix("## ")
+    for before in ("No commits yet on ", "Initial commit on "):
+        if name.startswith(before):
+            return name.removeprefix(before)
+    if name.startswith("HEAD (no branch)"):
+        return "HEAD"
+    return name.split("...", 1)[0]
 
 
 def _git(workspace: Path, sandbox: Sandbox | None, *arguments: str) -> str | None:

@@ -69,8 +69,16 @@ async def call_model(
         try:
             async with contextlib.aclosing(provider.stream(request)) as stream:
                 async for item in stream:
-                    if type(item) is ModelReply:
-                        reply = item
+                    kind = type(item)
+                    if kind is list:
+                        # What one read brought (agents/providers/base.py), event by event.
+                        for each in item:  # type: ignore[union-attr]
+                            call.handle(each)
+                            if not should_continue():
+                                raise Stopped
+                        continue
+                    if kind is ModelReply:
+                        reply = item  # type: ignore[assignment]
                     else:
                         call.handle(item)  # type: ignore[arg-type]
                     # A cancel stops the model mid-reply: nothing of it is committed.

@@ -1,8 +1,12 @@
 """The results table, the verdict on the targets, and the same numbers as a dict (for --json).
 
-Targets: the full stack streams at least TARGET_RATE times the Django view's
-events/s, with at most TARGET_TTFB times its TTFB; the process ``make run`` starts weighs at most
-TARGET_MEMORY times the SDK floor after its first reply.
+The speed targets (issue #27 item 4), each a ratio to the plain Django view measured in
+the same run: one long reply streams at least TARGET_RATE[name] times the Django view's
+events/s (0.84x on the SDK path, 0.95x scripted), with at most TARGET_TTFB times its TTFB;
+100 replies at once stream at least TARGET_CONCURRENT times its aggregate events/s, on
+SQLite and on PostgreSQL (``concurrent_verdicts``; bench/stream.py's concurrent mode).
+The memory target (item 6): the process ``make run`` starts weighs at most TARGET_MEMORY times
+the SDK floor after its first reply.
 """
 
 from __future__ import annotations
@@ -14,10 +18,15 @@ from typing import Any
 from measure import Target
 from processes import ALL_SERVERS, FULL_STACK, LABELS
 
-TARGET_RATE = 0.3
-TARGET_TTFB = 3.0
+TARGET_RATE = {"sdk": 0.84, "scripted": 0.95}
+TARGET_TTFB = 1.5
+TARGET_CONCURRENT = 0.8
 TARGET_MEMORY = 1.25  # RSS of make run's process after its first reply, against the SDK floor
 NAN = float("nan")
+
+
+def verdict(ok: bool) -> str:
+    return "MET" if ok else "MISSED"
 
 
 def combine(values: list[float], stat: str) -> float:
@@ -94,20 +103,22 @@ def report(
         "   durable/s: frames / (request sent -> run recorded, event log and run row written); "
         "log lag: last byte -> recorded.)",
         "",
-        f"Targets: full stack >= {TARGET_RATE}x Django's events/s and TTFB <= {TARGET_TTFB}x Django's.",
+        "Targets (#27 item 4), against the Django view in this run: one long reply's events/s >= "
+        + ", ".join(f"{TARGET_RATE[name]}x ({name})" for name in FULL_STACK)
+        + f"; TTFB <= {TARGET_TTFB}x.",
     ]
     all_met = True
     for name in FULL_STACK:
         entry = data["servers"].get(name)
         if entry is None or django is None:
             continue  # without the Django view there is nothing to compare with
-        rate_ok = entry["rate_vs_django"] >= TARGET_RATE
+        rate_ok = entry["rate_vs_django"] >= TARGET_RATE[name]
         ttfb_ok = entry["ttfb_vs_django"] <= TARGET_TTFB
         all_met &= rate_ok and ttfb_ok
         entry["rate_target_met"], entry["ttfb_target_met"] = rate_ok, ttfb_ok
         out.append(
-            f"  {LABELS[name]:44} events/s {entry['rate_vs_django']:.2f}x: {'MET' if rate_ok else 'MISSED'}; "
-            f"TTFB {entry['ttfb_vs_django']:.2f}x: {'MET' if ttfb_ok else 'MISSED'}"
+            f"  {LABELS[name]:44} events/s {entry['rate_vs_django']:.2f}x (>= {TARGET_RATE[name]}x): "
+            f"{verdict(rate_ok)}; TTFB {entry['ttfb_vs_django']:.2f}x (<= {TARGET_TTFB}x): {verdict(ttfb_ok)}"
         )
     out += ["", "Memory (RSS, MiB): after the first short reply, after the warm-up, peak over the whole run"]
     d_first = django.rss_first if django else NAN
@@ -155,3 +166,52 @@ def report(
         data["client_check_passed"] = bare_rate > fastest
     data["all_targets_met"] = all_met
     return "\n".join(out), data
+
+
+def concurrent_verdicts(result: dict[str, Any]) -> tuple[list[str], bool]:
+    """The concurrent target's verdict for each full-stack server of ``result`` (bench/stream.py's
+    concurrent mode: per server, its median aggregate events/s, vs_django and failed streams);
+    returns the lines and whether every one was met."""
+    lines, all_met = [], True
+    if "django" not in result:
+        return lines, all_met
+    for name in FULL_STACK:
+        entry = result.get(name)
+        if entry is None:
+            continue
+        ok = entry["vs_django"] >= TARGET_CONCURRENT and entry["errors"] == 0
+        entry["target_met"] = ok
+        all_met &= ok
+        lines.append(
+            f"  {LABELS[name]:44} {entry['vs_django']:.2f}x Django, {entry['errors']} errors "
+            f"(>= {TARGET_CONCURRENT}x and 0 errors): {verdict(ok)}"
+        )
+    return lines, all_met
+
+
+def speed_summary(data: dict[str, Any]) -> tuple[str, bool]:
+    """Every speed target measured in this run (``data`` as bench/stream.py gathers it), one line
+    each with its figure and verdict; and whether all were met."""
+    lines, all_met = [], True
+    servers = data.get("servers", {})
+    concurrent = data.get("concurrent", {})
+    for name in FULL_STACK:
+        entry = servers.get(name)
+        if entry is not None and "rate_target_met" in entry:
+            lines.append(
+                f"  {name:9} one long reply  {entry['rate_vs_django']:5.2f}x events/s (>= {TARGET_RATE[name]}x) "
+                f"{verdict(entry['rate_target_met'])}"
+            )
+            lines.append(
+                f"  {name:9} TTFB            {entry['ttfb_vs_django']:5.2f}x (<= {TARGET_TTFB}x) "
+                f"{verdict(entry['ttfb_target_met'])}"
+            )
+            all_met &= entry["rate_target_met"] and entry["ttfb_target_met"]
+        entry = concurrent.get(name)
+        if entry is not None and "target_met" in entry:
+            lines.append(
+                f"  {name:9} concurrent      {entry['vs_django']:5.2f}x events/s (>= {TARGET_CONCURRENT}x, "
+                f"{entry['errors']} errors) {verdict(entry['target_met'])}"
+            )
+            all_met &= entry["target_met"]
+    return "\n".join(lines), all_met

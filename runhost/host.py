@@ -31,7 +31,7 @@ from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
 from runhost.surface import BackgroundSurfaces, Flushed, RunContext, RunSurface
 from runhost.sweep import Sweeper
 from threads import selectors
-from threads.dbthread import on_db_thread
+from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.locking import Contended
 from threads.models import Run, Session, Thread
 from threads.queue import HandOver, queue_next, queue_refuse
@@ -125,7 +125,7 @@ class RunHost:
 
     async def _start(self, live: LiveRun, start: Start, surface: RunSurface) -> None:
         try:
-            opened = await on_db_thread(
+            opened = await on_db_thread_shared(
                 run_open,
                 agent_name=start.agent_name,
                 agui_thread_id=start.agui_thread_id,
@@ -350,7 +350,7 @@ class RunHost:
                     state=flushed.state,
                 )
             else:
-                queued = await on_db_thread(
+                queued = await on_db_thread_shared(
                     run_finish,
                     run_id=live.run_pk,
                     thread_id=thread_pk,

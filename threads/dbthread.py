@@ -21,18 +21,22 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import connection, transaction
 
 T = TypeVar("T")
 
 
-def _checked[T](func: Callable[..., T], kwargs: dict[str, Any]) -> T:
+def _drop_a_failed_connection() -> None:
     # What Django's close_old_connections does per request: drop a connection
     # that failed, so a database restart costs one error, not every request after it.
     if connection.connection is not None and connection.errors_occurred:
         if not connection.is_usable():
             connection.close()
         connection.errors_occurred = False
+
+
+def _checked[T](func: Callable[..., T], kwargs: dict[str, Any]) -> T:
+    _drop_a_failed_connection()
     return func(**kwargs)
 
 
@@ -116,3 +120,91 @@ def tune_switch_interval() -> None:
     a 5 ms server (bench/stream.py --concurrent 100x2000) gave the 1 ms one 4-8% more events/s,
     on the SDK and the scripted paths alike."""
     sys.setswitchinterval(SWITCH_INTERVAL)
+
+
+class _SharedCommits:
+    """The writes that callers hand over while the database thread is busy, done together: each in
+    a savepoint of one transaction, so they cost one commit, not one each.
+
+    On PostgreSQL a commit waits for the write-ahead log to reach the disk (about 3 ms on these
+    machines), and the process has one database thread: a hundred runs at once, each opening,
+    committing its session and finishing in a transaction of its own, queued hundreds of those
+    waits one after another, and the runs' first bytes and last events waited on them
+    (bench/stream.py --concurrent on PostgreSQL, py-spy: psycopg's Connection.wait first).
+
+    A write that fails in the group (its savepoint rolled back, nothing of it kept) is done again
+    alone once the group has committed, as it would have been done without the group: with its
+    own transaction and its own retries of a lost race (threads/locking.py). If the group's commit
+    fails, every write is done again alone."""
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[Callable[..., Any], dict[str, Any], asyncio.Future[Any]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def run(self, func: Callable[..., T], kwargs: dict[str, Any]) -> T:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+        self._queue.append((func, kwargs, done))
+        if self._task is None or self._task.done():
+            # A fresh context, so the database work goes to asgiref's process-wide thread.
+            self._task = loop.create_task(self._drain(), name="db-shared-commits", context=contextvars.Context())
+        return await done
+
+    async def _drain(self) -> None:
+        call = sync_to_async(_together, thread_sensitive=True)
+        while self._queue:
+            queued, self._queue = self._queue, []
+            try:
+                with sharing_the_gil():
+                    outcomes = await call([(func, kwargs) for func, kwargs, _ in queued])
+            except BaseException:
+                for *_, done in queued:
+                    done.cancel()  # the loop is going away: so are the callers waiting here
+                raise
+            for (*_, done), (ok, value) in zip(queued, outcomes, strict=True):
+                if done.done():
+                    continue  # its caller was cancelled
+                if ok:
+                    done.set_result(value)
+                else:
+                    done.set_exception(value)
+
+
+def _together(jobs: list[tuple[Callable[..., Any], dict[str, Any]]]) -> list[tuple[bool, Any]]:
+    """(True, result) or (False, exception) of each job, in order."""
+    if len(jobs) == 1:
+        return [_alone(*jobs[0])]
+    outcomes: list[tuple[bool, Any] | None] = []
+    try:
+        _drop_a_failed_connection()
+        with transaction.atomic():
+            for func, kwargs in jobs:
+                try:
+                    with transaction.atomic():  # a savepoint: a job that fails takes nothing else with it
+                        outcomes.append((True, func(**kwargs)))
+                except Exception:
+                    outcomes.append(None)  # done again alone, below
+    except Exception:
+        return [_alone(func, kwargs) for func, kwargs in jobs]
+    return [outcome or _alone(*job) for outcome, job in zip(outcomes, jobs, strict=True)]
+
+
+def _alone(func: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    try:
+        return True, _checked(func, kwargs)
+    except Exception as exc:
+        return False, exc
+
+
+_shared_commits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedCommits] = weakref.WeakKeyDictionary()
+
+
+async def on_db_thread_shared[T](func: Callable[..., T], /, **kwargs: Any) -> T:
+    """``on_db_thread`` for a write that makes its own transaction (``transaction.atomic``): done
+    together with the other such writes waiting for the database thread, in one commit
+    (_SharedCommits). Returns once it is committed; raises what it would have raised alone."""
+    loop = asyncio.get_running_loop()
+    shared = _shared_commits.get(loop)
+    if shared is None:
+        shared = _shared_commits[loop] = _SharedCommits()
+    return await shared.run(func, kwargs)

@@ -9,7 +9,7 @@ from agents.events import AssistantMessage, PauseReason, SubAgentStarted, ToolMe
 from agents.providers.base import TokenCount
 from agents.subagents import SubAgentParams, SubAgentResult
 from agents.verdict import conclusion_of
-from threads.dbthread import on_db_thread
+from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.services.sessions import session_commit, session_pause
 from threads.services.subagents import subagent_begin, subagent_commit, subagent_end
 
@@ -29,7 +29,7 @@ class DbSessionStore:
     async def commit(
         self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
     ) -> None:
-        await on_db_thread(
+        await on_db_thread_shared(
             session_commit,
             session_id=self.session_id,
             thread_id=self.thread_pk,

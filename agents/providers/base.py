@@ -1,6 +1,6 @@
 """The contract between the loop and a model provider.
 
-A provider streams one model call as ``StreamEvent`` values and ends with a
+A provider streams one model call as ``StreamEvent`` values (or lists of them) and ends with a
 ``ModelReply`` holding the complete assistant turn (Anthropic content-block
 shape, which is what the session stores). A provider may report tool calls only
 in the reply, without streaming them; the loop reconstructs what the stream
@@ -93,8 +93,10 @@ class ModelInfo:
 class ModelProvider(Protocol):
     info: ModelInfo
 
-    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | ModelReply, None]:
-        """Streams one model call. The last item is the ModelReply; raises ModelError on failure."""
+    def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent | list[StreamEvent] | ModelReply, None]:
+        """Streams one model call. The last item is the ModelReply; raises ModelError on failure.
+        What arrived together (one network read) may come as a list, in order: the loop takes its
+        events one by one, without a generator step for each."""
         ...
 
 

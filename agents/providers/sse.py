@@ -5,7 +5,7 @@ The model API streams one SSE event per token. The SDK's own decoder
 builds a ``ServerSentEvent`` per event; on the per-token path that was a third of
 the event loop's time (bench/stream.py --profile py-spy). This one splits each read
 into whole events at once (a read of usual events only, as the API sends, by regex in
-C) and hands them over as a list of ``(event, data)`` pairs,
+C) and hands them over as a list of ``(event, data)`` pairs of bytes, names undecoded,
 following the SSE rules the API relies on: ``event:`` and ``data:`` fields (several
 ``data:`` lines are joined by newlines), an optional space after the colon, comment
 lines, LF, CRLF or CR line ends (even when a read ends between a CR and its LF),
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-SSEEvent = tuple[str, bytes]  # (event name, "" when absent; data)
+SSEEvent = tuple[bytes, bytes]  # (event name, b"" when absent; data), both as the bytes read
 
 _EVENT_PREFIX = b"event: "
 _DATA_SEP = b"\ndata: "
@@ -25,20 +25,6 @@ _DATA_SEP = b"\ndata: "
 # checked and split by two regex passes in C rather than a Python step per event.
 _USUAL_EVENT = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")
 _USUAL_EVENTS = re.compile(rb"(?:event: [^\n]*\ndata: [^\n]*\n\n)+")
-# The names the Messages API sends, decoded once rather than per event.
-_NAMES: dict[bytes, str] = {
-    name.encode(): name
-    for name in (
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-        "ping",
-        "error",
-    )
-}
 
 
 def _parse(frame: bytes) -> SSEEvent | None:
@@ -48,8 +34,8 @@ def _parse(frame: bytes) -> SSEEvent | None:
         head, sep, data = frame.partition(_DATA_SEP)
         if sep and b"\n" not in head and b"\n" not in data:
             name = head[len(_EVENT_PREFIX) :]
-            return _NAMES.get(name) or name.decode(), data
-    event = ""
+            return name, data
+    event = b""
     data_lines: list[bytes] = []
     for line in frame.split(b"\n"):
         if not line or line.startswith(b":"):
@@ -58,7 +44,7 @@ def _parse(frame: bytes) -> SSEEvent | None:
         if value.startswith(b" "):
             value = value[1:]
         if field == b"event":
-            event = _NAMES.get(value) or value.decode()
+            event = value
         elif field == b"data":
             data_lines.append(value)
     if not event and not data_lines:
@@ -82,7 +68,8 @@ async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[SSEEve
         end = buffer.rfind(b"\n\n") + 2
         if end > 1 and _USUAL_EVENTS.fullmatch(buffer, 0, end):
             rest = buffer[end:]
-            yield [(_NAMES.get(name) or name.decode(), data) for name, data in _USUAL_EVENT.findall(buffer, 0, end)]
+            # findall's (name, data) pairs as they are: a tuple per event, not two.
+            yield _USUAL_EVENT.findall(buffer, 0, end)
             continue
         frames = buffer.split(b"\n\n")
         rest = frames.pop()

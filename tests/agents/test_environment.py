@@ -72,6 +72,23 @@ def test_in_a_repository_it_adds_the_branch_and_a_short_status(tmp_path):
     assert "  … and 3 more" in block
 
 
+def test_the_branch_of_a_new_repository_a_detached_head_and_a_branch_with_an_upstream(tmp_path):
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    _git(fresh, "init", "-q", "-b", "start")
+    (fresh / "a.txt").write_text("a\n")
+    assert "Git branch: start\nGit status: 1 changed or untracked path\n  ?? a.txt" in asyncio.run(
+        environment_block(fresh, now=NOW)
+    )
+    root = _repo(tmp_path / "repo")
+    _git(root, "checkout", "-q", "--detach")
+    assert "Git branch: HEAD\nGit status: clean" in asyncio.run(environment_block(root, now=NOW))
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", "-b", "feature/env", str(root), str(clone))
+    _git(clone, "commit", "-q", "--allow-empty", "-m", "ahead")
+    assert "Git branch: feature/env\nGit status: clean" in asyncio.run(environment_block(clone, now=NOW))
+
+
 def test_runs_that_start_together_share_one_git_call_and_a_later_run_asks_again(tmp_path, monkeypatch):
     # git behind a shim on PATH that counts its calls: the edge, like the fake API's socket.
     root = _repo(tmp_path / "repo")
@@ -87,10 +104,10 @@ def test_runs_that_start_together_share_one_git_call_and_a_later_run_asks_again(
 
     blocks = asyncio.run(together())
     assert len(set(blocks)) == 1 and "Git status: clean" in blocks[0]
-    assert len(calls.read_text().splitlines()) == 2  # one rev-parse, one status, for all twenty
+    assert len(calls.read_text().splitlines()) == 1  # one status (with the branch), for all twenty
     (root / "tracked.txt").write_text("two\n")
     assert "Git status: 1 changed or untracked path\n   M tracked.txt" in asyncio.run(environment_block(root, now=NOW))
-    assert len(calls.read_text().splitlines()) == 4
+    assert len(calls.read_text().splitlines()) == 2
 
 
 def test_the_model_receives_the_block_in_its_system_prompt(server, fake_api, workspace):
@@ -128,7 +145,7 @@ def test_a_git_that_hangs_is_killed_and_the_block_goes_without_it(tmp_path, monk
     block = asyncio.run(environment_block(root, now=NOW))
 
     assert f"Workspace: {root}" in block and "Git" not in block
-    (pid,) = pids.read_text().split()  # rev-parse failed, so status was not asked
+    (pid,) = pids.read_text().split()  # the one git call
     assert not Path(f"/proc/{pid}").exists()  # killed and reaped, not left to run
 
 
@@ -173,3 +190,20 @@ def test_with_the_bash_sandbox_git_is_confined_like_bash(tmp_path, monkeypatch):
     assert not list(outside.iterdir())  # outside the workspace, the sandbox writes to its own /tmp at most
     seen = (root / "shim.txt").read_text()
     assert "PATH=" in seen and "sk-ant-environment-secret" not in seen
+
+
+def test_with_the_bash_sandbox_a_workspace_that_is_no_repository_starts_no_git(tmp_path, monkeypatch):
+    # Inside the sandbox git could only find a repository in the workspace itself; without one the
+    # block goes without git, and no sandbox is started to be told so.
+    assert bash_choice().sandbox is not None, "bubblewrap is missing or cannot run here (.ci/run installs it)"
+    root = tmp_path / "plain"
+    root.mkdir()
+    shims, calls = tmp_path / "bin", tmp_path / "calls"
+    shims.mkdir()
+    (shims / "git").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n')
+    (shims / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    hand_over(root)
+    block = asyncio.run(environment_block(root, sandbox=sandbox_for(root), now=NOW))
+    assert f"Workspace: {root}" in block and "Git" not in block
+    assert not calls.exists()  # a repository in the workspace is asked: the test above

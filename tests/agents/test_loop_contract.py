@@ -396,3 +396,49 @@ async def test_a_long_reply_comes_out_whole_without_a_string_kept_per_token(stor
     assert reply[1]["input"] == {"pattern": pattern}
     print(f"held {listener.held / 2**20:.2f} MiB")
     assert 0 < listener.held < 2**20  # 29,000 pieces kept whole: 1.8 MiB
+
+
+async def test_the_sdk_adapter_hands_over_a_read_as_one_list_in_order():
+    """What one network read brought comes as one list (no generator step per token), and the
+    lists in order are the reply's events, whole."""
+    from agents.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply, ModelRequest
+
+    tokens = [f"t{i} " for i in range(300)]
+    with FakeAnthropic([text_turn(tokens).prepare()]) as fake:  # prepared: sent in one write
+        provider = AnthropicProvider(api_key="k", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
+        try:
+            request = ModelRequest(model="claude-sonnet-5-5", system="", messages=[], tools=[], max_tokens=10)
+            items = [item async for item in provider.stream(request)]
+        finally:
+            await provider.client.close()
+    *batches, reply = items
+    assert type(reply) is ModelReply and reply.content[0]["text"] == "".join(tokens)
+    assert all(type(batch) is list for batch in batches)
+    assert len(batches) < len(tokens) / 10  # a few reads, not an item per token
+    events = [event for batch in batches for event in batch]
+    assert events == [BlockStart(0, "text"), *(BlockDelta(0, token) for token in tokens), BlockStop(0)]
+
+
+async def test_a_cancel_inside_a_read_stops_at_that_token(store, tmp_path):
+    """A read's events are taken one by one: should_continue is asked after each, and the run stops
+    at the token it said no after, though the rest of the read is there."""
+
+    class Counting(Recorder):
+        deltas = 0
+        at_no: int | None = None  # the deltas heard when should_continue first said no
+
+        def on_event(self, event: RunEvent) -> None:
+            if type(event) is TextDelta:
+                self.deltas += 1
+
+        def should_continue(self) -> bool:
+            go_on = super().should_continue()
+            if not go_on and self.at_no is None:
+                self.at_no = self.deltas
+            return go_on
+
+    with FakeAnthropic([text_turn([f"t{i} " for i in range(300)]).prepare()]) as fake:
+        recorder = Counting(stop_after=50)
+        assert await _run(fake, store, recorder, tmp_path) is Outcome.CANCELLED
+    assert recorder.at_no is not None and 0 < recorder.at_no < 300
+    assert recorder.deltas == recorder.at_no  # not one token more

@@ -29,23 +29,24 @@ async def _reads(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
         last = cut
 
 
-async def _ours(data: bytes, cuts: list[int]) -> list[tuple[str, bytes]]:
+async def _ours(data: bytes, cuts: list[int]) -> list[tuple[bytes, bytes]]:
     return [event async for batch in sse_batches(_reads(data, cuts)) for event in batch]
 
 
-async def _sdk(data: bytes) -> list[tuple[str, bytes]]:
-    return [(sse.event or "", sse.data.encode()) async for sse in SSEDecoder().aiter_bytes(_reads(data, []))]
+async def _sdk(data: bytes) -> list[tuple[bytes, bytes]]:
+    """The SDK's events, as ours name them: the name's bytes, undecoded."""
+    return [((sse.event or "").encode(), sse.data.encode()) async for sse in SSEDecoder().aiter_bytes(_reads(data, []))]
 
 
 def test_it_reads_what_the_sdk_reads_from_one_read():
     expected = asyncio.run(_sdk(STREAM))
     assert [name for name, _ in expected] == [
-        "message_start",
-        "content_block_delta",
-        "ping",
-        "custom",
-        "",
-        "content_block_delta",
+        b"message_start",
+        b"content_block_delta",
+        b"ping",
+        b"custom",
+        b"",
+        b"content_block_delta",
     ]  # the last event has no blank line after it: cut off, so dropped
     assert asyncio.run(_ours(STREAM, [])) == expected
 
@@ -68,7 +69,7 @@ USUAL = (
 
 def test_reads_of_usual_events_only_give_what_the_sdk_gives():
     expected = asyncio.run(_sdk(USUAL))
-    assert [name for name, _ in expected] == ["content_block_delta", "", "some_new_kind", "message_stop"]
+    assert [name for name, _ in expected] == [b"content_block_delta", b"", b"some_new_kind", b"message_stop"]
     assert asyncio.run(_ours(USUAL, [])) == expected
     for cut in range(1, len(USUAL)):
         assert asyncio.run(_ours(USUAL, [cut])) == expected, f"split at byte {cut}"

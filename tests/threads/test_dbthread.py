@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import time
 
 import pytest
-from django.db import connection
+from django.contrib.auth.models import Group
+from django.db import connection, transaction
 
-from threads.dbthread import _shares, on_db_thread
+from threads.dbthread import _shares, on_db_thread, on_db_thread_shared
 
 
 def _many_small_queries(count: int) -> None:
@@ -66,3 +68,62 @@ def test_the_share_leaves_no_timer_and_no_hold_on_the_loop_once_its_work_is_done
         assert not any(referrer is share for referrer in gc.get_referrers(loop))
     finally:
         loop.close()
+
+
+def _write(*, name: str, log: list[str], fail: str = "") -> str:
+    with transaction.atomic():
+        Group.objects.create(name=name)
+        log.append(f"wrote {name}")
+        transaction.on_commit(lambda: log.append(f"committed {name}"))
+        if fail == "always" or (fail == "in a group" and connection.savepoint_ids):
+            raise ValueError(f"{name} failed")
+    return name
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_writes_that_wait_for_the_database_thread_share_one_commit():
+    log: list[str] = []
+    busy, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        busy.set()
+        release.wait(10)
+
+    holding = asyncio.create_task(on_db_thread_shared(hold))
+    await asyncio.to_thread(busy.wait, 10)
+    writes = [asyncio.create_task(on_db_thread_shared(_write, name=f"g{i}", log=log)) for i in range(3)]
+    await asyncio.sleep(0.05)  # all three queued behind the one in hand
+    release.set()
+    await holding
+    assert await asyncio.gather(*writes) == ["g0", "g1", "g2"]
+    # One commit for the three: each was written before any was committed.
+    assert log == ["wrote g0", "wrote g1", "wrote g2", "committed g0", "committed g1", "committed g2"]
+    names = await on_db_thread(lambda: sorted(Group.objects.values_list("name", flat=True)))
+    assert names == ["g0", "g1", "g2"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_write_that_fails_in_the_group_fails_alone_and_one_that_fails_only_there_is_done_again():
+    log: list[str] = []
+    busy, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        busy.set()
+        release.wait(10)
+
+    holding = asyncio.create_task(on_db_thread_shared(hold))
+    await asyncio.to_thread(busy.wait, 10)
+    kept = asyncio.create_task(on_db_thread_shared(_write, name="kept", log=log))
+    broken = asyncio.create_task(on_db_thread_shared(_write, name="broken", log=log, fail="always"))
+    # Fails inside the group only, as a lost race does: done again alone, it succeeds.
+    again = asyncio.create_task(on_db_thread_shared(_write, name="again", log=log, fail="in a group"))
+    await asyncio.sleep(0.05)
+    release.set()
+    await holding
+    assert await kept == "kept"
+    with pytest.raises(ValueError, match="broken failed"):
+        await broken
+    assert await again == "again"
+    names = await on_db_thread(lambda: sorted(Group.objects.values_list("name", flat=True)))
+    assert names == ["again", "kept"]  # nothing of the broken one; the others kept
+    assert log.count("committed again") == 1 and "committed broken" not in log
