@@ -31,10 +31,16 @@ def _replays_from_every_position(server: ServerProcess, thread_id: str, streamed
 def test_a_framed_log_replays_exactly_from_every_position_on_both_processes(
     tmp_path: Path, postgres_url: str, redis_url: str
 ) -> None:
-    # Frames of a few events, so positions fall inside frames and on their edges.
-    env = {"DATABASE_URL": postgres_url, "REDIS_URL": redis_url, "EVENT_LOG_BATCH": "4"}
+    # Frames of a few events, so positions fall inside frames and on their edges: the model's
+    # tokens come 30 ms apart and the log gathers for 10 ms (a fast reply all read at once is one frame).
+    env = {
+        "DATABASE_URL": postgres_url,
+        "REDIS_URL": redis_url,
+        "EVENT_LOG_FLUSH_SECONDS": "0.01",
+        "EVENT_LOG_MAX_DELAY_SECONDS": "0.01",
+    }
     with server_pair(tmp_path, env) as (fake, a, b):
-        fake.script([text_turn(split_tokens("one two three four five six seven eight nine ten eleven"))])
+        fake.script([text_turn(split_tokens("one two three four five six seven eight nine ten eleven")).paced(0.03)])
         stream = post_run(a.url, "coder", v1(run_input("t-framed", "r1", user("count"))), token=a.token)
         assert stream.status == 200 and stream.types[-1] == "RUN_FINISHED"
         streamed = [(f.id or 0, f.raw) for f in stream.frames]
