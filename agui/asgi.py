@@ -21,18 +21,27 @@ thread count no longer grows with the streams.
 
 from __future__ import annotations
 
+import asyncio
 import io
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import aclosing
+from contextlib import aclosing, closing
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpRequest, HttpResponseBase
+from django.urls import set_script_prefix
 
 from agui.body import GatedReceive, body_admitted, closing_send, read_capped
 from agui.http import SseResponse
+
+
+class _Processed(Exception):
+    """Ends the task group that listens for a disconnect once the response has gone out."""
+
 
 # One worker: asgiref requires a context's executor to run one call at a time on one thread.
 REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-request")
@@ -43,7 +52,47 @@ class AguiHandler(ASGIHandler):
         gate = GatedReceive(receive)
         if not await body_admitted(scope):
             gate.withhold()  # the view answers 401 or 413 without the body
-        await super().handle(scope, gate, closing_send(send, gate))
+        await self._handle(scope, gate, closing_send(send, gate))
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Django's ASGIHandler.handle, but for request_started, whose receivers run here, on the
+        event loop, not on the request's thread.
+
+        Django sends request_started with ``asend``, which takes every request to the request's
+        thread and back before its view starts: a fifth of a run's time to its first byte
+        (bench/stream.py's TTFB; issue #27 item 4). Its receivers are Django's reset_queries and
+        close_old_connections, which act on the connections of the thread they run on. The AG-UI
+        routes open none on the loop's thread or the request's: their database work is done on the
+        database thread (threads/dbthread.py), which drops a failed connection itself. So here
+        they have nothing to do, and cost no crossing. request_finished is still sent by the
+        response's close, on the request's thread, after the response has gone out."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        with closing(body_file):
+            set_script_prefix(get_script_prefix(scope))
+            signals.request_started.send(sender=self.__class__, scope=scope)
+            request, error_response = self.create_request(scope, body_file)
+            if request is None:
+                assert error_response is not None
+                body_file.close()
+                await self.send_response(error_response, send)
+                await sync_to_async(error_response.close)()
+                return
+            response = None
+            try:
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self.listen_for_disconnect(receive))
+                    response = await self.run_get_response(request)
+                    await self.send_response(response, send)
+                    raise _Processed
+            except* (_Processed, RequestAborted):
+                pass
+            if response is None:
+                await signals.request_finished.asend(sender=self.__class__)
+            else:
+                await sync_to_async(response.close)()
 
     async def read_body(self, receive: Any) -> io.BytesIO:
         return await read_capped(receive, settings.AGUI_MAX_BODY_BYTES)

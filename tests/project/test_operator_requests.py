@@ -55,7 +55,10 @@ class CountingLoop(asyncio.SelectorEventLoop):
         return super().call_soon_threadsafe(callback, *args, context=context)
 
 
-async def _get(path: str, headers: dict[str, str], executor: CountingExecutor) -> tuple[int, bytes]:
+async def _get(
+    path: str, headers: dict[str, str], executor: CountingExecutor, first_byte: list[int] | None = None
+) -> tuple[int, bytes]:
+    """The response's status and body; ``first_byte`` gets the loop's returns when its first byte was sent."""
     from project.asgi import application
 
     scope = {
@@ -73,6 +76,7 @@ async def _get(path: str, headers: dict[str, str], executor: CountingExecutor) -
         "server": ("127.0.0.1", 8000),
     }
     sent: list[dict[str, Any]] = []
+    first_byte = first_byte if first_byte is not None else []
     asked = False
     done = asyncio.Event()
 
@@ -85,6 +89,8 @@ async def _get(path: str, headers: dict[str, str], executor: CountingExecutor) -
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            first_byte.append(getattr(asyncio.get_running_loop(), "returns", -1))
         sent.append(message)
         if message["type"] == "http.response.body" and not message.get("more_body"):
             done.set()
@@ -129,6 +135,29 @@ def test_a_request_of_the_standard_stack_crosses_to_its_thread_once(superuser, s
     # Django's async chain went back to the loop for every middleware's hook and for the view: 17 times.
     assert loops[0].returns <= MOST_CROSSINGS, f"{loops[0].returns} returns from the request's thread to the loop"
     assert executor.calls <= MOST_CROSSINGS and len(executor.threads) == 1
+
+
+def test_an_agui_request_does_not_cross_to_a_thread_before_its_first_byte(coder):
+    """agui/asgi.py AguiHandler runs request_started's receivers on the loop: Django's asend took
+    every AG-UI request to a thread and back before its view began (a fifth of a run's TTFB)."""
+    executor = CountingExecutor()
+    first_byte: list[int] = []
+
+    async def twice() -> tuple[int, bytes]:
+        # The first reads the agents and the MCP configuration (on the database thread); the
+        # second finds them read, as every request does after the first of a process.
+        await _get("/agui/info", {"Authorization": "Bearer test-token"}, executor)
+        returns = asyncio.get_running_loop().returns  # type: ignore[attr-defined]
+        answer = await _get("/agui/info", {"Authorization": "Bearer test-token"}, executor, first_byte)
+        first_byte[-1] -= returns
+        return answer
+
+    try:
+        status, body = asyncio.run(twice(), loop_factory=CountingLoop)
+    finally:
+        executor.shutdown()
+    assert status == 200 and b'"coder"' in body, body[:300]
+    assert first_byte == [0], f"{first_byte[0]} returns from a thread before the first byte"
 
 
 @pytest.mark.parametrize("title", ["a thread the lists show", 'tags <b>&</b> "quotes"'])
