@@ -7,12 +7,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+import orjson
+
 from agents.memory import INTERRUPTED
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess
 from tests.restarts import conversation_survives_restart
 from tests.sse import Stream, get_stream, parse_frames, post_run
+
+
+@contextmanager
+def _first_run(server: ServerProcess, thread_id: str) -> Iterator[httpx.Response]:
+    """The stream of the thread's first run, open (its status checked)."""
+    with httpx.stream(
+        "POST",
+        f"{server.url}/agui/coder",
+        timeout=10,
+        content=orjson.dumps(v1(run_input(thread_id, "r1", user("one", "u1")))),
+        headers={**server.headers, "Content-Type": "application/json"},
+    ) as response:
+        assert response.status_code == 200
+        yield response
 
 
 def test_a_conversation_continues_after_a_restart(tmp_path):
@@ -28,17 +45,7 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
         try:
             hanging = text_turn(["never ", "finished"]).pause(after_events=4, timeout=30)
             fake.script([hanging])
-            import httpx
-            import orjson
-
-            with httpx.stream(
-                "POST",
-                f"{server.url}/agui/coder",
-                timeout=10,
-                content=orjson.dumps(v1(run_input("t-kill", "r1", user("one", "u1")))),
-                headers={**server.headers, "Content-Type": "application/json"},
-            ) as response:
-                assert response.status_code == 200
+            with _first_run(server, "t-kill"):
                 assert hanging.paused.wait(10)
                 server.kill()
             hanging.resume.set()
@@ -98,18 +105,8 @@ def test_a_client_ahead_of_a_dead_runs_log_is_told_how_it_ended(tmp_path):
         try:
             hanging = text_turn(["never ", "finished"]).pause(after_events=4, timeout=30)
             fake.script([hanging])
-            import httpx
-            import orjson
-
             seen = b""
-            with httpx.stream(
-                "POST",
-                f"{server.url}/agui/coder",
-                timeout=10,
-                content=orjson.dumps(v1(run_input("t-ahead", "r1", user("one", "u1")))),
-                headers={**server.headers, "Content-Type": "application/json"},
-            ) as response:
-                assert response.status_code == 200
+            with _first_run(server, "t-ahead") as response:
                 for chunk in response.iter_bytes():
                     seen += chunk
                     if b"TEXT_MESSAGE_CONTENT" in seen and seen.endswith(b"\n\n"):
@@ -136,17 +133,7 @@ def test_a_client_ahead_of_a_dead_runs_log_is_told_how_it_ended(tmp_path):
 
 def _kill_mid_tool(server: ServerProcess, workspace: Path, thread_id: str) -> None:
     """Starts a run whose bash call touches ``started`` and sleeps, and kills the server mid-call."""
-    import httpx
-    import orjson
-
-    with httpx.stream(
-        "POST",
-        f"{server.url}/agui/coder",
-        timeout=10,
-        content=orjson.dumps(v1(run_input(thread_id, "r1", user("one", "u1")))),
-        headers={**server.headers, "Content-Type": "application/json"},
-    ) as response:
-        assert response.status_code == 200
+    with _first_run(server, thread_id):
         for _ in range(100):
             if (workspace / "started").exists():
                 break
