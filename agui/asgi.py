@@ -82,13 +82,19 @@ class AguiHandler(ASGIHandler):
                 return
             response = None
             try:
-                async with asyncio.TaskGroup() as group:
-                    group.create_task(self.listen_for_disconnect(receive))
-                    response = await self.run_get_response(request)
-                    await self.send_response(response, send)
-                    raise _Processed
-            except* (_Processed, RequestAborted):
-                pass
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        group.create_task(self.listen_for_disconnect(receive))
+                        response = await self.run_get_response(request)
+                        await self.send_response(response, send)
+                        raise _Processed
+                except* (_Processed, RequestAborted):
+                    pass
+            except BaseExceptionGroup as group_error:
+                # As Django does: a single error is raised as itself, not wrapped in its group.
+                if len(group_error.exceptions) == 1:
+                    raise group_error.exceptions[0] from None
+                raise
             if response is None:
                 await signals.request_finished.asend(sender=self.__class__)
             else:
