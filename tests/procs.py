@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -17,6 +18,32 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def postgres_env(postgres_url: str, tmp_path: Path) -> dict[str, str]:
+    """The environment of a fresh interpreter on the PostgreSQL database ``postgres_url``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DJANGO_"))}
+    return env | {
+        "DATABASE_URL": postgres_url,
+        "THREADLINE_DATA_DIR": str(tmp_path),
+        "AGENT_WORKSPACE": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+def script_report(script: str, env: dict[str, str], *, stdin: str | None = None) -> Any:
+    """Migrates the database ``env`` names, runs ``script`` in a fresh interpreter, and returns the
+    JSON of the last line it prints."""
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, input=stdin, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def free_port() -> int:

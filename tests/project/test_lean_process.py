@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.asgi_scripts import ASGI_POST, _env
-from tests.procs import ROOT, ServerProcess, free_port
+from tests.procs import ROOT, ServerProcess, free_port, script_report
 
 # Serves one AG-UI run and an unknown AG-UI path through project.asgi in this process, then
 # prints which heavy packages it has imported.
@@ -67,14 +67,7 @@ asyncio.run(main())
 
 
 def test_the_agui_path_on_the_demo_model_loads_no_sdk_rest_api_or_twisted(tmp_path):
-    env = _env(tmp_path)
-    migrated = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert migrated.returncode == 0, migrated.stderr
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = script_report(SCRIPT, _env(tmp_path))
     assert report["loaded"] == []
     status, body = report["missing"]
     assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
@@ -161,12 +154,7 @@ asyncio.run(main())
 def test_a_finished_run_is_freed_at_once_not_left_to_the_cyclic_collector(tmp_path):
     # The collector runs its full passes rarely (project/gctune.py): a run kept alive by a reference
     # cycle held its stream's frames, about 340 KiB for 2,000 tokens, until one came.
-    env = _env(tmp_path)
-    migrated = subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, text=True)
-    assert migrated.returncode == 0
-    done = subprocess.run([sys.executable, "-c", FREED_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"watched": True, "freed": True}
+    assert script_report(FREED_SCRIPT, _env(tmp_path)) == {"watched": True, "freed": True}
 
 
 # --------------------------------------------------------------------------- make run's process

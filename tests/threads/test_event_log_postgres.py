@@ -4,14 +4,11 @@ chunks of several runs go in together."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.procs import ROOT
+from tests.procs import postgres_env, script_report
 
 pytestmark = pytest.mark.services
 
@@ -56,23 +53,7 @@ print(json.dumps({
 
 
 def test_the_event_log_round_trips_every_payload_on_postgresql(postgres_url, tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DJANGO_"))}
-    env |= {
-        "DATABASE_URL": postgres_url,
-        "THREADLINE_DATA_DIR": str(tmp_path),
-        "AGENT_WORKSPACE": str(tmp_path),
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "LOG_LEVEL": "WARNING",
-    }
-    migrated = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert migrated.returncode == 0, migrated.stderr
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, input=json.dumps(PAYLOADS), capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = script_report(SCRIPT, postgres_env(postgres_url, tmp_path), stdin=json.dumps(PAYLOADS))
     assert report["rows"] == [[seq, "TEXT_MESSAGE_CONTENT", p, True] for seq, p in enumerate(PAYLOADS, 1)]
     assert report["errors"] == []
     assert report["together"] == [list(range(1, len(PAYLOADS) + 2)), [1]]

@@ -3,15 +3,11 @@ failures to themselves: a duplicate key fails one write, and the others of its c
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.procs import ROOT
+from tests.procs import postgres_env, script_report
 
 pytestmark = pytest.mark.services
 
@@ -50,20 +46,6 @@ print(json.dumps({"outcomes": outcomes, "names": names}))
 
 
 def test_a_duplicate_in_a_shared_commit_fails_alone_on_postgresql(postgres_url, tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "DJANGO_"))}
-    env |= {
-        "DATABASE_URL": postgres_url,
-        "THREADLINE_DATA_DIR": str(tmp_path),
-        "AGENT_WORKSPACE": str(tmp_path),
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "LOG_LEVEL": "WARNING",
-    }
-    migrated = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert migrated.returncode == 0, migrated.stderr
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = script_report(SCRIPT, postgres_env(postgres_url, tmp_path))
     assert report["outcomes"] == ["a", "IntegrityError", "b"]
     assert report["names"] == ["a", "b", "taken"]
