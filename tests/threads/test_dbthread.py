@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from django.contrib.auth.models import Group
@@ -80,9 +82,10 @@ def _write(*, name: str, log: list[str], fail: str = "") -> str:
     return name
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_writes_that_wait_for_the_database_thread_share_one_commit():
-    log: list[str] = []
+@contextlib.asynccontextmanager
+async def _database_thread_busy() -> AsyncIterator[None]:
+    """Keeps the database thread busy while the block queues writes behind it; once they are all
+    queued, lets it go and waits for it to be done."""
     busy, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -91,10 +94,19 @@ async def test_writes_that_wait_for_the_database_thread_share_one_commit():
 
     holding = asyncio.create_task(on_db_thread_shared(hold))
     await asyncio.to_thread(busy.wait, 10)
-    writes = [asyncio.create_task(on_db_thread_shared(_write, name=f"g{i}", log=log)) for i in range(3)]
-    await asyncio.sleep(0.05)  # all three queued behind the one in hand
-    release.set()
-    await holding
+    try:
+        yield
+        await asyncio.sleep(0.05)  # everything queued behind the one in hand
+    finally:
+        release.set()
+        await holding
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_writes_that_wait_for_the_database_thread_share_one_commit():
+    log: list[str] = []
+    async with _database_thread_busy():
+        writes = [asyncio.create_task(on_db_thread_shared(_write, name=f"g{i}", log=log)) for i in range(3)]
     assert await asyncio.gather(*writes) == ["g0", "g1", "g2"]
     # One commit for the three: each was written before any was committed.
     assert log == ["wrote g0", "wrote g1", "wrote g2", "committed g0", "committed g1", "committed g2"]
@@ -105,21 +117,11 @@ async def test_writes_that_wait_for_the_database_thread_share_one_commit():
 @pytest.mark.django_db(transaction=True)
 async def test_a_write_that_fails_in_the_group_fails_alone_and_one_that_fails_only_there_is_done_again():
     log: list[str] = []
-    busy, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        busy.set()
-        release.wait(10)
-
-    holding = asyncio.create_task(on_db_thread_shared(hold))
-    await asyncio.to_thread(busy.wait, 10)
-    kept = asyncio.create_task(on_db_thread_shared(_write, name="kept", log=log))
-    broken = asyncio.create_task(on_db_thread_shared(_write, name="broken", log=log, fail="always"))
-    # Fails inside the group only, as a lost race does: done again alone, it succeeds.
-    again = asyncio.create_task(on_db_thread_shared(_write, name="again", log=log, fail="in a group"))
-    await asyncio.sleep(0.05)
-    release.set()
-    await holding
+    async with _database_thread_busy():
+        kept = asyncio.create_task(on_db_thread_shared(_write, name="kept", log=log))
+        broken = asyncio.create_task(on_db_thread_shared(_write, name="broken", log=log, fail="always"))
+        # Fails inside the group only, as a lost race does: done again alone, it succeeds.
+        again = asyncio.create_task(on_db_thread_shared(_write, name="again", log=log, fail="in a group"))
     assert await kept == "kept"
     with pytest.raises(ValueError, match="broken failed"):
         await broken
