@@ -131,7 +131,7 @@ EVENT_LOG_BATCH = env_int("EVENT_LOG_BATCH", 2000, minimum=1)
 EVENT_LOG_MAX_DELAY_SECONDS = env_float("EVENT_LOG_MAX_DELAY_SECONDS", 0.5, minimum=0.001)
 # Days a finished run's event log is kept; 0 keeps it for ever. `manage.py prune_event_logs`
 # removes the older ones (the run, its messages and approvals stay).
-EVENT_LOG_RETENTION_DAYS = env_float("EVENT_LOG_RETENTION_DAYS", 0.0, minimum=0.0)
+EVENT_LOG_RETENTION_DAYS = env_float("EVENT_LOG_RETENTION_DAYS", 0.0, minimum=0.0, maximum=36_500.0)  # a century
 
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_url("ANTHROPIC_BASE_URL", schemes=("http", "https"))

@@ -27,6 +27,7 @@ from tests.procs import ROOT
         ("REDIS_URL", "http://localhost"),
         ("AGENT_WORKSPACE", "/definitely/not/here"),
         ("EVENT_LOG_FLUSH_SECONDS", "soon"),
+        ("EVENT_LOG_RETENTION_DAYS", "1e9"),
         ("AGUI_PATH", "agui"),
         ("AGUI_PATH", "/agui/"),
         ("AGUI_PATH", "/admin"),

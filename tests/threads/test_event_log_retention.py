@@ -75,8 +75,9 @@ def test_a_dry_run_names_the_runs_and_removes_nothing(history):
 def test_without_a_retention_the_command_says_how_to_give_one(history):
     with override_settings(EVENT_LOG_RETENTION_DAYS=0), pytest.raises(CommandError, match="EVENT_LOG_RETENTION_DAYS"):
         call_command("prune_event_logs")
-    with pytest.raises(CommandError, match="above 0"):
-        call_command("prune_event_logs", "--days", "0")
+    for days in ("0", "-1", "nan", "inf", "1e9"):
+        with pytest.raises(CommandError, match="above 0 and at most 36,500"):
+            call_command("prune_event_logs", "--days", days)
     assert EventFrame.objects.count() == 3 * 3 + 1
 
 

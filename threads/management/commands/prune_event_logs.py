@@ -13,6 +13,9 @@ from django.utils import timezone
 
 from threads.services.eventlogs import event_logs_prune, runs_with_old_logs
 
+# A century: timezone.now() less more than about 700,000 days is before year 1.
+MAX_DAYS = 36_500
+
 
 class Command(BaseCommand):
     help = "Remove the event logs of runs that ended more than --days (EVENT_LOG_RETENTION_DAYS) days ago."
@@ -28,8 +31,8 @@ class Command(BaseCommand):
             days = settings.EVENT_LOG_RETENTION_DAYS
             if not days:
                 raise CommandError("EVENT_LOG_RETENTION_DAYS is off (0): set it, or give --days")
-        if days <= 0:
-            raise CommandError("--days must be above 0")
+        if not (0 < days <= MAX_DAYS):  # NaN fails too
+            raise CommandError(f"--days must be above 0 and at most {MAX_DAYS:,}")
         ended_before = timezone.now() - timedelta(days=days)
         if dry_run:
             runs = runs_with_old_logs(ended_before=ended_before)
