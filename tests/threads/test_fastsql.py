@@ -32,3 +32,32 @@ def test_exists_answers_as_the_orm_does(thread):
         assert fastsql.exists(model, **where) == model.objects.filter(**where).exists(), (model, where)
     assert fastsql.exists(Run, thread=thread.pk, status=Run.Status.WAITING)
     assert fastsql.exists(QueuedMessage, thread=other.pk, status=QueuedMessage.Status.QUEUED)
+
+
+def test_execute_runs_every_statement_in_order_and_returns_the_last_ones_rows(thread):
+    run = Run.objects.create(thread=thread, agui_run_id="r1", status=Run.Status.RUNNING)
+    rows = fastsql.execute(
+        fastsql.update_statement(Run, run.pk, setting={"status": Run.Status.WAITING}, adding={"input_tokens": 3}),
+        fastsql.update_statement(Run, run.pk, setting={}, adding={"input_tokens": 4}),
+        fastsql.exists_statement(Run, thread=thread.pk, status=Run.Status.WAITING),
+    )
+    run.refresh_from_db()
+    assert (run.status, run.input_tokens, rows) == (Run.Status.WAITING, 7, [(1,)])
+    assert fastsql.execute(fastsql.exists_statement(Run, thread=thread.pk, status=Run.Status.RUNNING)) == []
+    assert fastsql.execute() == []
+
+
+def test_appended_messages_follow_the_last_stored_position(thread):
+    from threads.models import Message
+    from threads.services.transcript import messages_append
+
+    messages_append(thread_id=thread.pk, bodies=[{"id": "m1", "role": "user", "content": "a"}])
+    messages_append(
+        thread_id=thread.pk,
+        bodies=[{"id": "m2", "role": "assistant", "content": "b"}, {"id": "m3", "role": "tool", "content": "c"}],
+    )
+    stored = list(
+        Message.objects.filter(thread=thread).order_by("position").values_list("position", "message_id", "role")
+    )
+    assert stored == [(0, "m1", "user"), (1, "m2", "assistant"), (2, "m3", "tool")]
+    assert Message.objects.get(message_id="m3").body == {"id": "m3", "role": "tool", "content": "c"}

@@ -309,6 +309,10 @@ def run_finish(
     now = timezone.now()
     ended = {"status": status, "outcome": outcome, "error": error, "event_count": event_count, "finished_at": now}
     # The thread's row before the run's: the order every writer of both keeps (threads/locking.py).
-    fastsql.update(Thread, thread_id, setting={"state": state, "updated_at": now}, adding={})
-    fastsql.update(Run, run_id, setting=ended, adding={})
-    return fastsql.exists(QueuedMessage, thread=thread_id, status=QueuedMessage.Status.QUEUED)
+    # One round trip for the three (threads/fastsql.py execute).
+    queued = fastsql.execute(
+        fastsql.update_statement(Thread, thread_id, setting={"state": state, "updated_at": now}, adding={}),
+        fastsql.update_statement(Run, run_id, setting=ended, adding={}),
+        fastsql.exists_statement(QueuedMessage, thread=thread_id, status=QueuedMessage.Status.QUEUED),
+    )
+    return bool(queued)

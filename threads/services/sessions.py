@@ -14,7 +14,7 @@ from threads import fastsql
 from threads.locking import again_after_a_race
 from threads.models import Run, Session
 from threads.services.tokens import token_counts
-from threads.services.transcript import messages_append, transcript_body
+from threads.services.transcript import append_statements, transcript_body
 
 
 @again_after_a_race
@@ -30,15 +30,23 @@ def session_commit(
 ) -> None:
     """Saves the model's view of the conversation and appends the new transcript messages.
 
-    Once per model call, so its statements are built once (threads/fastsql.py): the ORM's
-    compilation of these updates was most of a run's fixed cost with a hundred runs at once
-    (bench/stream.py --profile-concurrent). The session's row is written before the transcript's
+    Once per model call, so its statements are built once and go to the database together
+    (threads/fastsql.py): the ORM's compilation of these updates, and then their round trips to
+    PostgreSQL, were most of a run's fixed cost with a hundred runs at once (bench/stream.py
+    --concurrent). The session's row is written before the transcript's
     append, which its lock orders (queue_take, the other writer, locks it too), and after the
     run's, the order every writer of both keeps (threads/locking.py)."""
     counts = token_counts(usage)
-    fastsql.update(Run, run_id, setting={}, adding=counts)
-    fastsql.update(Session, session_id, setting={"turns": turns, "updated_at": timezone.now()}, adding=counts)
-    messages_append(thread_id=thread_id, bodies=[transcript_body(m) for m in messages])
+    statements = [
+        fastsql.update_statement(
+            Session, session_id, setting={"turns": turns, "updated_at": timezone.now()}, adding=counts
+        ),
+        *append_statements(thread_id=thread_id, bodies=[transcript_body(m) for m in messages]),
+    ]
+    if any(counts.values()):
+        # The run's row first (see above); a commit before the model's reply adds nothing to it.
+        statements.insert(0, fastsql.update_statement(Run, run_id, setting={}, adding=counts))
+    fastsql.execute(*statements)
 
 
 def session_pause(*, session_id: uuid.UUID, reason: str) -> None:

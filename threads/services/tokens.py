@@ -15,7 +15,7 @@ def tokens_added(usage: TokenCount) -> dict[str, Combinable]:
 
 
 def token_counts(usage: TokenCount) -> dict[str, int]:
-    """The counters by field name, as plain numbers (``fastsql.update(adding=...)`` takes them so)."""
+    """The counters by field name, as plain numbers (``fastsql.update_statement(adding=...)`` takes them so)."""
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,

@@ -24,28 +24,38 @@ def message_preview(message: dict[str, Any]) -> str:
 
 
 def messages_append(*, thread_id: uuid.UUID, bodies: list[dict[str, Any]]) -> None:
-    """Appends to the thread's transcript (the caller holds the lock that orders its writers).
-    Built once, not by the ORM per call: it runs at every model call (threads/fastsql.py)."""
-    if not bodies:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(_last_position_sql(connection.vendor), [fastsql.db_value(Message, "thread", thread_id)])
-        (last,) = cursor.fetchone()
-    start = 0 if last is None else last + 1
-    fastsql.insert(
-        *(
-            Message(thread_id=thread_id, position=start + i, message_id=body["id"], role=body["role"], body=body)
-            for i, body in enumerate(bodies)
-        )
-    )
+    """Appends to the thread's transcript (the caller holds the lock that orders its writers)."""
+    fastsql.execute(*append_statements(thread_id=thread_id, bodies=bodies))
+
+
+def append_statements(*, thread_id: uuid.UUID, bodies: list[dict[str, Any]]) -> list[fastsql.Statement]:
+    """``messages_append`` as statements, for a caller that runs them with its own (fastsql.execute).
+    Each message takes the position after the last one stored when it goes in, so the statements
+    need no read before them: it runs at every model call (threads/fastsql.py)."""
+    statements = []
+    for body in bodies:
+        message = Message(thread_id=thread_id, position=0, message_id=body["id"], role=body["role"], body=body)
+        _, values = fastsql.insert_statement(message)
+        names = fastsql.insertable(Message)
+        values[names.index("position")] = values[names.index("thread")]  # the WHERE's thread, in its place
+        statements.append((_append_sql(connection.vendor), values))
+    return statements
 
 
 @functools.cache
-def _last_position_sql(vendor: str) -> str:
+def _append_sql(vendor: str) -> str:
+    """INSERT ... SELECT of one message, its position computed from those stored; the thread's
+    value is the parameter in position's place."""
     quote = connection.ops.quote_name
     meta = Message._meta
-    position, thread = meta.get_field("position").column, meta.get_field("thread").column
-    return f"SELECT MAX({quote(str(position))}) FROM {quote(meta.db_table)} WHERE {quote(str(thread))} = %s"
+    names = fastsql.insertable(Message)
+    columns = [quote(str(meta.get_field(name).column)) for name in names]  # type: ignore[union-attr]
+    position, thread = columns[names.index("position")], quote(str(meta.get_field("thread").column))
+    selected = ["%s"] * len(names)
+    selected[names.index("position")] = (
+        f"(SELECT COALESCE(MAX({position}), -1) + 1 FROM {quote(meta.db_table)} WHERE {thread} = %s)"
+    )
+    return f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) VALUES ({', '.join(selected)})"
 
 
 def transcript_body(message: AssistantMessage | ToolMessage) -> dict[str, Any]:
