@@ -62,9 +62,12 @@ class DbInbox:
         self.run_pk = run_pk
 
     async def take(self, turns: list[dict[str, Any]]) -> list[Queued]:
-        from threads.dbthread import on_db_thread
+        from threads.dbthread import on_db_thread_shared
 
-        return await on_db_thread(
+        # Shared: a hundred runs starting at once each ask before their first model call, right
+        # after their sessions' commits, and one crossing to the database thread for all of them
+        # beat a crossing each (bench/stream.py --concurrent). Its writes are its own transaction.
+        return await on_db_thread_shared(
             queue_take, thread_pk=self.thread_pk, session_id=self.session_id, run_pk=self.run_pk, turns=turns
         )
 
