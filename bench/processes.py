@@ -282,7 +282,7 @@ class Lab:
                 fake.stop()
             except Exception as exc:
                 print(f"warning: could not stop FakeAnthropic: {exc}", file=sys.stderr)
-        if self.databases:
+        if self.databases and not self.keep:
             import psycopg
 
             try:
@@ -292,6 +292,6 @@ class Lab:
             except psycopg.Error as exc:
                 print(f"warning: could not drop the bench databases {self.databases}: {exc}", file=sys.stderr)
         if self.keep:
-            print(f"kept {self.tmp}")
+            print(f"kept {self.tmp}" + (f" and the databases {', '.join(self.databases)}" if self.databases else ""))
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
