@@ -202,7 +202,8 @@ _shared_commits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedCom
 
 
 async def on_db_thread_shared[T](func: Callable[..., T], /, **kwargs: Any) -> T:
-    """``on_db_thread`` for a write that makes its own transaction (``transaction.atomic``): done
+    """``on_db_thread`` for a write that makes its own transaction (``transaction.atomic``; in the
+    group that is the savepoint that keeps a failed write's rows out of the others'): done
     together with the other such writes waiting for the database thread, in one commit
     (_SharedCommits). Returns once it is committed; raises what it would have raised alone."""
     loop = asyncio.get_running_loop()

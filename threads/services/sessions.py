@@ -33,9 +33,9 @@ def session_commit(
     Once per model call, so its statements are built once and go to the database together
     (threads/fastsql.py): the ORM's compilation of these updates, and then their round trips to
     PostgreSQL, were most of a run's fixed cost with a hundred runs at once (bench/stream.py
-    --concurrent). The session's row is written before the transcript's
-    append, which its lock orders (queue_take, the other writer, locks it too), and after the
-    run's, the order every writer of both keeps (threads/locking.py)."""
+    --concurrent). The session's row is written before the transcript's append, which its lock
+    orders (queue_take, the other writer, locks it too), and after the run's, the order every
+    writer of both keeps (threads/locking.py)."""
     counts = token_counts(usage)
     statements = [
         fastsql.update_statement(
