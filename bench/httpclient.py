@@ -16,10 +16,23 @@ import time
 CLOCK = time.perf_counter
 
 
+_TEXT = b"TEXT_MESSAGE_CONTENT"
+
+
 class Response:
     """One response, its timestamps (CLOCK seconds) and its raw body (chunked encoding included)."""
 
-    __slots__ = ("headers", "keep_alive", "raw", "status", "t_end", "t_first_byte", "t_first_event", "t_sent")
+    __slots__ = (
+        "headers",
+        "keep_alive",
+        "raw",
+        "status",
+        "t_end",
+        "t_first_byte",
+        "t_first_event",
+        "t_first_text",
+        "t_sent",
+    )
 
     def __init__(self) -> None:
         self.status = 0
@@ -27,6 +40,7 @@ class Response:
         self.t_sent = 0.0
         self.t_first_byte: float | None = None
         self.t_first_event: float | None = None
+        self.t_first_text: float | None = None  # the first TEXT_MESSAGE_CONTENT frame
         self.t_end: float | None = None
         self.raw = b""
         self.keep_alive = True
@@ -124,6 +138,8 @@ class _Connection(asyncio.Protocol):
         # Look back 5 bytes: "data:" may straddle two reads.
         if response.t_first_event is None and buf.find(b"data:", max(self.header_end, before - 5)) >= 0:
             response.t_first_event = now
+        if response.t_first_text is None and buf.find(_TEXT, max(self.header_end, before - len(_TEXT))) >= 0:
+            response.t_first_text = now
         if self.chunked:
             # The terminating zero-size chunk, either alone or after a chunk's CRLF.
             if buf.endswith(b"0\r\n\r\n") and (len(buf) - 5 == self.header_end or buf[-7:-5] == b"\r\n"):

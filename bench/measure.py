@@ -101,9 +101,10 @@ class Target:
             self.durable_rates.append(frames / (when - response.t_sent))
             self.log_lag.append(when - (response.t_end or when))
 
-    async def measure_concurrent(self, streams: int, tokens: int) -> tuple[float, int]:
+    async def measure_concurrent(self, streams: int, tokens: int, timeline: bool = False) -> tuple[float, int]:
         """``streams`` replies of ``tokens`` tokens at once, each on its own connection: the aggregate
-        events/s (all frames / first request sent -> last byte) and the count of failed streams."""
+        events/s (all frames / first request sent -> last byte) and the count of failed streams.
+        ``timeline``: also prints when the streams' first text and last byte came (see below)."""
         self.queue_replies(f"bench {tokens} {streams}")
         clients = [Client(self.server.port) for _ in range(streams)]
         try:
@@ -120,6 +121,8 @@ class Target:
         started = min(response.t_sent for response, _, _ in done)
         ended = max(response.t_end or 0.0 for response, _, _ in done)
         frames = sum(count for _, count, _ in done)
+        if timeline:
+            print(f"    {self.name}: {_timeline([r for r, _, _ in done], started)}", flush=True)
         if self.is_threadline:
             for _, count, run_id in done:
                 _, event_count, stored = await self.recorded(run_id)
@@ -238,3 +241,18 @@ class RunRecords:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _timeline(responses: list[Response], started: float) -> str:
+    """When the streams' first text and their last bytes came, after the first request was sent:
+    min / p10 / p50 / p90 / max, in seconds. Text that starts late and in a spread points at the
+    work before a run's first token (the database thread, bench/stream.py --concurrent on
+    PostgreSQL); a spread of last bytes, at the streaming itself."""
+
+    def spread(times: list[float]) -> str:
+        times = sorted(t - started for t in times)
+        return " / ".join(f"{times[round(q * (len(times) - 1))]:.2f}" for q in (0, 0.1, 0.5, 0.9, 1))
+
+    texts = [r.t_first_text for r in responses if r.t_first_text is not None]
+    ends = [r.t_end for r in responses if r.t_end is not None]
+    return f"first text {spread(texts) if texts else '-'} s; last byte {spread(ends) if ends else '-'} s"

@@ -123,6 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="concurrent mode: STREAMSxTOKENS replies at once, aggregate events/s ('': skip)",
     )
     parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="concurrent mode: print when each round's streams got their first text and their last byte",
+    )
+    parser.add_argument(
         "--operators",
         type=int,
         default=500,
@@ -271,7 +276,7 @@ async def concurrent(args: argparse.Namespace, targets: dict[str, Target]) -> di
             continue
         rates, errors = [], 0
         for _ in range(args.repeat):
-            rate, failed = await target.measure_concurrent(streams, tokens)
+            rate, failed = await target.measure_concurrent(streams, tokens, timeline=args.timeline)
             rates.append(rate)
             errors += failed
         result[name] = {"events_per_s": statistics.median(rates), "runs": rates, "errors": errors}
