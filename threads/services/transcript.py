@@ -32,13 +32,15 @@ def append_statements(*, thread_id: uuid.UUID, bodies: list[dict[str, Any]]) -> 
     """``messages_append`` as statements, for a caller that runs them with its own (fastsql.execute).
     Each message takes the position after the last one stored when it goes in, so the statements
     need no read before them: it runs at every model call (threads/fastsql.py)."""
+    names = fastsql.insertable(Message)
+    position, thread = names.index("position"), names.index("thread")
+    sql = _append_sql(connection.vendor)
     statements = []
     for body in bodies:
         message = Message(thread_id=thread_id, position=0, message_id=body["id"], role=body["role"], body=body)
         _, values = fastsql.insert_statement(message)
-        names = fastsql.insertable(Message)
-        values[names.index("position")] = values[names.index("thread")]  # the WHERE's thread, in its place
-        statements.append((_append_sql(connection.vendor), values))
+        values[position] = values[thread]  # the WHERE's thread, in position's place
+        statements.append((sql, values))
     return statements
 
 
