@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import logging
-import time
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +25,7 @@ from runhost.host import HOST
 from runhost.requests import Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
+from threads.refreshed import Refreshed
 from threads.services.runs import RunNotCancellable
 
 log = logging.getLogger(__name__)
@@ -41,67 +39,35 @@ def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
 
 
 class EnabledAgents:
-    """The enabled agents, as last read, so neither the path to a run's first byte nor /agui/info
-    waits on the database thread (under thousands of streams, a hop there waited for the event
-    loop's turn and the thread's share of the GIL: /agui/info's p99 was 150 ms with it and 30 ms
-    without, bench/stream.py --streams). A name not in the set is looked up at once (a new agent
-    is found immediately); the set is re-read after ``ttl`` seconds, and at once in this process
-    when an agent is saved or deleted here. The run itself re-reads its agent, so a disabled
-    agent ends the stream with RUN_ERROR at worst while another process's set is stale."""
+    """The enabled agents, as last read (threads/refreshed.py), so neither the path to a run's first
+    byte nor /agui/info waits on the database thread (under thousands of streams, a hop there waited
+    for the event loop's turn and the thread's share of the GIL: /agui/info's p99 was 150 ms with it
+    and 30 ms without, bench/stream.py --streams). A name not in the set is looked up at once (a new
+    agent is found immediately); the set is re-read after ``ttl`` seconds, and at once in this process
+    when an agent is saved or deleted here. The run itself re-reads its agent, so a disabled agent
+    ends the stream with RUN_ERROR at worst while another process's set is stale."""
 
     def __init__(self, ttl: float = 2.0) -> None:
-        self.ttl = ttl
-        self._agents: list[Agent] = []
-        self._names: frozenset[str] = frozenset()
-        self._read_at = float("-inf")
-        # The read in flight, which every request that needs the set meanwhile waits for: a
-        # burst of a hundred runs past the TTL made a hundred reads of the same rows, each one
-        # the database thread's Python holding the GIL from the loop (bench/stream.py --concurrent).
-        self._reading: asyncio.Task[list[Agent]] | None = None
+        self._set = Refreshed(_enabled_agents, ttl=ttl, name="the enabled agents")
 
     def forget(self, *_args: Any, **_kwargs: Any) -> None:
-        self._read_at = float("-inf")
-        self._reading = None  # a read begun before the change may miss it
-
-    def _fresh(self) -> bool:
-        return time.monotonic() - self._read_at < self.ttl
-
-    def _read(self) -> asyncio.Task[list[Agent]]:
-        if self._reading is None or self._reading.done():
-            self._reading = asyncio.get_running_loop().create_task(self._read_now(), context=contextvars.Context())
-            self._reading.add_done_callback(_log_failed_read)
-        return self._reading
-
-    async def _read_now(self) -> list[Agent]:
-        agents = await on_db_thread(selectors.agents_enabled)
-        # Kept only if not forgotten meanwhile: what it read may predate the change.
-        if asyncio.current_task() is self._reading:
-            self._agents = agents
-            self._names = frozenset(agent.name for agent in agents)
-            self._read_at = time.monotonic()
-        return agents
+        self._set.forget()
 
     async def exists(self, name: str) -> bool:
-        if name in self._names and self._fresh():
+        _agents, names = await self._set.current()
+        if name in names:
             return True
-        agents = await asyncio.shield(self._read())
-        return any(agent.name == name for agent in agents)
+        _agents, names = await self._set.read_again()
+        return name in names
 
     async def all(self) -> list[Agent]:
-        """The list as last read; a stale one is answered at once and re-read meanwhile, for the
-        next request. Only the first call of a process (or one after ``forget``) waits for it."""
-        if self._read_at == float("-inf"):
-            return await asyncio.shield(self._read())
-        if not self._fresh():
-            self._read()
-        return self._agents
+        agents, _names = await self._set.current()
+        return agents
 
 
-def _log_failed_read(read: asyncio.Task[list[Agent]]) -> None:
-    # The list in hand stays, and the next request past the TTL tries again; a request waiting
-    # for this read gets the error too.
-    if not read.cancelled() and read.exception() is not None:
-        log.error("could not re-read the enabled agents", exc_info=read.exception())
+async def _enabled_agents() -> tuple[list[Agent], frozenset[str]]:
+    agents = await on_db_thread(selectors.agents_enabled)
+    return agents, frozenset(agent.name for agent in agents)
 
 
 ENABLED_AGENTS = EnabledAgents()

@@ -10,18 +10,15 @@ changed is stopped. At start-up (the ASGI lifespan) the same happens before the 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import importlib
 import logging
 import os
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 
@@ -29,6 +26,8 @@ from agents.mcp.config import McpConfigError, ServerConfig, file_servers
 from agents.mcp.names import tool_names
 from agents.models import McpServerEntry
 from agents.tools.base import Tool
+from threads.dbthread import on_db_thread
+from threads.refreshed import Refreshed
 
 # The MCP SDK (agents/mcp/connection.py and tools.py import it) weighs about 25 MiB with the
 # starlette and cryptography it brings, and most processes have no MCP server: it is imported when
@@ -177,13 +176,6 @@ def configured_servers() -> list[ServerConfig]:
     return servers
 
 
-async def _configured_servers() -> list[ServerConfig]:
-    read = sync_to_async(configured_servers, thread_sensitive=True)
-    # An empty context, so asgiref picks its process-wide thread (the one the runs' database work
-    # uses) rather than a request's executor, which is gone once the request has ended.
-    return await asyncio.get_running_loop().create_task(read(), context=contextvars.Context())
-
-
 def _file_stamp() -> tuple[int, int, int] | None:
     """What changes when the MCP_SERVERS file is written (None when there is none)."""
     path: str = settings.MCP_SERVERS
@@ -194,36 +186,41 @@ def _file_stamp() -> tuple[int, int, int] | None:
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size) if stat else None
 
 
-class ConfiguredServers:
-    """``configured_servers()`` as last read, read again once ``ttl`` seconds have passed, at once when
-    the MCP_SERVERS file changes, and at once in this process when the admin saves or deletes a server
-    (the signals below); another process's admin edit is seen within ``ttl``, as the agents are
-    (agui/views.py EnabledAgents).
+async def _stamped_servers() -> tuple[list[ServerConfig], tuple[int, int, int] | None]:
+    stamp = _file_stamp()  # before the read: a write of the file during it is seen by the next call
+    return await on_db_thread(configured_servers), stamp
 
-    Every run and every /agui/info asked for it, and the read waited on the database thread behind the
-    runs' event logs: with 500 replies streaming, /agui/info took 100-250 ms instead of 2 (bench/stream.py
-    --operators, issue #27 item 5)."""
+
+class ConfiguredServers:
+    """``configured_servers()`` as last read (threads/refreshed.py): read again in the background once
+    ``ttl`` seconds have passed, at once when the MCP_SERVERS file changes, and at once in this process
+    when the admin saves or deletes a server (the signals below); another process's admin edit is seen
+    within ``ttl`` under load and ``2 * ttl`` at most, as the agents are (agui/views.py EnabledAgents).
+
+    Every run and every /agui/info asks for it, and a read waited on the database thread behind the
+    runs' event logs: with 500 replies streaming, /agui/info took 100-250 ms instead of 2 when it read
+    every time, and its p99 was 150 ms when it still waited for a re-read every two seconds
+    (bench/stream.py --operators, issue #27 item 5)."""
 
     def __init__(self, ttl: float = 2.0) -> None:
-        self.ttl = ttl
-        self._servers: list[ServerConfig] | None = None
-        self._stamp: tuple[int, int, int] | None = None
-        self._read_at = float("-inf")
-        self._generation = 0
+        self._read = Refreshed(_stamped_servers, ttl=ttl, name="the MCP configuration")
+
+    @property
+    def ttl(self) -> float:
+        return self._read.ttl
+
+    @ttl.setter
+    def ttl(self, seconds: float) -> None:
+        self._read.ttl = seconds
 
     def forget(self, *_args: object, **_kwargs: object) -> None:
-        self._generation += 1
-        self._read_at = float("-inf")
+        self._read.forget()
 
     async def get(self) -> list[ServerConfig]:
-        stamp = _file_stamp()
-        fresh = time.monotonic() - self._read_at < self.ttl
-        if self._servers is not None and fresh and stamp == self._stamp:
-            return self._servers
-        generation = self._generation
-        servers = await _configured_servers()
-        if generation == self._generation:  # kept only if no edit came meanwhile: the read may predate it
-            self._servers, self._stamp, self._read_at = servers, stamp, time.monotonic()
+        held = self._read.value
+        if held is not None and held[1] != _file_stamp():
+            self._read.forget()
+        servers, _stamp = await self._read.current()
         return servers
 
 
