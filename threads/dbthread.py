@@ -123,8 +123,8 @@ def tune_switch_interval() -> None:
 
 
 class _SharedCommits:
-    """The writes that callers hand over while the database thread is busy, done together: each in
-    a savepoint of one transaction, so they cost one commit, not one each.
+    """The writes that callers hand over while the database thread is busy, done together in one
+    transaction, so they cost one commit, not one each.
 
     On PostgreSQL a commit waits for the write-ahead log to reach the disk (about 3 ms on these
     machines), and the process has one database thread: a hundred runs at once, each opening,
@@ -132,10 +132,15 @@ class _SharedCommits:
     waits one after another, and the runs' first bytes and last events waited on them
     (bench/stream.py --concurrent on PostgreSQL, py-spy: psycopg's Connection.wait first).
 
-    A write that fails in the group (its savepoint rolled back, nothing of it kept) is done again
-    alone once the group has committed, as it would have been done without the group: with its
-    own transaction and its own retries of a lost race (threads/locking.py). If the group's commit
-    fails, every write is done again alone."""
+    A write that fails in the group is done again alone once the group has ended, as it would have
+    been done without the group: with its own transaction and its own retries of a lost race
+    (threads/locking.py). A write whose transaction.atomic makes a savepoint in the group fails
+    alone: its savepoint is rolled back and the others are committed. One that makes none (the
+    runs' own writes: a savepoint and its release were two round trips of their five) takes the
+    group down with it: the group is rolled back and every write of it is done again alone, as
+    they all are when the group's commit fails. Failures are rare (a lost race, a client's error
+    such as a run on another agent's thread), and a group done again alone costs what its writes
+    cost without the group."""
 
     def __init__(self) -> None:
         self._queue: list[tuple[Callable[..., Any], dict[str, Any], asyncio.Future[Any]]] = []
@@ -180,12 +185,16 @@ def _together(jobs: list[tuple[Callable[..., Any], dict[str, Any]]]) -> list[tup
         with transaction.atomic():
             for func, kwargs in jobs:
                 try:
-                    # The job's own transaction.atomic is a savepoint here: a job that fails takes
-                    # nothing else with it. Not a second savepoint around it, whose two statements
-                    # were two more round trips to PostgreSQL for each job.
+                    # No savepoint of the group's around a job: its two statements were two more
+                    # round trips to PostgreSQL for each job. The runs' own writes (run_open,
+                    # session_commit, run_finish) make none either, for the same reason.
                     outcomes.append((True, func(**kwargs)))
                 except Exception:
-                    outcomes.append(None)  # done again alone, below
+                    if connection.needs_rollback:
+                        # The job had no savepoint to roll back to: the group's transaction is
+                        # lost, and every job of it is done again alone, below.
+                        raise
+                    outcomes.append(None)  # its own savepoint rolled back: done again alone, below
     except Exception:
         return [_alone(func, kwargs) for func, kwargs in jobs]
     return [outcome or _alone(*job) for outcome, job in zip(outcomes, jobs, strict=True)]
@@ -202,8 +211,7 @@ _shared_commits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedCom
 
 
 async def on_db_thread_shared[T](func: Callable[..., T], /, **kwargs: Any) -> T:
-    """``on_db_thread`` for a write that makes its own transaction (``transaction.atomic``; in the
-    group that is the savepoint that keeps a failed write's rows out of the others'): done
+    """``on_db_thread`` for a write that makes its own transaction (``transaction.atomic``), done
     together with the other such writes waiting for the database thread, in one commit
     (_SharedCommits). Returns once it is committed; raises what it would have raised alone."""
     loop = asyncio.get_running_loop()

@@ -129,3 +129,40 @@ async def test_a_write_that_fails_in_the_group_fails_alone_and_one_that_fails_on
     names = await on_db_thread(lambda: sorted(Group.objects.values_list("name", flat=True)))
     assert names == ["again", "kept"]  # nothing of the broken one; the others kept
     assert log.count("committed again") == 1 and "committed broken" not in log
+
+
+def _write_without_savepoint(*, name: str, log: list[str], fail: bool = False) -> str:
+    # As the runs' own writes are (threads/services: run_open, session_commit, run_finish).
+    with transaction.atomic(savepoint=False):
+        Group.objects.create(name=name)
+        log.append(f"wrote {name}")
+        transaction.on_commit(lambda: log.append(f"committed {name}"))
+        if fail:
+            raise ValueError(f"{name} failed")
+    return name
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_write_without_a_savepoint_that_fails_takes_its_group_down_and_the_others_are_done_again_alone():
+    log: list[str] = []
+    async with _database_thread_busy():
+        before = asyncio.create_task(on_db_thread_shared(_write_without_savepoint, name="before", log=log))
+        broken = asyncio.create_task(on_db_thread_shared(_write_without_savepoint, name="broken", log=log, fail=True))
+        after = asyncio.create_task(on_db_thread_shared(_write_without_savepoint, name="after", log=log))
+    assert await before == "before"
+    with pytest.raises(ValueError, match="broken failed"):
+        await broken
+    assert await after == "after"
+    names = await on_db_thread(lambda: sorted(Group.objects.values_list("name", flat=True)))
+    assert names == ["after", "before"]
+    # The group was rolled back when the broken write failed (nothing of it was committed), and
+    # each write was then done alone, in its own transaction.
+    assert log == [
+        "wrote before",
+        "wrote broken",
+        "wrote before",
+        "committed before",
+        "wrote broken",
+        "wrote after",
+        "committed after",
+    ]

@@ -57,6 +57,25 @@ queued, finish_trips = round_trips(
 )
 run.refresh_from_db(); session.refresh_from_db(); thread.refresh_from_db()
 
+# The same writes inside an outer transaction, as a shared commit runs them (threads/dbthread.py):
+# they add no savepoint of their own, each of whose statements would be another round trip.
+def in_a_group(write, **kwargs):
+    with transaction.atomic():
+        return write(**kwargs)
+
+grouped_open, grouped_open_trips = round_trips(
+    in_a_group, write=run_open, agent_name="coder", agui_thread_id="t-pg-grouped", agui_run_id="r1",
+    new_user_message={"id": "m-user-2", "role": "user", "content": "hi"}, protocol_version="1.0", live_run_ids=set(),
+)
+_, grouped_commit_trips = round_trips(
+    in_a_group, write=session_commit, session_id=grouped_open.session.pk, thread_id=grouped_open.thread.pk,
+    run_id=grouped_open.run.pk, turns=[{"role": "user", "content": "hi"}], messages=[], usage=TokenCount(),
+)
+_, grouped_finish_trips = round_trips(
+    in_a_group, write=run_finish, run_id=grouped_open.run.pk, thread_id=grouped_open.thread.pk, status="succeeded",
+    outcome="success", error="", event_count=3, state={},
+)
+
 # A duplicate in the middle: it raises as alone, the statement after it does not run, and the
 # transaction's rollback keeps nothing of the three.
 before = Message.objects.count()
@@ -71,6 +90,7 @@ except IntegrityError as exc:
     duplicate = type(exc).__name__
 print(json.dumps({
     "trips": [open_trips, commit_trips, finish_trips],
+    "grouped_trips": [grouped_open_trips, grouped_commit_trips, grouped_finish_trips],
     "positions": list(Message.objects.filter(thread=thread).order_by("position").values_list("position", "message_id")),
     "tokens": [run.input_tokens, run.output_tokens, session.input_tokens, session.output_tokens],
     "turns": len(session.turns),
@@ -86,6 +106,7 @@ def test_a_runs_writes_take_one_round_trip_each_on_postgresql(postgres_url, tmp_
     # Opening a new thread: the agent, the thread's row, then its four rows at once. Committing the
     # session (two counters, the session, two messages) and finishing (thread, run, queue) are one each.
     assert report["trips"] == [3, 1, 1]
+    assert report["grouped_trips"] == [3, 1, 1]  # with a savepoint each, they were [5, 3, 3]
     assert report["positions"] == [[0, "m-user"], [1, "m-a1"], [2, "m-a2"]]
     assert report["tokens"] == [7, 5, 7, 5]
     assert report["turns"] == 2

@@ -83,7 +83,7 @@ class AgentUnavailable(Exception):
 
 
 @again_after_a_race_to_create
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # in a shared commit: threads/dbthread.py _together
 def run_open(
     *,
     agent_name: str,
@@ -292,7 +292,7 @@ def run_cancel_request(*, run_id: uuid.UUID) -> None:
 
 
 @again_after_a_race
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # in a shared commit: threads/dbthread.py _together
 def run_finish(
     *,
     run_id: uuid.UUID,

@@ -18,7 +18,7 @@ from threads.services.transcript import append_statements, transcript_body
 
 
 @again_after_a_race
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # in a shared commit: threads/dbthread.py _together
 def session_commit(
     *,
     session_id: uuid.UUID,
