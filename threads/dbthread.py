@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -175,6 +177,29 @@ class _SharedCommits:
                     done.set_exception(value)
 
 
+class _Group(threading.local):
+    job_starting = False  # a shared commit has begun a job, which has not entered a shared_write yet
+
+
+_group = _Group()
+
+
+def shared_write[**P, R](write: Callable[P, R]) -> Callable[P, R]:
+    """``transaction.atomic`` for a write that is done in shared commits (``on_db_thread_shared``):
+    as the job of a group it makes no savepoint, whose statement and release were two round trips
+    to PostgreSQL of a commit's three (the group does what it would: a failure rolls the group back
+    and every write of it is done again alone, see _together). Anywhere else, in another caller's
+    transaction too, it is ``transaction.atomic`` with its savepoint."""
+
+    @functools.wraps(write)
+    def in_a_transaction(*args: P.args, **kwargs: P.kwargs) -> R:
+        as_a_job, _group.job_starting = _group.job_starting, False  # its own writes within are not the job
+        with transaction.atomic(savepoint=not as_a_job):
+            return write(*args, **kwargs)
+
+    return in_a_transaction
+
+
 def _together(jobs: list[tuple[Callable[..., Any], dict[str, Any]]]) -> list[tuple[bool, Any]]:
     """(True, result) or (False, exception) of each job, in order."""
     if len(jobs) == 1:
@@ -184,10 +209,10 @@ def _together(jobs: list[tuple[Callable[..., Any], dict[str, Any]]]) -> list[tup
         _drop_a_failed_connection()
         with transaction.atomic():
             for func, kwargs in jobs:
+                # No savepoint of the group's around a job, and none of the job's own if it is a
+                # shared_write: their two statements were two more round trips to PostgreSQL each.
+                _group.job_starting = True
                 try:
-                    # No savepoint of the group's around a job: its two statements were two more
-                    # round trips to PostgreSQL for each job. The runs' own writes (run_open,
-                    # session_commit, run_finish) make none either, for the same reason.
                     outcomes.append((True, func(**kwargs)))
                 except Exception:
                     if connection.needs_rollback:
@@ -195,6 +220,8 @@ def _together(jobs: list[tuple[Callable[..., Any], dict[str, Any]]]) -> list[tup
                         # lost, and every job of it is done again alone, below.
                         raise
                     outcomes.append(None)  # its own savepoint rolled back: done again alone, below
+                finally:
+                    _group.job_starting = False
     except Exception:
         return [_alone(func, kwargs) for func, kwargs in jobs]
     return [outcome or _alone(*job) for outcome, job in zip(outcomes, jobs, strict=True)]

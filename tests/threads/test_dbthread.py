@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
 
-from threads.dbthread import _shares, on_db_thread, on_db_thread_shared
+from threads.dbthread import _shares, on_db_thread, on_db_thread_shared, shared_write
 
 
 def _many_small_queries(count: int) -> None:
@@ -131,14 +131,13 @@ async def test_a_write_that_fails_in_the_group_fails_alone_and_one_that_fails_on
     assert log.count("committed again") == 1 and "committed broken" not in log
 
 
+@shared_write  # as the runs' own writes are (threads/services: run_open, session_commit, run_finish)
 def _write_without_savepoint(*, name: str, log: list[str], fail: bool = False) -> str:
-    # As the runs' own writes are (threads/services: run_open, session_commit, run_finish).
-    with transaction.atomic(savepoint=False):
-        Group.objects.create(name=name)
-        log.append(f"wrote {name}")
-        transaction.on_commit(lambda: log.append(f"committed {name}"))
-        if fail:
-            raise ValueError(f"{name} failed")
+    Group.objects.create(name=name)
+    log.append(f"wrote {name}")
+    transaction.on_commit(lambda: log.append(f"committed {name}"))
+    if fail:
+        raise ValueError(f"{name} failed")
     return name
 
 
@@ -166,3 +165,14 @@ async def test_a_write_without_a_savepoint_that_fails_takes_its_group_down_and_t
         "wrote after",
         "committed after",
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_shared_write_in_another_callers_transaction_fails_alone():
+    log: list[str] = []
+    with transaction.atomic():
+        Group.objects.create(name="the caller's")
+        with pytest.raises(ValueError, match="broken failed"):
+            _write_without_savepoint(name="broken", log=log, fail=True)
+        Group.objects.create(name="the caller's, after")  # its transaction goes on
+    assert sorted(Group.objects.values_list("name", flat=True)) == ["the caller's", "the caller's, after"]

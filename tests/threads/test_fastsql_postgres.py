@@ -57,11 +57,14 @@ queued, finish_trips = round_trips(
 )
 run.refresh_from_db(); session.refresh_from_db(); thread.refresh_from_db()
 
-# The same writes inside an outer transaction, as a shared commit runs them (threads/dbthread.py):
-# they add no savepoint of their own, each of whose statements would be another round trip.
+# The same writes in a shared commit (threads/dbthread.py), beside another write: they make no
+# savepoint of their own there, each of whose statements would be another round trip.
+from threads.dbthread import _together
+
 def in_a_group(write, **kwargs):
-    with transaction.atomic():
-        return write(**kwargs)
+    (ok, result), _ = _together([(write, kwargs), (lambda: None, {})])
+    assert ok, result
+    return result
 
 grouped_open, grouped_open_trips = round_trips(
     in_a_group, write=run_open, agent_name="coder", agui_thread_id="t-pg-grouped", agui_run_id="r1",

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -16,6 +15,7 @@ from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
 from agents.waits import Checkpoint
 from threads import fastsql, leases
+from threads.dbthread import shared_write
 from threads.healing import runs_heal
 from threads.locking import again_after_a_race, again_after_a_race_to_create
 from threads.models import Message, QueuedMessage, Run, Session, Thread
@@ -83,7 +83,7 @@ class AgentUnavailable(Exception):
 
 
 @again_after_a_race_to_create
-@transaction.atomic(savepoint=False)  # in a shared commit: threads/dbthread.py _together
+@shared_write
 def run_open(
     *,
     agent_name: str,
@@ -292,7 +292,7 @@ def run_cancel_request(*, run_id: uuid.UUID) -> None:
 
 
 @again_after_a_race
-@transaction.atomic(savepoint=False)  # in a shared commit: threads/dbthread.py _together
+@shared_write
 def run_finish(
     *,
     run_id: uuid.UUID,

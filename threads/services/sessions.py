@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from agents.events import AssistantMessage, ToolMessage
 from agents.providers.base import TokenCount
 from threads import fastsql
+from threads.dbthread import shared_write
 from threads.locking import again_after_a_race
 from threads.models import Run, Session
 from threads.services.tokens import token_counts
@@ -18,7 +18,7 @@ from threads.services.transcript import append_statements, transcript_body
 
 
 @again_after_a_race
-@transaction.atomic(savepoint=False)  # in a shared commit: threads/dbthread.py _together
+@shared_write
 def session_commit(
     *,
     session_id: uuid.UUID,
