@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents.models import Agent
+from agents.refreshed import Refreshed
 from agents.runtime import mcp_servers_of, provider_for
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
@@ -25,7 +26,6 @@ from runhost.host import HOST
 from runhost.requests import Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
-from threads.refreshed import Refreshed
 from threads.services.runs import RunNotCancellable
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
 
 
 class EnabledAgents:
-    """The enabled agents, as last read (threads/refreshed.py), so neither the path to a run's first
+    """The enabled agents, as last read (agents/refreshed.py), so neither the path to a run's first
     byte nor /agui/info waits on the database thread (under thousands of streams, a hop there waited
     for the event loop's turn and the thread's share of the GIL: /agui/info's p99 was 150 ms with it
     and 30 ms without, bench/stream.py --streams). A name not in the set is looked up at once (a new

@@ -10,6 +10,7 @@ changed is stopped. At start-up (the ASGI lifespan) the same happens before the 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import logging
 import os
@@ -19,15 +20,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 
 from agents.mcp.config import McpConfigError, ServerConfig, file_servers
 from agents.mcp.names import tool_names
 from agents.models import McpServerEntry
+from agents.refreshed import Refreshed
 from agents.tools.base import Tool
-from threads.dbthread import on_db_thread
-from threads.refreshed import Refreshed
 
 # The MCP SDK (agents/mcp/connection.py and tools.py import it) weighs about 25 MiB with the
 # starlette and cryptography it brings, and most processes have no MCP server: it is imported when
@@ -188,11 +189,15 @@ def _file_stamp() -> tuple[int, int, int] | None:
 
 async def _stamped_servers() -> tuple[list[ServerConfig], tuple[int, int, int] | None]:
     stamp = _file_stamp()  # before the read: a write of the file during it is seen by the next call
-    return await on_db_thread(configured_servers), stamp
+    read = sync_to_async(configured_servers, thread_sensitive=True)
+    # An empty context, so asgiref picks its process-wide thread (the one the runs' database work
+    # uses) rather than a request's executor, which is gone once the request has ended.
+    servers = await asyncio.get_running_loop().create_task(read(), context=contextvars.Context())
+    return servers, stamp
 
 
 class ConfiguredServers:
-    """``configured_servers()`` as last read (threads/refreshed.py): read again in the background once
+    """``configured_servers()`` as last read (agents/refreshed.py): read again in the background once
     ``ttl`` seconds have passed, at once when the MCP_SERVERS file changes, and at once in this process
     when the admin saves or deletes a server (the signals below); another process's admin edit is seen
     within ``ttl`` under load and ``2 * ttl`` at most, as the agents are (agui/views.py EnabledAgents).

@@ -1,4 +1,4 @@
-"""threads/refreshed.py: a value kept for its TTL, then answered as it is while it is read again."""
+"""agents/refreshed.py: a value kept for its TTL, then answered as it is while it is read again."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from threads.refreshed import Refreshed
+from agents.refreshed import Refreshed
 
 
 class Source:
@@ -108,7 +108,7 @@ async def test_a_failed_re_read_keeps_the_value_and_the_next_caller_past_the_ttl
     await kept.current()
     source.value, source.fail = "second", True
     clock.now += 2.5
-    with caplog.at_level(logging.ERROR, logger="threads.refreshed"):
+    with caplog.at_level(logging.ERROR, logger="agents.refreshed"):
         assert await kept.current() == "first"
         await _settled()
     assert "could not read the test value again" in caplog.text
