@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, closing
 from typing import Any
@@ -129,9 +130,12 @@ class AguiHandler(ASGIHandler):
         headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
         headers += [(b"Set-Cookie", c.OutputString().encode("ascii")) for c in response.cookies.values()]
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        async with aclosing(response.chunks) as chunks:
-            async for chunk in chunks:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if isinstance(response.chunks, AsyncGenerator):
+            async with aclosing(response.chunks) as chunks:
+                async for chunk in chunks:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        else:  # a live run's (agui/stream.py LiveFrames)
+            await response.chunks.send_to(send)
         await send({"type": "http.response.body"})
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
+from runhost.registry import Followed
 from threads.dbthread import on_db_thread
 from threads.selectors import api_token_user_id
 
@@ -122,7 +123,7 @@ class SseResponse(StreamingHttpResponse):
     """An SSE stream whose chunks are bytes ready for the wire: the AG-UI handler sends them as
     they come (agui/asgi.py)."""
 
-    def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
+    def __init__(self, chunks: AsyncGenerator[bytes, None] | Followed) -> None:
         super().__init__(chunks, content_type="text/event-stream; charset=utf-8")
         self.chunks = chunks
         for name, value in SSE_HEADERS.items():

@@ -10,8 +10,9 @@ reader never costs a write per event.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
-from typing import Any
+import types
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from typing import Any, Protocol
 
 import orjson
 
@@ -49,6 +50,10 @@ def sse_frame(seq: int, payload: bytes) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (seq, payload)
 
 
+class _Waker(Protocol):
+    def set(self) -> None: ...
+
+
 class RunStream:
     """The frames of one run. A logged run's terminal event is held back from
     subscribers until ``close`` (called once the run is durable): a client that
@@ -60,7 +65,7 @@ class RunStream:
         self.visible = 0  # how many frames subscribers may read
         self.log = log
         self.closed = False
-        self._waiters: list[asyncio.Event] = []
+        self._waiters: list[_Waker] = []  # told of each frame they may read, and of the close
 
     @property
     def last_seq(self) -> int:
@@ -105,6 +110,11 @@ class RunStream:
         self.visible = len(self.frames)
         for waiter in self._waiters:
             waiter.set()
+
+    def follow(self, after: int, heartbeat: float) -> LiveFrames:
+        """What an SSE response sends of this run: ``subscribe``'s frames, written by ``LiveFrames.send_to``
+        as they are published rather than by a task woken for each."""
+        return LiveFrames(self, after, heartbeat)
 
     async def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
         """Yields every frame after sequence ``after``, then follows the run until it closes;
@@ -151,3 +161,175 @@ class RunStream:
         finally:
             timer.cancel()
             self._waiters.remove(wake)
+
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class LiveFrames:
+    """The frames of a live run after ``after`` for one client, then the run as it goes on, with a
+    heartbeat after ``heartbeat`` seconds of silence. Iterated, they are ``RunStream.subscribe``'s;
+    the AG-UI handler has them written by ``send_to`` instead (agui/asgi.py).
+
+    Once sent they hold nothing of the run: the response that carries them can outlive the request
+    in a reference cycle (Django's handler ends the request's task group by raising an exception,
+    whose traceback holds the handler's frame), and the run's frames, 340 KiB for 2,000 tokens,
+    must not wait for the cyclic collector with it."""
+
+    def __init__(self, stream: RunStream, after: int, heartbeat: float) -> None:
+        self._stream: RunStream | None = stream
+        self.after = after
+        self.heartbeat = heartbeat
+        self._iterated: AsyncGenerator[bytes, None] | None = None
+
+    def __aiter__(self) -> LiveFrames:
+        return self  # the generator is made when first read: Django asks for the iterator at once
+
+    async def __anext__(self) -> bytes:
+        if self._iterated is None:
+            self._iterated = self._taken().subscribe(self.after, self.heartbeat)
+        return await anext(self._iterated)
+
+    async def aclose(self) -> None:
+        if self._iterated is not None:
+            await self._iterated.aclose()
+
+    async def send_to(self, send: Send) -> None:
+        """Sends every frame as an ASGI body message, until the run's stream closes."""
+        await _Writer(self._taken(), max(0, self.after), self.heartbeat, send).run()
+
+    def _taken(self) -> RunStream:
+        stream, self._stream = self._stream, None
+        if stream is None:
+            raise RuntimeError("a live run's frames are sent once")
+        return stream
+
+
+class _Writer:
+    """Writes a run's frames to one client in the event loop's turn after they are published.
+
+    A subscriber of ``subscribe`` is a task that waits on an event: each frame woke it, and the
+    task went from the event loop down through the ASGI server's, Django's and the handler's
+    coroutines to the generator and back, for every token of every stream. With 500 replies at a
+    model's pace that was a fifth of the event loop's time (bench/stream.py --operators, py-spy),
+    and the loop's being busy is what made the admin, the API and /agui/info wait (issue #27 item
+    5). Here ``RunStream`` calls ``set``, which schedules one ``_write`` for what the current turn
+    publishes (so a burst of events is still one write), and ``_write`` sends it at once: the
+    server's send completes without suspending unless the client is slow to read.
+
+    The task (``run``) does what cannot be done there: it sends what was published before it
+    caught up, the heartbeats, and a send that had to wait for the client (it goes on with it, and
+    nothing is written meanwhile, so frames keep their order); and it ends the stream."""
+
+    def __init__(self, stream: RunStream, cursor: int, heartbeat: float, send: Send) -> None:
+        self.stream = stream
+        self.cursor = cursor
+        self.heartbeat = heartbeat
+        self.send = send
+        self.loop = asyncio.get_running_loop()
+        self.attention = asyncio.Event()  # the task has something to do
+        self.task_writes = True  # while the task writes (or has ended) nothing is written from set
+        self.write_due = False
+        self.waiting_send: tuple[Generator[Any, Any, None], Any] | None = None
+        self.failure: BaseException | None = None
+        self.last_sent = self.loop.time()
+
+    def set(self) -> None:
+        if self.task_writes or self.stream.closed:
+            self.attention.set()
+        elif not self.write_due:
+            self.write_due = True
+            self.loop.call_soon(self._write)
+
+    def _write(self) -> None:
+        self.write_due = False
+        stream, cursor = self.stream, self.cursor
+        end = stream.visible
+        if self.task_writes or cursor >= end:
+            return
+        frames = stream.frames
+        chunk = frames[cursor] if end == cursor + 1 else b"".join(frames[cursor:end])
+        self.cursor = end
+        sending = self.send({"type": "http.response.body", "body": chunk, "more_body": True}).__await__()
+        try:
+            blocked_on = sending.send(None)
+        except StopIteration:
+            self.last_sent = self.loop.time()
+            return
+        except BaseException as exc:  # the task raises it, as a failed send of its own would be
+            self.failure = exc
+        else:
+            self.waiting_send = (sending, blocked_on)
+        self.task_writes = True
+        self.attention.set()
+
+    async def run(self) -> None:
+        stream, loop, heartbeat = self.stream, self.loop, self.heartbeat
+        stream._waiters.append(self)
+        due = False
+
+        def fire() -> None:
+            nonlocal due
+            due = True
+            self.attention.set()
+
+        timer_from = self.last_sent  # the last_sent the heartbeat timer was set from
+        timer = loop.call_at(timer_from + heartbeat, fire)
+        try:
+            while True:
+                if self.failure is not None:
+                    raise self.failure
+                if self.waiting_send is not None:
+                    sending, blocked_on = self.waiting_send
+                    self.waiting_send = None
+                    await _going_on(sending, blocked_on)
+                    self.last_sent = loop.time()
+                end = stream.visible
+                if self.cursor < end:
+                    frames = stream.frames
+                    chunk = frames[self.cursor] if end == self.cursor + 1 else b"".join(frames[self.cursor : end])
+                    self.cursor = end
+                    await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    self.last_sent = loop.time()
+                    continue
+                if stream.closed:
+                    return
+                if due:
+                    due = False
+                    if self.last_sent == timer_from:  # nothing was sent since the timer was set
+                        await self.send({"type": "http.response.body", "body": HEARTBEAT, "more_body": True})
+                        self.last_sent = loop.time()
+                    timer_from = self.last_sent
+                    timer = loop.call_at(timer_from + heartbeat, fire)
+                    continue
+                self.attention.clear()
+                self.task_writes = False
+                try:
+                    await self.attention.wait()
+                finally:
+                    self.task_writes = True
+        finally:
+            timer.cancel()
+            stream._waiters.remove(self)
+            if self.waiting_send is not None:
+                self.waiting_send[0].close()  # a send begun in _write that the task never went on with
+
+
+@types.coroutine
+def _going_on(steps: Generator[Any, Any, None], blocked_on: Any) -> Generator[Any, Any, None]:
+    """Awaits what ``steps`` (an awaitable's ``__await__``) goes on with: it was started outside any
+    task and is suspended on ``blocked_on`` (a future). The awaiting task waits on that future and
+    resumes it, as it would have had it been awaited from the start."""
+    while True:
+        try:
+            sent = yield blocked_on
+        except BaseException as exc:
+            try:
+                blocked_on = steps.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                blocked_on = steps.send(sent)
+            except StopIteration:
+                return

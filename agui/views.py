@@ -135,7 +135,7 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
             owner_id=caller.user_id,
         )
         HOST.start(start, surface)
-    return SseResponse(surface.stream.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS))
+    return SseResponse(surface.stream.follow(0, settings.AGUI_HEARTBEAT_SECONDS))
 
 
 def _after(request: HttpRequest) -> int | HttpResponse:
@@ -181,7 +181,7 @@ async def reattach(
         return error_response(410, "event_log_pruned", PRUNED["message"])
     stream = HOST.registry.stream_of(run.pk)
     if stream is not None:
-        return SseResponse(stream.subscribe(after, settings.AGUI_HEARTBEAT_SECONDS))
+        return SseResponse(stream.follow(after, settings.AGUI_HEARTBEAT_SECONDS))
     return SseResponse(follow_stored_run(run, after))
 
 

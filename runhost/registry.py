@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import logging
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,10 +19,21 @@ from threads.services.runs import leases_renew
 log = logging.getLogger(__name__)
 
 
+class Followed(Protocol):
+    """What a client is sent of a live run (agui/stream.py LiveFrames): read as it comes, or
+    written to an ASGI ``send`` until the run ends."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def send_to(self, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None: ...
+
+
 class LiveStream(Protocol):
     """A run's stream as a reattach in this process follows it (agui/stream.py RunStream)."""
 
     def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]: ...
+
+    def follow(self, after: int, heartbeat: float) -> Followed: ...
 
 
 @dataclass(slots=True)
