@@ -132,6 +132,17 @@ def test_a_thread_links_to_its_runs_and_its_board(operator, run):
     assert "r-admin" in listed and "r-other" not in listed
 
 
+def test_each_row_of_the_thread_list_links_to_its_own_runs_and_board(operator, run):
+    other = Thread.objects.create(agui_thread_id="t-other", agent=run.thread.agent)
+    page = operator.get("/admin/threads/thread/").content.decode()
+    for thread in (run.thread, other):
+        runs, board = (
+            f"/admin/threads/run/?thread__id__exact={thread.pk}",
+            f"/admin/threads/thread/{thread.pk}/subagents/",
+        )
+        assert f'<a href="{runs}">runs</a> · <a href="{board}">sub-agents</a>' in page
+
+
 def test_the_thread_list_counts_messages_runs_and_sub_agents(operator, run):
     thread = run.thread
     Run.objects.create(thread=thread, agui_run_id="r-2")
