@@ -39,25 +39,88 @@ from django.urls import set_script_prefix
 from agui.body import GatedReceive, body_admitted, closing_send, read_capped
 from agui.http import SseResponse
 
-
-class _Processed(Exception):
-    """Ends the task group that listens for a disconnect once the response has gone out."""
-
-
 # One worker: asgiref requires a context's executor to run one call at a time on one thread.
 REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-request")
 
 
-class AguiHandler(ASGIHandler):
+class AcyclicHandler(ASGIHandler):
+    """Django's ASGIHandler.handle, without the reference cycle it leaves behind every request.
+
+    Django ends the task group that listens for the client's disconnect by raising an exception
+    once the response has gone out. The exception's traceback holds the handler's frame, with the
+    request and the response (an admin page's context and its hundred rows), and the task group's
+    exit holds the exception: a cycle, which only the cyclic collector frees. With 500 replies
+    streaming, the operators' requests left about 1,100 such objects each (the thread list) and 650
+    (/api/threads/), the collector's young passes came every few seconds, and each stopped the
+    event loop for 30 to 80 ms (bench/stream.py --operators, gc callbacks; issue #27 item 5).
+
+    Here the listener is a task of its own that cancels the request's work when the client goes
+    away; the work cancels the listener when it is done. Nothing is raised on the way out."""
+
+    async def request_started(self, scope: dict[str, Any]) -> None:
+        await signals.request_started.asend(sender=self.__class__, scope=scope)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        with closing(body_file):
+            set_script_prefix(get_script_prefix(scope))
+            await self.request_started(scope)
+            request, error_response = self.create_request(scope, body_file)
+            if request is None:
+                assert error_response is not None
+                body_file.close()
+                await self.send_response(error_response, send)
+                await sync_to_async(error_response.close)()
+                return
+            response = await self._respond(request, receive, send)
+            if response is None:
+                await signals.request_finished.asend(sender=self.__class__)
+            else:
+                await sync_to_async(response.close)()
+
+    async def _respond(self, request: HttpRequest, receive: Any, send: Any) -> HttpResponseBase | None:
+        """The response, once sent (or as far as it went before the client went away); None when the
+        client went away before there was one."""
+        work = asyncio.current_task()
+        assert work is not None
+        listener = asyncio.get_running_loop().create_task(self.listen_for_disconnect(receive))
+        gone: list[BaseException] = []
+        done = False
+
+        def heard(listened: asyncio.Task[None]) -> None:
+            error = None if listened.cancelled() else listened.exception()
+            if error is not None and not done:  # once the work is done, it is not to be cancelled any more
+                gone.append(error)  # RequestAborted; or an ASGI message out of place, raised as Django would
+                work.cancel()
+
+        listener.add_done_callback(heard)
+        response = None
+        try:
+            response = await self.run_get_response(request)
+            await self.send_response(response, send)
+        except asyncio.CancelledError:
+            if not gone or work.uncancel():
+                raise  # cancelled from outside (the server is stopping), not by the listener
+        finally:
+            done = True
+            listener.cancel()
+        if gone and not isinstance(gone[0], RequestAborted):
+            raise gone[0]
+        return response
+
+
+class AguiHandler(AcyclicHandler):
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         gate = GatedReceive(receive)
         if not await body_admitted(scope):
             gate.withhold()  # the view answers 401 or 413 without the body
-        await self._handle(scope, gate, closing_send(send, gate))
+        await super().handle(scope, gate, closing_send(send, gate))
 
-    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Django's ASGIHandler.handle, but for request_started, whose receivers run here, on the
-        event loop, not on the request's thread.
+    async def request_started(self, scope: dict[str, Any]) -> None:
+        """Sent here, on the event loop, not on the request's thread.
 
         Django sends request_started with ``asend``, which takes every request to the request's
         thread and back before its view starts: a fifth of a run's time to its first byte
@@ -67,39 +130,7 @@ class AguiHandler(ASGIHandler):
         database thread (threads/dbthread.py), which drops a failed connection itself. So here
         they have nothing to do, and cost no crossing. request_finished is still sent by the
         response's close, on the request's thread, after the response has gone out."""
-        try:
-            body_file = await self.read_body(receive)
-        except RequestAborted:
-            return
-        with closing(body_file):
-            set_script_prefix(get_script_prefix(scope))
-            signals.request_started.send(sender=self.__class__, scope=scope)
-            request, error_response = self.create_request(scope, body_file)
-            if request is None:
-                assert error_response is not None
-                body_file.close()
-                await self.send_response(error_response, send)
-                await sync_to_async(error_response.close)()
-                return
-            response = None
-            try:
-                try:
-                    async with asyncio.TaskGroup() as group:
-                        group.create_task(self.listen_for_disconnect(receive))
-                        response = await self.run_get_response(request)
-                        await self.send_response(response, send)
-                        raise _Processed
-                except* (_Processed, RequestAborted):
-                    pass
-            except BaseExceptionGroup as group_error:
-                # As Django does: a single error is raised as itself, not wrapped in its group.
-                if len(group_error.exceptions) == 1:
-                    raise group_error.exceptions[0] from None
-                raise
-            if response is None:
-                await signals.request_finished.asend(sender=self.__class__)
-            else:
-                await sync_to_async(response.close)()
+        signals.request_started.send(sender=self.__class__, scope=scope)
 
     async def read_body(self, receive: Any) -> io.BytesIO:
         return await read_capped(receive, settings.AGUI_MAX_BODY_BYTES)

@@ -20,10 +20,9 @@ django.setup(set_prefix=False)
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase
 
-from agui.asgi import AguiHandler
+from agui.asgi import AcyclicHandler, AguiHandler
 from agui.body import GatedReceive, closing_send, declares_over, read_capped
 from project.bodygate import admitted_receive
 from project.fdlimit import raise_open_file_limit
@@ -33,7 +32,7 @@ from threads.dbthread import tune_switch_interval
 raise_open_file_limit()
 
 
-class StandardHandler(ASGIHandler):
+class StandardHandler(AcyclicHandler):
     """Django's handler for everything but the AG-UI routes (admin, REST API, static files). A body
     is read only from a sender known by the headers (project/bodygate.py; anyone else may send a
     login form's worth), in memory and capped as there: a body declared over the cap is not read
@@ -46,7 +45,8 @@ class StandardHandler(ASGIHandler):
     #27, item 5). Here the chain is built sync and called whole on the request's thread: one
     crossing, besides Django's request_started and close (bench/stream.py --operators). Letting the
     thread have the GIL meanwhile, as the database thread has it (threads/dbthread.py
-    sharing_the_gil), made no difference there, so it does not."""
+    sharing_the_gil), made no difference there, so it does not. Django's ``handle`` is replaced by
+    AcyclicHandler's, which leaves no reference cycle behind the request (agui/asgi.py)."""
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
