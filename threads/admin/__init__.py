@@ -19,6 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from threads.admin.board import board_liveness, thread_board
 from threads.admin.display import ListCheckboxes, message_html, pretty_json
 from threads.admin.liveness import Liveness
+from threads.admin.rows import AppList
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.locking import Contended
 from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
@@ -100,7 +101,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Thread)
-class ThreadAdmin(ListCheckboxes, admin.ModelAdmin):
+class ThreadAdmin(ListCheckboxes, AppList):
     change_form_template = "admin/threads/thread/change_form.html"
     list_display = (
         "agui_thread_id",
@@ -230,7 +231,7 @@ class ThreadAdmin(ListCheckboxes, admin.ModelAdmin):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(AppList):
     list_display = ("thread", "input_tokens", "output_tokens", "cache_read_tokens", "updated_at")
     list_select_related = ("thread",)
     readonly_fields = (
@@ -247,7 +248,7 @@ class SessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(ListCheckboxes, admin.ModelAdmin):
+class RunAdmin(ListCheckboxes, AppList):
     change_form_template = "admin/threads/run/change_form.html"
     list_display = (
         "agui_run_id",
@@ -325,7 +326,7 @@ class RunAdmin(ListCheckboxes, admin.ModelAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):
+class ApprovalAdmin(AppList):
     """The queue of approvals: pending ones first; approve or deny from the list."""
 
     list_display = (
@@ -408,7 +409,7 @@ class ApprovalAdmin(admin.ModelAdmin):
 
 
 @admin.register(SubAgentTask)
-class SubAgentTaskAdmin(admin.ModelAdmin):
+class SubAgentTaskAdmin(AppList):
     """The record of delegated work; it is written by the runs only, so the admin just reads it."""
 
     list_display = (
@@ -474,7 +475,7 @@ class SubAgentTaskAdmin(admin.ModelAdmin):
 
 
 @admin.register(QueuedMessage)
-class QueuedMessageAdmin(admin.ModelAdmin):
+class QueuedMessageAdmin(AppList):
     """Messages sent while a run was in flight: where each went (read into that run, or the run it
     started), for an operator asking why a message got its answer where it did. Read-only."""
 
