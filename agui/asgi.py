@@ -48,11 +48,13 @@ class AcyclicHandler(ASGIHandler):
 
     Django ends the task group that listens for the client's disconnect by raising an exception
     once the response has gone out. The exception's traceback holds the handler's frame, with the
-    request and the response (an admin page's context and its hundred rows), and the task group's
+    request and the response (an admin page's context and its rows with it), and the task group's
     exit holds the exception: a cycle, which only the cyclic collector frees. With 500 replies
-    streaming, the operators' requests left about 1,100 such objects each (the thread list) and 650
-    (/api/threads/), the collector's young passes came every few seconds, and each stopped the
-    event loop for 30 to 80 ms (bench/stream.py --operators, gc callbacks; issue #27 item 5).
+    streaming, the collector's young passes came every few seconds and each stopped the event loop
+    for 30 to 80 ms, freeing 28,000 to 46,000 objects that the operators' requests had left
+    (bench/stream.py --operators, gc callbacks; issue #27 item 5). /agui/info left 52 a request
+    here; the admin's and the API's pages left their rows in cycles of their own too (threads/admin/
+    rows.py AppList, threads/api_query.py ListView).
 
     Here the listener is a task of its own that cancels the request's work when the client goes
     away; the work cancels the listener when it is done. Nothing is raised on the way out."""

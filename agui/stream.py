@@ -171,10 +171,9 @@ class LiveFrames:
     heartbeat after ``heartbeat`` seconds of silence. Iterated, they are ``RunStream.subscribe``'s;
     the AG-UI handler has them written by ``send_to`` instead (agui/asgi.py).
 
-    Once sent they hold nothing of the run: the response that carries them can outlive the request
-    in a reference cycle (Django's handler ends the request's task group by raising an exception,
-    whose traceback holds the handler's frame), and the run's frames, 340 KiB for 2,000 tokens,
-    must not wait for the cyclic collector with it."""
+    Once sent they hold nothing of the run: a response can outlive its request in a reference cycle
+    (Django's own handler leaves one behind every request; agui/asgi.py AcyclicHandler does not),
+    and the run's frames, 340 KiB for 2,000 tokens, must not wait for the cyclic collector with it."""
 
     def __init__(self, stream: RunStream, after: int, heartbeat: float) -> None:
         self._stream: RunStream | None = stream
