@@ -111,6 +111,11 @@ class RunStream:
         for waiter in self._waiters:
             waiter.set()
 
+    def chunk(self, start: int, end: int) -> bytes:
+        """Frames ``start`` to ``end`` (list positions, ``end`` excluded) as one piece for the wire."""
+        frames = self.frames
+        return frames[start] if end == start + 1 else b"".join(frames[start:end])
+
     def follow(self, after: int, heartbeat: float) -> LiveFrames:
         """What an SSE response sends of this run: ``subscribe``'s frames, written by ``LiveFrames.send_to``
         as they are published rather than by a task woken for each."""
@@ -140,8 +145,7 @@ class RunStream:
             while True:
                 end = self.visible
                 if cursor < end:
-                    frames = self.frames
-                    chunk = frames[cursor] if end == cursor + 1 else b"".join(frames[cursor:end])
+                    chunk = self.chunk(cursor, end)
                     cursor = end
                     last_sent = loop.time()
                     yield chunk
@@ -246,8 +250,7 @@ class _Writer:
         end = stream.visible
         if self.task_writes or cursor >= end:
             return
-        frames = stream.frames
-        chunk = frames[cursor] if end == cursor + 1 else b"".join(frames[cursor:end])
+        chunk = stream.chunk(cursor, end)
         self.cursor = end
         sending = self.send({"type": "http.response.body", "body": chunk, "more_body": True}).__await__()
         try:
@@ -285,8 +288,7 @@ class _Writer:
                     self.last_sent = loop.time()
                 end = stream.visible
                 if self.cursor < end:
-                    frames = stream.frames
-                    chunk = frames[self.cursor] if end == self.cursor + 1 else b"".join(frames[self.cursor : end])
+                    chunk = stream.chunk(self.cursor, end)
                     self.cursor = end
                     await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
                     self.last_sent = loop.time()
