@@ -176,7 +176,7 @@ class LiveFrames:
     the AG-UI handler has them written by ``send_to`` instead (agui/asgi.py).
 
     Once sent they hold nothing of the run: a response can outlive its request in a reference cycle
-    (Django's own handler leaves one behind every request; agui/asgi.py AcyclicHandler does not),
+    (Django's own handler leaves one behind every request; agui/acyclic.py AcyclicHandler does not),
     and the run's frames, 340 KiB for 2,000 tokens, must not wait for the cyclic collector with it."""
 
     def __init__(self, stream: RunStream, after: int, heartbeat: float) -> None:

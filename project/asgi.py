@@ -22,7 +22,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 
-from agui.asgi import AcyclicHandler, AguiHandler
+from agui.acyclic import AcyclicHandler
+from agui.asgi import AguiHandler
 from agui.body import GatedReceive, closing_send, declares_over, read_capped
 from project.bodygate import admitted_receive
 from project.fdlimit import raise_open_file_limit
@@ -46,7 +47,7 @@ class StandardHandler(AcyclicHandler):
     crossing, besides Django's request_started and close (bench/stream.py --operators). Letting the
     thread have the GIL meanwhile, as the database thread has it (threads/dbthread.py
     sharing_the_gil), made no difference there, so it does not. Django's ``handle`` is replaced by
-    AcyclicHandler's, which leaves no reference cycle behind the request (agui/asgi.py)."""
+    AcyclicHandler's, which leaves no reference cycle behind the request (agui/acyclic.py)."""
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)

@@ -222,7 +222,7 @@ asyncio.run(main())
 
 def test_the_operators_requests_leave_their_rows_to_no_reference_cycle(tmp_path):
     left = script_report(CYCLES_SCRIPT, _env(tmp_path))
-    # The AG-UI handler ends a request without raising (agui/asgi.py AcyclicHandler): nothing at all.
+    # The AG-UI handler ends a request without raising (agui/acyclic.py AcyclicHandler): nothing at all.
     assert left["agui-info"] == {"objects": 0, "rows": 0}
     # The admin's template context and DRF's serializers are cycles of their own, but no longer hold
     # the page's rows (threads/admin/rows.py AppList, threads/api_query.py ListView).
