@@ -10,7 +10,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any
 
 import django
 
@@ -20,6 +21,8 @@ django.setup(set_prefix=False)
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core import signals
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponseBase
 
 from agui.acyclic import AcyclicHandler
@@ -44,16 +47,42 @@ class StandardHandler(AcyclicHandler):
     the view, about twenty crossings for an admin page; while the loop streams hundreds of replies,
     each crossing waits for the loop and for the GIL, and the admin's pages waited seconds (issue
     #27, item 5). Here the chain is built sync and called whole on the request's thread: one
-    crossing, besides Django's request_started and close (bench/stream.py --operators). Letting the
-    thread have the GIL meanwhile, as the database thread has it (threads/dbthread.py
-    sharing_the_gil), made no difference there, so it does not. Django's ``handle`` is replaced by
-    AcyclicHandler's, which leaves no reference cycle behind the request (agui/acyclic.py)."""
+    crossing, request_started's receivers included, besides Django's close once the response is
+    sent (bench/stream.py --operators). Letting the thread have the GIL meanwhile, as the database
+    thread has it (threads/dbthread.py sharing_the_gil), made no difference there, so it does not.
+    Django's ``handle`` is replaced by AcyclicHandler's, which leaves no reference cycle behind the
+    request (agui/acyclic.py)."""
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
 
+    async def request_started(self, scope: dict[str, Any]) -> None:
+        """Sent on the request's thread, as the crossing that runs the chain begins (``start_and_respond``).
+
+        Django sends it from the loop with ``asend``, a crossing of its own to the request's thread
+        and back before the view's. With 500 replies streaming, each way back to the loop waited
+        40 to 90 ms for the loop's turns (asgiref's future, its shield and the task's wake-up are a
+        turn each), and the API's list spent more time in that crossing than in its view (bench/
+        stream.py --operators, timed at each step; issue #27 item 5). Its receivers act on the
+        connections of the thread they run on, which is the same thread either way. A request that
+        Django refuses before there is one (``create_request``: a 400 or a 413) has it sent on the
+        loop, so that its receivers see it start as they see it finish."""
+
+    def create_request(
+        self, scope: Mapping[str, Any], body_file: IO[bytes]
+    ) -> tuple[ASGIRequest, None] | tuple[None, HttpResponseBase]:
+        created = super().create_request(scope, body_file)
+        if created[0] is None:
+            signals.request_started.send(sender=self.__class__, scope=scope)
+        return created
+
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        return await sync_to_async(self.start_and_respond, thread_sensitive=True)(request)
+
+    def start_and_respond(self, request: HttpRequest) -> HttpResponseBase:
+        assert isinstance(request, ASGIRequest)
+        signals.request_started.send(sender=self.__class__, scope=request.scope)
+        return self.get_response(request)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         admitted = await admitted_receive(scope, receive, send)

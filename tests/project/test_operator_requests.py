@@ -1,9 +1,10 @@
 """What keeps an operator's pages quick while replies stream (issue #27, item 5; bench/operators.py
 times them under load).
 
-The admin's and the API's requests cross from the event loop to their thread once for the view and
-its middleware (project/asgi.py StandardHandler), not once for each middleware's hook and again for
-the view: under load each crossing waits for the busy loop, and the admin's pages waited seconds.
+The admin's and the API's requests cross from the event loop to their thread once for the view, its
+middleware and Django's request_started (project/asgi.py StandardHandler), not once for each
+middleware's hook, again for the view and before both for the signal: under load each crossing
+waits for the busy loop, and the admin's pages waited seconds.
 The requests go through the real application (project.asgi.application) on an event loop that counts
 what other threads hand back to it, and the request's thread is an executor of the test's own.
 """
@@ -23,8 +24,8 @@ from rest_framework.authtoken.models import Token
 
 from threads.models import Thread
 
-# Django's own request_started and close, and the view with its whole middleware chain.
-MOST_CROSSINGS = 3
+# The view with its whole middleware chain and request_started, and Django's close once it is sent.
+MOST_CROSSINGS = 2
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -56,7 +57,11 @@ class CountingLoop(asyncio.SelectorEventLoop):
 
 
 async def _get(
-    path: str, headers: dict[str, str], executor: CountingExecutor, first_byte: list[int] | None = None
+    path: str,
+    headers: dict[str, str],
+    executor: CountingExecutor,
+    first_byte: list[int] | None = None,
+    query_string: bytes = b"",
 ) -> tuple[int, bytes]:
     """The response's status and body; ``first_byte`` gets the loop's returns when its first byte was sent."""
     from project.asgi import application
@@ -69,7 +74,7 @@ async def _get(
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
-        "query_string": b"",
+        "query_string": query_string,
         "root_path": "",
         "headers": [(b"host", b"127.0.0.1")] + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
         "client": ("127.0.0.1", 40000),
@@ -127,7 +132,8 @@ def test_a_request_of_the_standard_stack_crosses_to_its_thread_once(superuser, s
             loops.append(CountingLoop())
             return loops[0]
 
-        status, body = asyncio.run(_get(path, headers, executor), loop_factory=loop_factory)
+        first_byte: list[int] = []
+        status, body = asyncio.run(_get(path, headers, executor, first_byte), loop_factory=loop_factory)
     finally:
         executor.shutdown()
     assert status == 200, body[:300]
@@ -135,6 +141,55 @@ def test_a_request_of_the_standard_stack_crosses_to_its_thread_once(superuser, s
     # Django's async chain went back to the loop for every middleware's hook and for the view: 17 times.
     assert loops[0].returns <= MOST_CROSSINGS, f"{loops[0].returns} returns from the request's thread to the loop"
     assert executor.calls <= MOST_CROSSINGS and len(executor.threads) == 1
+    # One return before the response starts: the view's. request_started's asend was one more.
+    assert first_byte == [1], f"{first_byte[0]} returns from the request's thread before the first byte"
+
+
+@pytest.fixture
+def signalled() -> Any:
+    """Where Django's request signals reached their receivers: (signal, thread) in order."""
+    from django.core import signals
+
+    heard: list[tuple[str, int]] = []
+
+    def started(**kwargs: Any) -> None:
+        heard.append(("started", threading.get_ident()))
+
+    def finished(**kwargs: Any) -> None:
+        heard.append(("finished", threading.get_ident()))
+
+    signals.request_started.connect(started, dispatch_uid="test-started")
+    signals.request_finished.connect(finished, dispatch_uid="test-finished")
+    yield heard
+    signals.request_started.disconnect(dispatch_uid="test-started")
+    signals.request_finished.disconnect(dispatch_uid="test-finished")
+
+
+def test_request_started_reaches_its_receivers_on_the_requests_thread(superuser, shown_thread, signalled):
+    """Django's close_old_connections acts on the connections of the thread it runs on: sent from
+    the view's crossing, it must still run on the request's thread, before the view."""
+    headers = {"Authorization": f"Token {Token.objects.create(user=superuser).key}"}
+    executor = CountingExecutor()
+    try:
+        status, body = asyncio.run(_get("/api/threads/", headers, executor))
+    finally:
+        executor.shutdown()
+    assert status == 200, body[:300]
+    (request_thread,) = executor.threads
+    assert signalled == [("started", request_thread), ("finished", request_thread)]
+
+
+def test_a_request_django_refuses_before_its_view_is_still_started_and_finished(transactional_db, signalled):
+    """A query string that is not UTF-8 makes Django's create_request answer 400 with no request
+    and no view: request_started is then sent on the loop, so that its receivers see the request
+    begin as they see it end."""
+    executor = CountingExecutor()
+    try:
+        status, _ = asyncio.run(_get("/api/threads/", {}, executor, query_string=b"q=\xff"))
+    finally:
+        executor.shutdown()
+    assert status == 400
+    assert [name for name, _ in signalled] == ["started", "finished"]
 
 
 def test_an_agui_request_does_not_cross_to_a_thread_before_its_first_byte(coder):
