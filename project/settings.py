@@ -331,6 +331,26 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
         }
     )
+# On PostgreSQL each process keeps its connections in a pool (psycopg_pool, through Django's own
+# support). Each admin or API request runs on a thread of its own, and without a pool it opened a
+# connection (a server process forked for it) and closed it again: 10 ms of the admin's list and of
+# the API's. Django's persistent connections do not fit ASGI, where a connection left on a
+# finished request's thread is never used again. A connection is checked before it is lent (one
+# round trip), so one that the server dropped (a restart, an idle timeout) is replaced rather than
+# failing a request. The database thread (threads/dbthread.py) keeps one of them for good.
+DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 20, minimum=0, maximum=10_000)
+if DATABASE_POOL_SIZE == 1:
+    raise ImproperlyConfigured(
+        "DATABASE_POOL_SIZE must be 0 (no pool) or at least 2: the database thread keeps one connection"
+    )
+DATABASE_POOL_TIMEOUT_SECONDS = env_float("DATABASE_POOL_TIMEOUT_SECONDS", 30.0, minimum=0.1, maximum=3600.0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_SIZE:
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": DATABASE_POOL_SIZE,
+        "timeout": DATABASE_POOL_TIMEOUT_SECONDS,
+    }
 
 if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}

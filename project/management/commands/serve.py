@@ -11,6 +11,7 @@ from typing import Any
 import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS, connections
 from uvicorn.supervisors import Multiprocess
 
 from agents.confinement import bash_choice, startup_warnings
@@ -125,10 +126,23 @@ class Command(BaseCommand):
         sockets = [_bind(host, port)] + ([_bind(host, agui_port)] if agui_port else [])
         server = uvicorn.Server(config)
         if workers > 1:
-            # uvicorn's own supervisor: each worker process serves the same sockets.
+            # uvicorn's own supervisor: each worker process serves the same sockets. It serves no
+            # request itself, so it lets go of the connections it read the agents with.
+            _close_database_pool()
             Multiprocess(config, sockets=sockets).run()
         else:
             server.run(sockets=sockets)
+
+
+def _close_database_pool() -> None:
+    """Closes this process's connections, and on PostgreSQL its pool (settings.DATABASE_POOL_SIZE)."""
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    wrapper.close()
+    if wrapper.vendor == "postgresql":
+        from django.db.backends.postgresql.base import DatabaseWrapper
+
+        assert isinstance(wrapper, DatabaseWrapper)
+        wrapper.close_pool()
 
 
 def _connections_line(file_limit: int) -> str:
