@@ -25,8 +25,9 @@ class Refreshed[T]:
     than ``ttl`` starts a re-read meanwhile, for the next caller. A process under steady load thus sees
     a change made elsewhere (another process's admin edit, which sends it no signal) about ``ttl`` after
     it was read, and never more than ``2 * ttl``. A value older than that (nobody asked for a while),
-    none yet, or one dropped by ``forget`` (a change in this process) is waited for. One read at a
-    time: every caller that waits meanwhile waits for the same one."""
+    none yet, or one dropped by ``forget`` (a change in this process) is waited for; ``keep_fresh``
+    keeps it from growing that old. One read at a time: every caller that waits meanwhile waits for
+    the same one."""
 
     def __init__(
         self,
@@ -64,6 +65,23 @@ class Refreshed[T]:
             self._read()
             return self._value  # type: ignore[return-value]
         return await self.read_again()
+
+    async def keep_fresh(self) -> None:
+        """Reads the value again whenever it is ``ttl`` old, until cancelled: the server runs this
+        for the values every request needs (project/asgi.py's lifespan), so that no caller waits
+        for a read after a quiet spell. Without it, the first request after more than ``2 * ttl``
+        with no caller waited for a read on the database thread, behind the runs' event logs: 160 ms
+        with 500 replies streaming, the p99 of /agui/info (bench/stream.py --operators, issue #27
+        item 5). A failed read is logged (``_log_failure``) and tried again ``ttl`` later."""
+        while True:
+            due = self._read_at + self.ttl - self._clock()
+            if due > 0:
+                await asyncio.sleep(due)
+                continue
+            try:
+                await asyncio.shield(self._read())
+            except Exception:
+                await asyncio.sleep(self.ttl)
 
     async def read_again(self) -> T:
         """Waits for a read: the one in flight, or a new one."""

@@ -64,6 +64,15 @@ class EnabledAgents:
         agents, _names = await self._set.current()
         return agents
 
+    async def keep_fresh(self) -> None:
+        await self._set.keep_fresh()
+
+    @property
+    def as_last_read(self) -> frozenset[str] | None:
+        """The names as last read, asking for no read (None before the first)."""
+        held = self._set.value
+        return held[1] if held is not None else None
+
 
 async def _enabled_agents() -> tuple[list[Agent], frozenset[str]]:
     agents = await on_db_thread(selectors.agents_enabled)

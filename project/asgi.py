@@ -7,6 +7,7 @@ so a browser origin allowed to reach AG-UI cannot reach the admin or the API.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -106,18 +107,25 @@ tune_switch_interval()
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
-    from agents.mcp.pool import mcp_servers_ready, stop_mcp_servers
+    from agents.mcp.pool import CONFIGURED_SERVERS, mcp_servers_ready, stop_mcp_servers
     from agui.runs import background_surface
+    from agui.views import ENABLED_AGENTS
     from runhost.host import HOST
 
+    kept: list[asyncio.Task[None]] = []
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             HOST.start_sweeper(background_surface)
             # MCP servers start before the first request, so the first run does not wait for them.
             await mcp_servers_ready()
+            # What every request reads is read again as it ages, not when a request finds it old.
+            loop = asyncio.get_running_loop()
+            kept = [loop.create_task(ENABLED_AGENTS.keep_fresh()), loop.create_task(CONFIGURED_SERVERS.keep_fresh())]
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            for task in kept:
+                task.cancel()
             # Runs in flight get a grace period to finish and record themselves;
             # what is still running after it is cancelled and marked so.
             await HOST.shutdown(grace=settings.SHUTDOWN_GRACE_SECONDS)

@@ -228,6 +228,9 @@ class ConfiguredServers:
         servers, _stamp = await self._read.current()
         return servers
 
+    async def keep_fresh(self) -> None:
+        await self._read.keep_fresh()
+
 
 CONFIGURED_SERVERS = ConfiguredServers()
 post_save.connect(CONFIGURED_SERVERS.forget, sender=McpServerEntry, dispatch_uid="mcp-configured-servers-saved")

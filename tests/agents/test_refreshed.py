@@ -127,3 +127,50 @@ async def test_a_caller_that_must_wait_gets_the_error_of_its_read() -> None:
         await kept.current()
     source.fail = False
     assert await kept.current() == "first"
+
+
+async def test_kept_fresh_the_value_is_read_again_as_it_ages_with_no_caller() -> None:
+    source = Source()
+    kept = Refreshed(source.read, ttl=0.05, name="the test value")
+    keeper = asyncio.create_task(kept.keep_fresh())
+    try:
+        await asyncio.sleep(0.02)
+        assert kept.value == "first"  # the keeper's first read: there was none yet
+        source.value = "second"  # changed where no signal reaches (another process's admin)
+        await asyncio.sleep(0.4)
+        assert kept.value == "second"
+        assert 3 <= source.reads <= 12  # about one read a TTL, not a busy loop
+    finally:
+        keeper.cancel()
+
+
+async def test_kept_fresh_a_caller_after_a_quiet_spell_does_not_wait_for_a_read() -> None:
+    """Without the keeper, a value older than twice the TTL is waited for (the test above it)."""
+    source = Source()
+    kept = Refreshed(source.read, ttl=0.5, name="the test value")
+    assert await kept.current() == "first"
+    keeper = asyncio.create_task(kept.keep_fresh())
+    try:
+        await asyncio.sleep(1.6)  # past twice the TTL with no caller
+        source.gate.clear()  # a read now could not finish
+        assert await asyncio.wait_for(kept.current(), timeout=0.2) == "first"
+    finally:
+        keeper.cancel()
+        source.gate.set()
+
+
+async def test_kept_fresh_a_failed_read_is_tried_again_a_ttl_later(caplog) -> None:
+    source = Source()
+    source.fail = True
+    kept = Refreshed(source.read, ttl=0.05, name="the test value")
+    with caplog.at_level(logging.ERROR, logger="agents.refreshed"):
+        keeper = asyncio.create_task(kept.keep_fresh())
+        try:
+            await asyncio.sleep(0.3)
+            assert 2 <= source.reads <= 12  # tried again, not in a busy loop
+            source.fail = False
+            await asyncio.sleep(0.2)
+            assert kept.value == "first"
+        finally:
+            keeper.cancel()
+    assert "could not read the test value again" in caplog.text
