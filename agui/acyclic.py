@@ -55,6 +55,10 @@ class AcyclicHandler(ASGIHandler):
             else:
                 await sync_to_async(response.close)()
 
+    async def response_for(self, request: HttpRequest, send: Any) -> HttpResponseBase:
+        """The view's response, to be sent next (``send_response``); ``send`` is where it goes."""
+        return await self.run_get_response(request)
+
     async def _respond(self, request: HttpRequest, receive: Any, send: Any) -> HttpResponseBase | None:
         """The response, once sent (or as far as it went before the client went away); None when the
         client went away before there was one."""
@@ -73,7 +77,7 @@ class AcyclicHandler(ASGIHandler):
         listener.add_done_callback(heard)
         response = None
         try:
-            response = await self.run_get_response(request)
+            response = await self.response_for(request, send)
             await self.send_response(response, send)
         except asyncio.CancelledError:
             if not gone or work.uncancel():

@@ -12,6 +12,7 @@ what other threads hand back to it, and the request's thread is an executor of t
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -26,6 +27,8 @@ from threads.models import Thread
 
 # The view with its whole middleware chain and request_started, and Django's close once it is sent.
 MOST_CROSSINGS = 2
+# The view's response handed over as it returns, the end of the view's crossing, and the close's.
+MOST_RETURNS = 3
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -47,13 +50,24 @@ class CountingExecutor(ThreadPoolExecutor):
 
 
 class CountingLoop(asyncio.SelectorEventLoop):
-    """Counts the calls other threads hand back to the loop: each is one return from a thread."""
+    """Counts the calls other threads hand back to the loop (each is one return from a thread) and
+    its turns (under load each lasts as long as the work that was ready, 10 to 30 ms)."""
 
-    returns = 0
+    def __init__(self) -> None:
+        super().__init__()
+        self.returns = 0
+        self.turn = 0
+        self.returned_in: list[int] = []  # the turn each return arrived in
+        self.first_byte_in: int | None = None
 
     def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> asyncio.Handle:
         self.returns += 1
+        self.returned_in.append(self.turn)
         return super().call_soon_threadsafe(callback, *args, context=context)
+
+    def _run_once(self) -> None:
+        self.turn += 1
+        super()._run_once()  # type: ignore[misc]
 
 
 async def _get(
@@ -62,8 +76,10 @@ async def _get(
     executor: CountingExecutor,
     first_byte: list[int] | None = None,
     query_string: bytes = b"",
-) -> tuple[int, bytes]:
-    """The response's status and body; ``first_byte`` gets the loop's returns when its first byte was sent."""
+    gone_at_once: bool = False,
+) -> tuple[int | None, bytes]:
+    """The response's status (None if none was sent) and body; ``first_byte`` gets the loop's returns
+    when its first byte was sent. ``gone_at_once``: the client disconnects right after its request."""
     from project.asgi import application
 
     scope = {
@@ -90,19 +106,23 @@ async def _get(
         if not asked:
             asked = True
             return {"type": "http.request", "body": b"", "more_body": False}
-        await done.wait()
+        if not gone_at_once:
+            await done.wait()
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            first_byte.append(getattr(asyncio.get_running_loop(), "returns", -1))
+            loop = asyncio.get_running_loop()
+            first_byte.append(getattr(loop, "returns", -1))
+            if isinstance(loop, CountingLoop):
+                loop.first_byte_in = loop.turn
         sent.append(message)
         if message["type"] == "http.response.body" and not message.get("more_body"):
             done.set()
 
     async with ThreadSensitiveContext(executor=executor):
         await application(scope, receive, send)
-    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    status = next((m["status"] for m in sent if m["type"] == "http.response.start"), None)
     return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
@@ -138,11 +158,15 @@ def test_a_request_of_the_standard_stack_crosses_to_its_thread_once(superuser, s
         executor.shutdown()
     assert status == 200, body[:300]
     assert b"t-hops" in body or b"a thread the lists show" in body
-    # Django's async chain went back to the loop for every middleware's hook and for the view: 17 times.
-    assert loops[0].returns <= MOST_CROSSINGS, f"{loops[0].returns} returns from the request's thread to the loop"
+    # Django's async chain went to the thread and back for every middleware's hook and for the view:
+    # 17 times; and request_started's asend once more.
     assert executor.calls <= MOST_CROSSINGS and len(executor.threads) == 1
-    # One return before the response starts: the view's. request_started's asend was one more.
-    assert first_byte == [1], f"{first_byte[0]} returns from the request's thread before the first byte"
+    loop = loops[0]
+    assert loop.returns <= MOST_RETURNS, f"{loop.returns} returns from the request's thread to the loop"
+    # The response starts in the turn its hand-over arrives in, or the next: not three turns later,
+    # when asgiref's crossing has come back (its future, its shield, the task's wake-up).
+    assert loop.first_byte_in is not None and loop.returned_in
+    assert loop.first_byte_in - loop.returned_in[0] <= 1, (loop.returned_in, loop.first_byte_in)
 
 
 @pytest.fixture
@@ -229,3 +253,25 @@ def test_the_lists_checkbox_is_the_one_django_renders(coder, title):
     for model_admin, obj in ((admin.site._registry[Thread], thread), (admin.site._registry[Run], run)):
         assert isinstance(model_admin, ThreadAdmin | RunAdmin)
         assert model_admin.action_checkbox(obj) == admin.ModelAdmin.action_checkbox(model_admin, obj)
+
+
+def test_a_client_gone_while_the_view_runs_leaves_no_send_behind(superuser, shown_thread, signalled, caplog):
+    """The response is handed to the loop as the view returns (StandardHandler.response_for); when
+    the client went away meanwhile, the request is cancelled and that send with it, and the request
+    still ends as Django ends one: request_finished after request_started."""
+    headers = {"Authorization": f"Token {Token.objects.create(user=superuser).key}"}
+    executor = CountingExecutor()
+
+    async def gone() -> set[asyncio.Task[Any]]:
+        await _get("/api/threads/", headers, executor, gone_at_once=True)
+        await asyncio.sleep(0.05)  # a send begun for it would still be running, or have failed
+        return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+    try:
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            left = asyncio.run(gone())
+    finally:
+        executor.shutdown()
+    assert left == set()
+    assert not caplog.records, [record.getMessage() for record in caplog.records]
+    assert [name for name, _ in signalled] == ["started", "finished"]
