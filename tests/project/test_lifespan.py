@@ -45,6 +45,7 @@ def _disable_coder() -> None:
 def test_the_enabled_agents_are_read_again_with_no_request_asking(coder):
     """Another process's admin disables an agent (no signal reaches this one): this process finds
     out within its re-read, with no request coming, so the next request does not wait for a read."""
+    from agents.mcp.pool import CONFIGURED_SERVERS
     from agui.views import ENABLED_AGENTS
 
     async def during() -> None:
@@ -57,4 +58,9 @@ def test_the_enabled_agents_are_read_again_with_no_request_asking(coder):
             assert time.monotonic() < deadline, "the change was not read again without a request"
             await asyncio.sleep(0.05)
 
-    asyncio.run(_lifespan(during))
+    try:
+        asyncio.run(_lifespan(during))
+    finally:
+        # What the keepers read belongs to this test's database.
+        ENABLED_AGENTS.forget()
+        CONFIGURED_SERVERS.forget()
