@@ -4,6 +4,7 @@ connection that PostgreSQL dropped is replaced, not handed to a request."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.procs import ServerProcess
+from tests.procs import ServerProcess, _descendants
 
 PG_ADMIN = "postgresql://127.0.0.1:5432/postgres"
 
@@ -113,3 +114,41 @@ def test_a_pool_of_one_is_refused_naming_the_setting(tmp_path: Path) -> None:
     result = proc.manage("check")
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and "DATABASE_POOL_SIZE" in result.stderr
+
+
+def _postgres_connections(pid: int) -> int:
+    """The TCP connections to port 5432 that process ``pid`` holds open (Linux's /proc)."""
+    sockets = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:[") : -1])
+    held = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port, state, inode = fields[2].rsplit(":", 1)[1], fields[3], fields[9]
+            held += inode in sockets and remote_port == "1538" and state == "01"  # 5432, ESTABLISHED
+    return held
+
+
+@pytest.mark.services
+def test_the_supervisor_of_several_workers_keeps_no_connection(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """``serve --workers 2`` reads the agents for its banner, then only supervises: the pool it read
+    them with (two connections kept open) would stay open, unused, for the server's life."""
+    env = {"DATABASE_URL": request.getfixturevalue("postgres_url"), "REDIS_URL": request.getfixturevalue("redis_url")}
+    for name in ("data", "ws"):
+        (tmp_path / name).mkdir()
+    proc = ServerProcess(data_dir=tmp_path / "data", workspace=tmp_path / "ws", env=env, serve_args=("--workers", "2"))
+    proc.start()
+    try:
+        assert proc.proc is not None
+        time.sleep(2)  # a pool opens its connections in the background
+        workers = _descendants(proc.proc.pid)
+        assert workers and sum(_postgres_connections(pid) for pid in workers) >= 1  # what the count can see
+        assert _postgres_connections(proc.proc.pid) == 0
+    finally:
+        proc.kill()
