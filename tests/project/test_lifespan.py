@@ -1,66 +1,59 @@
-"""What the server's lifespan (project/asgi.py) keeps running besides the requests."""
+"""What the server's lifespan (project/asgi.py) keeps running besides the requests. The lifespan
+starts and stops the process's run host, so it runs in a process of its own (tests/procs.py
+script_report), not in the suite's."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from typing import Any
+from tests.asgi_scripts import _env
+from tests.procs import script_report
+
+# Starts the lifespan, lets another "process" disable the agent (a row changed, no signal sent),
+# and reports whether this process's set of enabled agents lost it with no request asking.
+KEPT_FRESH_SCRIPT = """
+import asyncio, json, time
+
+from project.asgi import application  # sets Django up
 
 from django.db import connection
 
 from agents.models import Agent
+from agui.views import ENABLED_AGENTS
 
-
-async def _lifespan(during: Any) -> None:
-    """Runs the application's lifespan: startup, ``during()``, shutdown."""
-    from project.asgi import application
-
-    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    sent: list[str] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message["type"])
-
-    life = asyncio.create_task(application({"type": "lifespan"}, inbox.get, send))
-    await inbox.put({"type": "lifespan.startup"})
-    while "lifespan.startup.complete" not in sent:
-        assert not life.done(), life.exception()
-        await asyncio.sleep(0.01)
-    try:
-        await during()
-    finally:
-        await inbox.put({"type": "lifespan.shutdown"})
-        await asyncio.wait_for(life, 30)
-    assert sent[-1] == "lifespan.shutdown.complete"
-
-
-def _disable_coder() -> None:
-    """What another process's admin does, seen from here: a row changed, no signal sent."""
+def disable_coder():
     try:
         Agent.objects.filter(name="coder").update(enabled=False)
     finally:
         connection.close()
 
+async def main():
+    await asyncio.to_thread(lambda: (Agent.objects.get_or_create(name="coder"), connection.close()))
+    inbox, sent = asyncio.Queue(), []
+    async def send(message):
+        sent.append(message["type"])
+    life = asyncio.create_task(application({"type": "lifespan"}, inbox.get, send))
+    await inbox.put({"type": "lifespan.startup"})
+    while "lifespan.startup.complete" not in sent:
+        await asyncio.sleep(0.01)
+    report = {"read": False, "dropped": False}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "coder" not in (ENABLED_AGENTS.as_last_read or ()):
+        await asyncio.sleep(0.05)
+    report["read"] = "coder" in (ENABLED_AGENTS.as_last_read or ())
+    await asyncio.to_thread(disable_coder)
+    while time.monotonic() < deadline and "coder" in (ENABLED_AGENTS.as_last_read or ()):
+        await asyncio.sleep(0.05)
+    report["dropped"] = "coder" not in (ENABLED_AGENTS.as_last_read or ())
+    await inbox.put({"type": "lifespan.shutdown"})
+    await asyncio.wait_for(life, 30)
+    report["shut down"] = sent[-1] == "lifespan.shutdown.complete"
+    print(json.dumps(report))
 
-def test_the_enabled_agents_are_read_again_with_no_request_asking(coder):
+asyncio.run(main())
+"""
+
+
+def test_the_enabled_agents_are_read_again_with_no_request_asking(tmp_path):
     """Another process's admin disables an agent (no signal reaches this one): this process finds
     out within its re-read, with no request coming, so the next request does not wait for a read."""
-    from agents.mcp.pool import CONFIGURED_SERVERS
-    from agui.views import ENABLED_AGENTS
-
-    async def during() -> None:
-        deadline = time.monotonic() + 10
-        while ENABLED_AGENTS.as_last_read is None or "coder" not in ENABLED_AGENTS.as_last_read:
-            assert time.monotonic() < deadline, "the agents were never read"
-            await asyncio.sleep(0.05)
-        await asyncio.to_thread(_disable_coder)
-        while "coder" in (ENABLED_AGENTS.as_last_read or ()):
-            assert time.monotonic() < deadline, "the change was not read again without a request"
-            await asyncio.sleep(0.05)
-
-    try:
-        asyncio.run(_lifespan(during))
-    finally:
-        # What the keepers read belongs to this test's database.
-        ENABLED_AGENTS.forget()
-        CONFIGURED_SERVERS.forget()
+    report = script_report(KEPT_FRESH_SCRIPT, _env(tmp_path))
+    assert report == {"read": True, "dropped": True, "shut down": True}
