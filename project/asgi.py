@@ -179,26 +179,43 @@ tune_gc()
 tune_switch_interval()
 
 
-async def _lifespan(receive: Any, send: Any) -> None:
-    from agents.mcp.pool import CONFIGURED_SERVERS, mcp_servers_ready, stop_mcp_servers
-    from agui.runs import background_surface
+_KEPT_FRESH: list[asyncio.Task[None]] = []
+
+
+def keep_fresh() -> None:
+    """What every request reads (the enabled agents, the MCP configuration) is read again as it
+    ages, not when a request finds it old (agents/refreshed.py ``keep_fresh``); the lifespan starts
+    this on the server's loop."""
+    from agents.mcp.pool import CONFIGURED_SERVERS
     from agui.views import ENABLED_AGENTS
+
+    loop = asyncio.get_running_loop()
+    _KEPT_FRESH[:] = [loop.create_task(ENABLED_AGENTS.keep_fresh()), loop.create_task(CONFIGURED_SERVERS.keep_fresh())]
+
+
+def stop_keeping_fresh() -> None:
+    """Stops ``keep_fresh``'s reads (at shutdown, and in the tests' in-process server, whose tests
+    each have a database of their own)."""
+    for task in _KEPT_FRESH:
+        task.cancel()
+    _KEPT_FRESH.clear()
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    from agents.mcp.pool import mcp_servers_ready, stop_mcp_servers
+    from agui.runs import background_surface
     from runhost.host import HOST
 
-    kept: list[asyncio.Task[None]] = []
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             HOST.start_sweeper(background_surface)
             # MCP servers start before the first request, so the first run does not wait for them.
             await mcp_servers_ready()
-            # What every request reads is read again as it ages, not when a request finds it old.
-            loop = asyncio.get_running_loop()
-            kept = [loop.create_task(ENABLED_AGENTS.keep_fresh()), loop.create_task(CONFIGURED_SERVERS.keep_fresh())]
+            keep_fresh()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            for task in kept:
-                task.cancel()
+            stop_keeping_fresh()
             # Runs in flight get a grace period to finish and record themselves;
             # what is still running after it is cancelled and marked so.
             await HOST.shutdown(grace=settings.SHUTDOWN_GRACE_SECONDS)

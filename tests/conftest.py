@@ -63,10 +63,14 @@ def live_server_thread() -> Iterator[LiveServer]:
             break
         threading.Event().wait(0.01)
     assert server.started, "the test server did not start"
+    from project.asgi import stop_keeping_fresh
     from runhost.host import HOST
 
     # The sweep of waiting runs reads the database: it runs only while a test has one (``server``).
     asyncio.run_coroutine_threadsafe(_call(HOST.stop_sweeper), loops[0]).result(10)
+    # So do the lifespan's re-reads of the agents and the MCP configuration, every 2 seconds, into
+    # the process-wide caches that tests of their own set up and time (they are read on demand).
+    asyncio.run_coroutine_threadsafe(_call(stop_keeping_fresh), loops[0]).result(10)
     yield LiveServer(url=f"http://127.0.0.1:{port}", loop=loops[0])
     server.should_exit = True
     thread.join(10)
