@@ -11,6 +11,11 @@
 - A request must arrive whole (headers and body) within ``SERVER_REQUEST_TIMEOUT_SECONDS`` of its
   first byte (or of the connection's opening): uvicorn has no such limit of its own, so a client
   trickling its headers or its body a byte at a time (slowloris) held a connection for ever.
+- A request that arrived whole is answered from the read that brought it: its application starts
+  in ``on_message_complete``, eagerly, not in the event loop's next turn as uvicorn's would. Under
+  load a turn lasts tens of milliseconds, and /agui/info took no more than two of them (bench/
+  stream.py --operators; issue #27 item 5). A request whose body is still coming starts at the end
+  of its read, to read the body as it comes.
 - At start-up the soft open-file limit is raised to the hard one (which sets the default cap), and
   a limit too low for the connection cap is reported: past it, accept() fails and the server stops
   taking anyone.
@@ -19,6 +24,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ipaddress
 import logging
 import math
@@ -28,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from project.admission import admission
 from project.fdlimit import FILES_BESIDES_CONNECTIONS, raise_open_file_limit
@@ -115,6 +121,8 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     _deadline: asyncio.TimerHandle | None = None
     _client_key: str | None = None
     _over_client_cap = False
+    _reading = False  # within data_received: a request's application waits for the read to end
+    _unstarted: tuple[RequestResponseCycle, Any] | None = None
 
     def _arm(self) -> None:
         if self._deadline is None:
@@ -170,8 +178,38 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
             if _OPEN_PER_CLIENT[key] <= 0:
                 del _OPEN_PER_CLIENT[key]
 
+    def data_received(self, data: bytes) -> None:
+        self._reading = True
+        try:
+            super().data_received(data)
+        finally:
+            self._reading = False
+        # A request whose body goes on in later reads: its application starts now, as uvicorn's
+        # would have at its headers, to read the body as it comes.
+        self._start_unstarted(eagerly=False)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        if self._reading and self._unstarted is None:
+            self._unstarted = (cycle, app)  # on_message_complete or the end of the read starts it
+        else:
+            super()._start_asgi_task(cycle, app)
+
+    def _start_unstarted(self, *, eagerly: bool) -> None:
+        unstarted, self._unstarted = self._unstarted, None
+        if unstarted is None or self.transport.is_closing():
+            return  # nobody to answer: a request read after a response that closed the connection
+        cycle, app = unstarted
+        if not eagerly:
+            super()._start_asgi_task(cycle, app)
+            return
+        context = contextvars.Context() if self.config.reset_contextvars else None
+        task = asyncio.Task(cycle.run_asgi(app), loop=self.loop, context=context, eager_start=True)
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._unset_keepalive_if_required()  # a request read behind one answered in the same read
         admission().busy(self)
         self._arm()  # a kept-alive connection's next request: its clock starts at its first byte
 
@@ -184,6 +222,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._disarm()
+        self._start_unstarted(eagerly=True)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -203,6 +242,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._unstarted = None
         self._disarm()
         self._release_client()
         admission().leave(self)
