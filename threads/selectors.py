@@ -183,6 +183,9 @@ def _with_counts(threads: QuerySet[Thread]) -> QuerySet[Thread]:
     )
 
 
+THREAD_LIST_LEAVES_OUT = ("state", "agent__mcp_servers", "agent__system_prompt", "agent__description")
+
+
 def thread_list(
     *,
     user: AbstractBaseUser | AnonymousUser,
@@ -194,7 +197,8 @@ def thread_list(
 
     ``owner`` is a username or a user id; ``agent`` an agent's name.
     """
-    threads = _with_counts(threads_visible(user=user))
+    # Nor what a list does not show: a thread's state document can run to megabytes.
+    threads = _with_counts(threads_visible(user=user)).defer(*THREAD_LIST_LEAVES_OUT)
     if agent:
         threads = threads.filter(agent__name=agent)
     if owner:

@@ -9,7 +9,9 @@ import pytest
 from django.contrib import admin
 from django.contrib.admin.templatetags.admin_list import items_for_result
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.urls import resolve
 from django.utils import timezone
 
@@ -98,3 +100,36 @@ def test_the_thread_list_page_is_written_with_these_rows(rows, client):
         f'<th class="field-agui_thread_id"><a href="/admin/threads/thread/{thread.pk}/change/">'
         "t-1-&lt;b&gt;&quot;quoted&quot; &amp; &#x27;odd&#x27;&lt;/b&gt;</a></th>"
     ) in page
+
+
+LISTS_AND_WHAT_THEY_LEAVE_OUT = [
+    ("thread", ['"threads_thread"."state"', '"agents_agent"."mcp_servers"', '"agents_agent"."system_prompt"']),
+    ("session", ['"threads_session"."turns"', '"threads_thread"."state"']),
+    ("run", ['"threads_run"."checkpoint"', '"threads_run"."client_answers"', '"threads_thread"."state"']),
+]
+
+
+@pytest.mark.parametrize(("model", "left_out"), LISTS_AND_WHAT_THEY_LEAVE_OUT)
+def test_a_list_reads_no_document_it_does_not_show(rows, client, model, left_out):
+    """A thread's state, a session's turns and a run's checkpoint can each run to megabytes: a list
+    of 100 rows read them all to show none. Nor is any of them read afterwards, row by row."""
+    Thread.objects.update(state={"big": "x" * 100_000})
+    Session.objects.update(turns=[{"role": "user", "content": "y" * 100_000}])
+    Run.objects.update(checkpoint={"turns": "z" * 100_000})
+    client.force_login(User.objects.create_superuser("lean-op", "op@example.invalid", "pw"))
+    with CaptureQueriesContext(connection) as few:
+        assert client.get(f"/admin/threads/{model}/").status_code == 200
+    rows_read = [query["sql"] for query in few.captured_queries if f'FROM "threads_{model}"' in query["sql"]]
+    rows_read = [sql for sql in rows_read if not sql.startswith("SELECT COUNT(*)")]  # the rows, not their count
+    assert len(rows_read) == 1 and '"threads_thread"."agui_thread_id"' in rows_read[0]
+    for column in left_out:
+        assert column not in rows_read[0]
+    # Three times the rows, the same queries: nothing left out is read per row afterwards.
+    for extra in range(6):
+        thread = Thread.objects.create(agui_thread_id=f"more-{extra}", agent=Agent.objects.get(name="coder-rows"))
+        Session.objects.create(thread=thread)
+        Run.objects.create(thread=thread, agui_run_id=f"more-{extra}")
+    with CaptureQueriesContext(connection) as more:
+        page = client.get(f"/admin/threads/{model}/")
+    assert page.status_code == 200 and page.content.count(b'class="action-select"') >= 9
+    assert len(more.captured_queries) == len(few.captured_queries)

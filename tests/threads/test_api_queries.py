@@ -107,3 +107,16 @@ def test_a_list_costs_the_same_queries_for_few_rows_and_many(db, path, grow, who
     assert many == few, f"{path}: {few} queries for {size(small)} rows, {many} for {size(large)}"
     # The token, the count, the page, a prefetch or a parent row: never more.
     assert few <= 4
+
+
+def test_the_thread_list_reads_no_state_document(db):
+    """A thread's state can run to megabytes; a page of a hundred threads shows none of it."""
+    place = World(world.People.create())
+    place.threads(3)
+    with CaptureQueriesContext(connection) as queries:
+        response = place.people.staff.get("threads/", page_size=100)
+    assert response.status_code == 200 and response.json()["count"] == 4
+    rows = [query["sql"] for query in queries if '"threads_thread"."agui_thread_id"' in query["sql"]]
+    assert len(rows) == 1
+    for column in ('"threads_thread"."state"', '"agents_agent"."mcp_servers"', '"agents_agent"."system_prompt"'):
+        assert column not in rows[0]

@@ -23,7 +23,7 @@ from threads.admin.rows import AppList
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.locking import Contended
 from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
-from threads.selectors import workspace_info
+from threads.selectors import THREAD_LIST_LEAVES_OUT, workspace_info
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel
 from threads.services.workspaces import thread_delete
 from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator
@@ -116,6 +116,7 @@ class ThreadAdmin(ListCheckboxes, AppList):
     )
     list_filter = ("agent",)
     list_select_related = ("agent", "owner")
+    list_deferred = THREAD_LIST_LEAVES_OUT
     search_fields = ("agui_thread_id", "title")
     fields = (
         "agui_thread_id",
@@ -234,6 +235,7 @@ class ThreadAdmin(ListCheckboxes, AppList):
 class SessionAdmin(AppList):
     list_display = ("thread", "input_tokens", "output_tokens", "cache_read_tokens", "updated_at")
     list_select_related = ("thread",)
+    list_deferred = ("turns", "approved_always", "thread__state")
     readonly_fields = (
         "thread",
         "turns",
@@ -263,6 +265,7 @@ class RunAdmin(ListCheckboxes, AppList):
     )
     list_filter = ("status",)
     list_select_related = ("thread",)
+    list_deferred = ("checkpoint", "client_answers", "error", "thread__state")
     search_fields = ("agui_run_id", "thread__agui_thread_id")
     readonly_fields = ("timeline", *(f.name for f in Run._meta.fields))
     actions = ["cancel_runs"]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.templatetags.admin_list import ResultList, items_for_result
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
@@ -119,12 +120,16 @@ def _links(cl: ChangeList, name: str, first: bool) -> bool:
 
 def _cells(cl: ChangeList, columns: list[_Column], result: Any, context: dict[str, Any]) -> list[SafeString]:
     cells = []
+    grouped = settings.USE_THOUSAND_SEPARATOR
     for column in columns:
         classes = column.classes
         try:
             if column.method is not None:
                 value = column.method(result)
-                shown = display_for_value(value, column.empty, getattr(column.method, "boolean", False))
+                if type(value) is int and not grouped:
+                    shown = str(value)  # what display_for_value makes of it, without looking up three formats
+                else:
+                    shown = display_for_value(value, column.empty, getattr(column.method, "boolean", False))
                 if isinstance(value, (datetime.date, datetime.time)):
                     classes = [*classes, "nowrap"]
             else:
@@ -163,12 +168,27 @@ class AppList(admin.ModelAdmin):
     --operators, issue #27 item 5). Once the page is rendered, the ChangeList keeps no rows."""
 
     change_list_template = "admin/threads/change_list.html"
+    # Columns the list neither shows nor needs, of its model and of the models it selects with it:
+    # a thread's state document, a session's turns, a run's checkpoint, which can run to megabytes.
+    list_deferred: tuple[str, ...] = ()
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return _DeferringChangeList
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         response = super().changelist_view(request, extra_context)
         if isinstance(response, TemplateResponse):
             response.add_post_render_callback(_rows_let_go)
         return response
+
+
+class _DeferringChangeList(ChangeList):
+    """A ChangeList whose rows leave out the admin's ``list_deferred``."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> models.QuerySet[Any]:
+        queryset = super().get_queryset(request, exclude_parameters)
+        deferred = getattr(self.model_admin, "list_deferred", ())
+        return queryset.defer(*deferred) if deferred else queryset
 
 
 def _rows_let_go(response: TemplateResponse) -> None:
