@@ -81,9 +81,19 @@ class ListCheckboxes:
     time (100 rows), and the list is what an operator opens while replies stream."""
 
     def action_checkbox(self, obj: Any) -> SafeString:
-        return format_html(
-            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
-            helpers.ACTION_CHECKBOX_NAME,
-            str(obj.pk),
-            format_html(gettext("Select this object for an action - {}"), str(obj)),
-        )
+        return checkbox(obj, checkbox_label())
+
+
+def checkbox_label() -> str:
+    """The checkbox's label in the active language, ``{}`` standing for the row (threads/admin/rows.py
+    looks it up once a page)."""
+    return gettext("Select this object for an action - {}")
+
+
+def checkbox(obj: Any, label: str) -> SafeString:
+    return format_html(
+        '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+        helpers.ACTION_CHECKBOX_NAME,
+        str(obj.pk),
+        format_html(label, str(obj)),
+    )

@@ -19,6 +19,7 @@ leaves no rows behind it.
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +36,12 @@ from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch
+from django.utils import dateformat, timezone
+from django.utils.formats import get_format
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString
+
+from threads.admin.display import ListCheckboxes, checkbox, checkbox_label
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,6 +49,7 @@ class _Column:
     name: str
     field: models.Field[Any, Any] | None  # a model field of the row, or
     method: Callable[[Any], Any] | None  # a method of the admin, given the row
+    kind: str  # "checkbox" (ListCheckboxes), "datetime" (a DateTimeField shown as Django shows it), or ""
     classes: list[str]
     empty: str
     link: bool
@@ -57,9 +63,53 @@ def list_rows(cl: ChangeList) -> Iterator[ResultList]:
         for result in cl.result_list:
             yield ResultList(None, items_for_result(cl, result, None))
         return
-    context = {"preserved_filters": cl.preserved_filters, "opts": cl.opts}
+    page = _Page(
+        context={"preserved_filters": cl.preserved_filters, "opts": cl.opts},
+        grouped=settings.USE_THOUSAND_SEPARATOR,
+        datetime_format=get_format("DATETIME_FORMAT"),
+        checkbox_label=checkbox_label(),
+        change_url=_change_urls(cl),
+    )
     for result in cl.result_list:
-        yield ResultList(None, _cells(cl, columns, result, context))
+        yield ResultList(None, _cells(cl, columns, result, page))
+
+
+@dataclass(slots=True, frozen=True)
+class _Page:
+    """What every row of a page shares, looked up once: each was a lookup of the active language
+    or a reverse() for every row (issue #27 item 5)."""
+
+    context: dict[str, Any]  # for add_preserved_filters
+    grouped: bool  # USE_THOUSAND_SEPARATOR: integers are not written as str() makes them
+    datetime_format: str  # formats.localize's for a datetime, in the active language
+    checkbox_label: str
+    change_url: Callable[[Any], str]  # ChangeList.url_for_result
+
+
+# A pk whose place in the change URL's shape is filled with each row's.
+_SHAPE_PK = uuid.UUID("5e1f5e1f-0000-4000-8000-00000000face")
+
+
+def _change_urls(cl: ChangeList) -> Callable[[Any], str]:
+    """``cl.url_for_result``; for a model keyed by a UUID, which neither admin.utils.quote nor
+    reverse() changes, the URL is reversed once a page and each row's pk put in its place."""
+    if type(cl).url_for_result is not ChangeList.url_for_result or not isinstance(cl.model._meta.pk, models.UUIDField):
+        return cl.url_for_result
+    pk_attname = cl.pk_attname
+    before, found, after = cl.url_for_result(_Shape(pk_attname)).partition(str(_SHAPE_PK))
+    if not found:
+        return cl.url_for_result
+
+    def change_url(result: Any) -> str:
+        pk = getattr(result, pk_attname)
+        return f"{before}{pk}{after}" if type(pk) is uuid.UUID else cl.url_for_result(result)
+
+    return change_url
+
+
+class _Shape:
+    def __init__(self, pk_attname: str) -> None:
+        setattr(self, pk_attname, _SHAPE_PK)
 
 
 def _columns(cl: ChangeList) -> list[_Column] | None:
@@ -82,11 +132,17 @@ def _columns(cl: ChangeList) -> list[_Column] | None:
         if field is not None and isinstance(field, (models.DateField, models.TimeField, models.ForeignKey)):
             classes.append("nowrap")
         link = _links(cl, name, first)
+        kind = ""
+        if method is not None and name == "action_checkbox" and isinstance(model_admin, ListCheckboxes):
+            kind = "checkbox"
+        elif type(field) is models.DateTimeField and not field.flatchoices:
+            kind = "datetime"
         columns.append(
             _Column(
                 name=name,
                 field=field,
                 method=method,
+                kind=kind,
                 classes=classes,
                 empty=getattr(method, "empty_value_display", default_empty),
                 link=link,
@@ -118,15 +174,19 @@ def _links(cl: ChangeList, name: str, first: bool) -> bool:
     return name in cl.list_display_links
 
 
-def _cells(cl: ChangeList, columns: list[_Column], result: Any, context: dict[str, Any]) -> list[SafeString]:
+def _cells(cl: ChangeList, columns: list[_Column], result: Any, page: _Page) -> list[SafeString]:
     cells = []
-    grouped = settings.USE_THOUSAND_SEPARATOR
     for column in columns:
         classes = column.classes
         try:
-            if column.method is not None:
+            if column.kind == "checkbox":
+                shown = checkbox(result, page.checkbox_label)  # what action_checkbox returns
+            elif column.kind == "datetime" and type(value := getattr(result, column.name)) is datetime.datetime:
+                # display_for_field's formats.localize(timezone.template_localtime(value)), its format looked up once
+                shown = dateformat.format(timezone.template_localtime(value), page.datetime_format)
+            elif column.method is not None:
                 value = column.method(result)
-                if type(value) is int and not grouped:
+                if type(value) is int and not page.grouped:
                     shown = str(value)  # what display_for_value makes of it, without looking up three formats
                 else:
                     shown = display_for_value(value, column.empty, getattr(column.method, "boolean", False))
@@ -145,11 +205,11 @@ def _cells(cl: ChangeList, columns: list[_Column], result: Any, context: dict[st
         content: str = conditional_escape(shown)
         if column.link:
             try:
-                url = cl.url_for_result(result)
+                url = page.change_url(result)
             except NoReverseMatch:
                 pass
             else:
-                url = add_preserved_filters(context, url)
+                url = add_preserved_filters(page.context, url)
                 content = f'<a href="{conditional_escape(url)}">{content}</a>'
         cells.append(SafeString(f'<{column.tag} class="{" ".join(classes)}">{content}</{column.tag}>'))
     return cells
