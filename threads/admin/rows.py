@@ -22,7 +22,7 @@ import datetime
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib import admin
@@ -96,7 +96,7 @@ def _change_urls(cl: ChangeList) -> Callable[[Any], str]:
     if type(cl).url_for_result is not ChangeList.url_for_result or not isinstance(cl.model._meta.pk, models.UUIDField):
         return cl.url_for_result
     pk_attname = cl.pk_attname
-    before, found, after = cl.url_for_result(_Shape(pk_attname)).partition(str(_SHAPE_PK))
+    before, found, after = cl.url_for_result(cast(Any, _Shape(pk_attname))).partition(str(_SHAPE_PK))
     if not found:
         return cl.url_for_result
 
@@ -178,12 +178,14 @@ def _cells(cl: ChangeList, columns: list[_Column], result: Any, page: _Page) -> 
     cells = []
     for column in columns:
         classes = column.classes
+        shown: Any
         try:
             if column.kind == "checkbox":
                 shown = checkbox(result, page.checkbox_label)  # what action_checkbox returns
             elif column.kind == "datetime" and type(value := getattr(result, column.name)) is datetime.datetime:
                 # display_for_field's formats.localize(timezone.template_localtime(value)), its format looked up once
-                shown = dateformat.format(timezone.template_localtime(value), page.datetime_format)
+                local = timezone.template_localtime(value)  # type: ignore[attr-defined]
+                shown = dateformat.format(local, page.datetime_format)
             elif column.method is not None:
                 value = column.method(result)
                 if type(value) is int and not page.grouped:
