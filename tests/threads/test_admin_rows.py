@@ -133,3 +133,10 @@ def test_a_list_reads_no_document_it_does_not_show(rows, client, model, left_out
         page = client.get(f"/admin/threads/{model}/")
     assert page.status_code == 200 and page.content.count(b'class="action-select"') >= 9
     assert len(more.captured_queries) == len(few.captured_queries)
+
+
+def test_the_thread_list_writes_its_checkbox_and_its_dates_once_a_page(rows):
+    """The cells looked up once a page (rows.py _Page) are the thread list's: its checkbox and its
+    updated_at, still written as Django writes them (the test above)."""
+    kinds = {column.name: column.kind for column in _columns(_changelist(admin.site._registry[Thread], "")) or []}
+    assert kinds["action_checkbox"] == "checkbox" and kinds["updated_at"] == "datetime"

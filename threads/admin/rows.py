@@ -133,8 +133,8 @@ def _columns(cl: ChangeList) -> list[_Column] | None:
             classes.append("nowrap")
         link = _links(cl, name, first)
         kind = ""
-        if method is not None and name == "action_checkbox" and isinstance(model_admin, ListCheckboxes):
-            kind = "checkbox"
+        if name == "action_checkbox" and getattr(type(model_admin), name, None) is ListCheckboxes.action_checkbox:
+            kind = "checkbox"  # not an admin's own action_checkbox
         elif type(field) is models.DateTimeField and not field.flatchoices:
             kind = "datetime"
         columns.append(
