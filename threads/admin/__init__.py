@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from threads.admin.board import board_liveness, thread_board
 from threads.admin.display import ListCheckboxes, message_html, pretty_json
 from threads.admin.liveness import Liveness
-from threads.admin.rows import AppList
+from threads.admin.rows import SHAPE_PK, AppList
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.locking import Contended
 from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
@@ -44,7 +44,7 @@ def _poll_response(liveness: Liveness) -> JsonResponse:
     return JsonResponse({"live": liveness.live, "version": liveness.version})
 
 
-_PK = "00000000-0000-0000-0000-000000000000"
+_PK = str(SHAPE_PK)
 
 
 @functools.lru_cache(maxsize=16)
@@ -52,7 +52,7 @@ def _link_shapes(script_prefix: str, urlconf: str | None) -> tuple[str, str]:
     """The thread list's two links with the thread's pk left to fill in: reversing them for every
     row was a tenth of the list's time (100 rows), and the list is what an operator opens while
     replies stream (issue #27 item 5). Reversed once per script prefix and URLconf."""
-    return runs_url(uuid.UUID(_PK)).removesuffix(_PK), board_url(uuid.UUID(_PK))
+    return runs_url(SHAPE_PK).removesuffix(_PK), board_url(SHAPE_PK)
 
 
 def runs_url(thread_pk: uuid.UUID) -> str:

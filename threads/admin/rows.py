@@ -86,8 +86,9 @@ class _Page:
     change_url: Callable[[Any], str]  # ChangeList.url_for_result
 
 
-# A pk whose place in the change URL's shape is filled with each row's.
-_SHAPE_PK = uuid.UUID("5e1f5e1f-0000-4000-8000-00000000face")
+# The pk a URL is reversed with once a page, its place then filled with each row's (the change URL
+# here, the thread list's own links in threads/admin/__init__.py).
+SHAPE_PK = uuid.UUID("5e1f5e1f-0000-4000-8000-00000000face")
 
 
 def _change_urls(cl: ChangeList) -> Callable[[Any], str]:
@@ -96,7 +97,7 @@ def _change_urls(cl: ChangeList) -> Callable[[Any], str]:
     if type(cl).url_for_result is not ChangeList.url_for_result or not isinstance(cl.model._meta.pk, models.UUIDField):
         return cl.url_for_result
     pk_attname = cl.pk_attname
-    before, found, after = cl.url_for_result(cast(Any, _Shape(pk_attname))).partition(str(_SHAPE_PK))
+    before, found, after = cl.url_for_result(cast(Any, _Shape(pk_attname))).partition(str(SHAPE_PK))
     if not found:
         return cl.url_for_result
 
@@ -109,7 +110,7 @@ def _change_urls(cl: ChangeList) -> Callable[[Any], str]:
 
 class _Shape:
     def __init__(self, pk_attname: str) -> None:
-        setattr(self, pk_attname, _SHAPE_PK)
+        setattr(self, pk_attname, SHAPE_PK)
 
 
 def _columns(cl: ChangeList) -> list[_Column] | None:
