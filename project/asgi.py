@@ -12,8 +12,10 @@ import contextvars
 import io
 import json
 import os
+import threading
 import weakref
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import django
@@ -22,7 +24,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 django.setup(set_prefix=False)
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core import signals
 from django.core.handlers.asgi import ASGIRequest
@@ -71,6 +73,48 @@ class _EarlySend:
 
 # Responses whose send has begun, until the handler's send_response waits for it to end.
 _EARLY_SENDS: weakref.WeakKeyDictionary[HttpResponseBase, _EarlySend] = weakref.WeakKeyDictionary()
+
+
+class _RequestThreads:
+    """The standard handler's request threads, kept from one request to the next.
+
+    Django runs each request in a thread-sensitive context of its own, and asgiref gave each such
+    context a new thread, started from the event loop, which waited for it to run, and a second one
+    to join it once the response was sent: two threads started per admin page or API call. With 500
+    replies streaming, the loop waited in ``Thread.start`` 40 samples of py-spy's 3,500 (bench/
+    stream.py --operators --operators-profile), while every stream waited with it. Here a request
+    takes an idle thread (a new one only when none is idle) and gives it back when its work on it
+    is done, work that outlived the request (a view still running after its client went away)
+    included: until then no other request gets it. As with a threaded WSGI server, a thread serves
+    one request at a time, and a request's sync work all runs on its one thread."""
+
+    KEEP = 32  # idle threads kept; more are let go as they come back
+
+    def __init__(self) -> None:
+        self._idle: list[ThreadPoolExecutor] = []
+        self._lock = threading.Lock()  # threads come back from their own threads
+
+    def take(self) -> ThreadPoolExecutor:
+        try:
+            with self._lock:
+                return self._idle.pop()
+        except IndexError:
+            # One worker: asgiref requires a context's executor to run one call at a time on one thread.
+            return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        executor.submit(self._idle_again, executor)  # runs once what the request left there has run
+
+    def _idle_again(self, executor: ThreadPoolExecutor) -> None:  # on the executor's own thread
+        with self._lock:
+            kept = len(self._idle) < self.KEEP
+            if kept:
+                self._idle.append(executor)
+        if not kept:
+            executor.shutdown(wait=False)
+
+
+REQUEST_THREADS = _RequestThreads()
 
 
 class StandardHandler(AcyclicHandler):
@@ -157,6 +201,23 @@ class StandardHandler(AcyclicHandler):
 
     async def send_in_full(self, response: HttpResponseBase, send: Any) -> None:
         await super().send_response(response, send)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            SyncToAsync.thread_sensitive_context.get()
+        except LookupError:
+            pass
+        else:  # called within a thread-sensitive context (an enclosing application's): its thread serves
+            await super().__call__(scope, receive, send)
+            return
+        # The outermost context wins: Django's own ThreadSensitiveContext inside __call__ then
+        # leaves this one, and the kept thread, in place.
+        executor = REQUEST_THREADS.take()
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await super().__call__(scope, receive, send)
+        finally:
+            REQUEST_THREADS.give_back(executor)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         admitted = await admitted_receive(scope, receive, send)

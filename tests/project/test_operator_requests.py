@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -73,13 +74,14 @@ class CountingLoop(asyncio.SelectorEventLoop):
 async def _get(
     path: str,
     headers: dict[str, str],
-    executor: CountingExecutor,
+    executor: CountingExecutor | None,
     first_byte: list[int] | None = None,
     query_string: bytes = b"",
     gone_at_once: bool = False,
 ) -> tuple[int | None, bytes]:
     """The response's status (None if none was sent) and body; ``first_byte`` gets the loop's returns
-    when its first byte was sent. ``gone_at_once``: the client disconnects right after its request."""
+    when its first byte was sent. ``gone_at_once``: the client disconnects right after its request.
+    ``executor`` None: the application picks the request's thread itself, as under a server."""
     from project.asgi import application
 
     scope = {
@@ -120,8 +122,11 @@ async def _get(
         if message["type"] == "http.response.body" and not message.get("more_body"):
             done.set()
 
-    async with ThreadSensitiveContext(executor=executor):
+    if executor is None:
         await application(scope, receive, send)
+    else:
+        async with ThreadSensitiveContext(executor=executor):
+            await application(scope, receive, send)
     status = next((m["status"] for m in sent if m["type"] == "http.response.start"), None)
     return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
@@ -275,3 +280,81 @@ def test_a_client_gone_while_the_view_runs_leaves_no_send_behind(superuser, show
     assert left == set()
     assert not caplog.records, [record.getMessage() for record in caplog.records]
     assert [name for name, _ in signalled] == ["started", "finished"]
+
+
+def test_the_standard_stacks_requests_keep_their_threads(superuser, shown_thread):
+    """project/asgi.py _RequestThreads: asgiref started a new thread for every admin or API request
+    (from the event loop, which waited for it to run) and another to join it after the response.
+    Requests one after another now run on the threads kept (two at most: a thread comes back to be
+    taken again once the give-back it was handed has run there, which may be after the next request
+    began), and two at once on two."""
+    from django.core import signals
+
+    served: list[threading.Thread] = []  # the Thread objects themselves: an ident can be reused
+
+    def started(**kwargs: Any) -> None:
+        served.append(threading.current_thread())
+
+    headers = {"Authorization": f"Token {Token.objects.create(user=superuser).key}"}
+
+    async def requests() -> list[tuple[int | None, bytes]]:
+        answers = [await _get("/api/threads/", headers, None) for _ in range(8)]
+        return answers + list(await asyncio.gather(*(_get("/api/threads/", headers, None) for _ in range(2))))
+
+    signals.request_started.connect(started, dispatch_uid="test-kept")
+    try:
+        answers = asyncio.run(requests())
+    finally:
+        signals.request_started.disconnect(dispatch_uid="test-kept")
+    assert [status for status, _ in answers] == [200] * 10, answers
+    assert len(served) == 10 and all(thread is not threading.main_thread() for thread in served)
+    one_after_another, at_once = served[:8], served[8:]
+    assert len({id(thread) for thread in one_after_another}) <= 2, one_after_another
+    assert at_once[0] is not at_once[1]
+
+
+def test_a_request_thread_comes_back_only_once_its_work_is_done():
+    """A request cancelled while its view still runs (its client went away) leaves that work on its
+    thread: no other request gets the thread until the work has ended. Idle threads beyond KEEP go."""
+    from project.asgi import _RequestThreads
+
+    threads = _RequestThreads()
+    first = threads.take()
+    release = threading.Event()
+    leftover = first.submit(release.wait, 10)
+    threads.give_back(first)
+    second = threads.take()
+    assert second is not first  # the first is still running what its request left
+    release.set()
+    assert leftover.result(timeout=10)
+    first.submit(lambda: None).result(timeout=10)  # after the give-back's own call
+    assert threads.take() is first
+    threads.give_back(first)
+    threads.give_back(second)
+    deadline = time.monotonic() + 10
+    while len(threads._idle) < 2 and time.monotonic() < deadline:  # both back before the next takes
+        time.sleep(0.01)
+    assert len(threads._idle) == 2
+
+    many = [threads.take() for _ in range(_RequestThreads.KEEP + 3)]
+    for executor in many:
+        executor.submit(lambda: None).result(timeout=10)
+        threads.give_back(executor)
+
+    def let_go() -> list[ThreadPoolExecutor]:  # shut down: they refuse new work
+        refused = []
+        for executor in many:
+            try:
+                executor.submit(lambda: None)
+            except RuntimeError:
+                refused.append(executor)
+        return refused
+
+    deadline = time.monotonic() + 10
+    while len(let_go()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(let_go()) == 3
+    assert len(threads._idle) == _RequestThreads.KEEP
+    assert not set(map(id, let_go())) & set(map(id, threads._idle))
+    for executor in many:
+        executor.shutdown()
