@@ -3,7 +3,8 @@
 Three stream failures the SDK neither retries nor always raises for:
 an ``error`` event inside a 200 stream, a stream that ends without
 ``message_stop`` (the SDK raises nothing) and a dropped connection
-(httpx2.RemoteProtocolError). Each becomes a ModelError the loop can retry while
+(httpx2.RemoteProtocolError, raised as APIConnectionError by newer SDK
+releases). Each becomes a ModelError the loop can retry while
 nothing of the reply has been shown. HTTP errors before the stream (429, 5xx,
 529) are retried by the SDK itself.
 """

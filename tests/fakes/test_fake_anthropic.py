@@ -75,6 +75,17 @@ async def stream_final(client: anthropic.AsyncAnthropic, **kw):
     return events, final
 
 
+def transport_error(raised: BaseException) -> BaseException:
+    """The connection's own failure behind what a dropped stream raised. Earlier anthropic releases
+    let a drop after the response began through as httpx2's error itself; 2.17 (installed here in
+    December 2026) raises APIConnectionError from it, as for a drop before the response. The
+    provider takes both (agents/providers/anthropic.py)."""
+    if isinstance(raised, anthropic.APIConnectionError):
+        assert raised.__cause__ is not None
+        return raised.__cause__
+    return raised
+
+
 async def raw_events(client: anthropic.AsyncAnthropic, **kw):
     kw.setdefault("model", "claude-test")
     kw.setdefault("max_tokens", 1024)
@@ -278,13 +289,14 @@ async def test_dropped_connection_mid_stream_raises_remote_protocol_error(fake):
     fake.add_turn(text_turn(["a", "b"]).drop_connection(after_blocks=1))
     client = aclient(fake, max_retries=3)
     received = []
-    with pytest.raises(httpx2.RemoteProtocolError) as info:
+    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)) as info:
         async with client.messages.stream(model="m", max_tokens=10, messages=MSGS) as stream:
             async for ev in stream:
                 if ev.type == "text":
                     received.append(ev.text)
-    assert not isinstance(info.value, anthropic.APIError)  # raw httpx2 error, not wrapped
-    assert "incomplete chunked read" in str(info.value)
+    dropped = transport_error(info.value)
+    assert isinstance(dropped, httpx2.RemoteProtocolError)
+    assert "incomplete chunked read" in str(dropped)
     assert received == ["a", "b"]
     assert outcomes(fake) == ["dropped"]  # not retried
 
@@ -298,10 +310,12 @@ async def test_dropped_connection_raw_and_rst(fake):
         ]
     )
     client = aclient(fake)
-    with pytest.raises(httpx2.RemoteProtocolError):
+    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)) as info:
         await raw_events(client)
-    with pytest.raises(httpx2.ReadError):  # TCP RST mid-body
+    assert isinstance(transport_error(info.value), httpx2.RemoteProtocolError)
+    with pytest.raises((httpx2.ReadError, anthropic.APIConnectionError)) as info:  # TCP RST mid-body
         await raw_events(client)
+    assert isinstance(transport_error(info.value), httpx2.ReadError)
 
 
 @pytest.mark.asyncio
