@@ -115,6 +115,8 @@ class _RequestThreads:
 
 
 REQUEST_THREADS = _RequestThreads()
+# Set in a request's context by StandardHandler; goes wherever that context is copied.
+_OWN_REQUEST: contextvars.ContextVar[bool] = contextvars.ContextVar("standard_request", default=False)
 
 
 class StandardHandler(AcyclicHandler):
@@ -203,15 +205,18 @@ class StandardHandler(AcyclicHandler):
         await super().send_response(response, send)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        try:
-            SyncToAsync.thread_sensitive_context.get()
-        except LookupError:
-            pass
-        else:  # called within a thread-sensitive context (an enclosing application's): its thread serves
+        enclosing = SyncToAsync.thread_sensitive_context.get(None)
+        if enclosing is not None and not _OWN_REQUEST.get():
+            # Called within an enclosing application's thread-sensitive context: its thread serves.
             await super().__call__(scope, receive, send)
             return
+        # A context of one of our own requests is not an enclosing one: it reached this request by
+        # the connection (a server's read callback registered while that request read its body
+        # copies the request's context, and the next request on the connection starts from it).
+        # Its thread went back to the pool with that request, and asgiref refuses it once exited.
         # The outermost context wins: Django's own ThreadSensitiveContext inside __call__ then
         # leaves this one, and the kept thread, in place.
+        _OWN_REQUEST.set(True)
         executor = REQUEST_THREADS.take()
         try:
             async with ThreadSensitiveContext(executor=executor):

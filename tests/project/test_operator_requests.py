@@ -12,9 +12,11 @@ what other threads hand back to it, and the request's thread is an executor of t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -78,10 +80,12 @@ async def _get(
     first_byte: list[int] | None = None,
     query_string: bytes = b"",
     gone_at_once: bool = False,
+    on_start: Callable[[], None] | None = None,
 ) -> tuple[int | None, bytes]:
     """The response's status (None if none was sent) and body; ``first_byte`` gets the loop's returns
     when its first byte was sent. ``gone_at_once``: the client disconnects right after its request.
-    ``executor`` None: the application picks the request's thread itself, as under a server."""
+    ``executor`` None: the application picks the request's thread itself, as under a server.
+    ``on_start`` is called in the request's own context as its response starts."""
     from project.asgi import application
 
     scope = {
@@ -114,6 +118,8 @@ async def _get(
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
+            if on_start is not None:
+                on_start()
             loop = asyncio.get_running_loop()
             first_byte.append(getattr(loop, "returns", -1))
             if isinstance(loop, CountingLoop):
@@ -311,6 +317,45 @@ def test_the_standard_stacks_requests_keep_their_threads(superuser, shown_thread
     one_after_another, at_once = served[:8], served[8:]
     assert len({id(thread) for thread in one_after_another}) <= 2, one_after_another
     assert at_once[0] is not at_once[1]
+
+
+def test_a_request_begun_in_an_earlier_requests_context_gets_a_thread_of_its_own(superuser, shown_thread):
+    """A server may start a connection's next request in a copy of the previous request's context:
+    uvicorn's read callback, registered again while a request read its large body, copies that
+    request's context, and a pipelined request is started from the previous one's send. That context
+    is not an enclosing application's: the next request must not run on the previous one's thread
+    (given back to the pool, or still in use), nor fail because asgiref refuses an exited context
+    (a logout after a 1 MB admin form got 500: tests/project/test_site_bodies.py)."""
+    from django.core import signals
+
+    served: list[threading.Thread] = []
+
+    def started(**kwargs: Any) -> None:
+        served.append(threading.current_thread())
+
+    headers = {"Authorization": f"Token {Token.objects.create(user=superuser).key}"}
+
+    async def requests() -> list[tuple[int | None, bytes]]:
+        contexts: list[contextvars.Context] = []
+        pipelined: list[asyncio.Task[tuple[int | None, bytes]]] = []
+
+        def pipeline() -> None:  # as the first request's response starts, from its context
+            contexts.append(contextvars.copy_context())
+            pipelined.append(asyncio.get_running_loop().create_task(_get("/api/threads/", headers, None)))
+
+        first = await _get("/api/threads/", headers, None, on_start=pipeline)
+        second = await pipelined[0]
+        later = asyncio.get_running_loop().create_task(_get("/api/threads/", headers, None), context=contexts[0])
+        return [first, second, await later]
+
+    signals.request_started.connect(started, dispatch_uid="test-leaked")
+    try:
+        answers = asyncio.run(requests())
+    finally:
+        signals.request_started.disconnect(dispatch_uid="test-leaked")
+    assert [status for status, _ in answers] == [200] * 3, answers
+    first, pipelined, _ = served
+    assert pipelined is not first
 
 
 def test_a_request_thread_comes_back_only_once_its_work_is_done():
