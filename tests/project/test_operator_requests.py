@@ -200,6 +200,22 @@ def signalled() -> Any:
     signals.request_finished.disconnect(dispatch_uid="test-finished")
 
 
+@pytest.fixture
+def started_threads() -> Any:
+    """The threads request_started reached its receivers on, in order: the Thread objects
+    themselves, as an ident can be reused once its thread has ended."""
+    from django.core import signals
+
+    threads: list[threading.Thread] = []
+
+    def started(**kwargs: Any) -> None:
+        threads.append(threading.current_thread())
+
+    signals.request_started.connect(started, dispatch_uid="test-started-threads")
+    yield threads
+    signals.request_started.disconnect(dispatch_uid="test-started-threads")
+
+
 def test_request_started_reaches_its_receivers_on_the_requests_thread(superuser, shown_thread, signalled):
     """Django's close_old_connections acts on the connections of the thread it runs on: sent from
     the view's crossing, it must still run on the request's thread, before the view."""
@@ -288,51 +304,36 @@ def test_a_client_gone_while_the_view_runs_leaves_no_send_behind(superuser, show
     assert [name for name, _ in signalled] == ["started", "finished"]
 
 
-def test_the_standard_stacks_requests_keep_their_threads(superuser, shown_thread):
+def test_the_standard_stacks_requests_keep_their_threads(superuser, shown_thread, started_threads):
     """project/asgi.py _RequestThreads: asgiref started a new thread for every admin or API request
     (from the event loop, which waited for it to run) and another to join it after the response.
     Requests one after another now run on the threads kept (two at most: a thread comes back to be
     taken again once the give-back it was handed has run there, which may be after the next request
     began), and two at once on two."""
-    from django.core import signals
-
-    served: list[threading.Thread] = []  # the Thread objects themselves: an ident can be reused
-
-    def started(**kwargs: Any) -> None:
-        served.append(threading.current_thread())
-
     headers = {"Authorization": f"Token {Token.objects.create(user=superuser).key}"}
 
     async def requests() -> list[tuple[int | None, bytes]]:
         answers = [await _get("/api/threads/", headers, None) for _ in range(8)]
         return answers + list(await asyncio.gather(*(_get("/api/threads/", headers, None) for _ in range(2))))
 
-    signals.request_started.connect(started, dispatch_uid="test-kept")
-    try:
-        answers = asyncio.run(requests())
-    finally:
-        signals.request_started.disconnect(dispatch_uid="test-kept")
+    answers = asyncio.run(requests())
     assert [status for status, _ in answers] == [200] * 10, answers
+    served = started_threads
     assert len(served) == 10 and all(thread is not threading.main_thread() for thread in served)
     one_after_another, at_once = served[:8], served[8:]
     assert len({id(thread) for thread in one_after_another}) <= 2, one_after_another
     assert at_once[0] is not at_once[1]
 
 
-def test_a_request_begun_in_an_earlier_requests_context_gets_a_thread_of_its_own(superuser, shown_thread):
+def test_a_request_begun_in_an_earlier_requests_context_gets_a_thread_of_its_own(
+    superuser, shown_thread, started_threads
+):
     """A server may start a connection's next request in a copy of the previous request's context:
     uvicorn's read callback, registered again while a request read its large body, copies that
     request's context, and a pipelined request is started from the previous one's send. That context
     is not an enclosing application's: the next request must not run on the previous one's thread
     (given back to the pool, or still in use), nor fail because asgiref refuses an exited context
     (a logout after a 1 MB admin form got 500: tests/project/test_site_bodies.py)."""
-    from django.core import signals
-
-    served: list[threading.Thread] = []
-
-    def started(**kwargs: Any) -> None:
-        served.append(threading.current_thread())
-
     headers = {"Authorization": f"Token {Token.objects.create(user=superuser).key}"}
 
     async def requests() -> list[tuple[int | None, bytes]]:
@@ -348,13 +349,9 @@ def test_a_request_begun_in_an_earlier_requests_context_gets_a_thread_of_its_own
         later = asyncio.get_running_loop().create_task(_get("/api/threads/", headers, None), context=contexts[0])
         return [first, second, await later]
 
-    signals.request_started.connect(started, dispatch_uid="test-leaked")
-    try:
-        answers = asyncio.run(requests())
-    finally:
-        signals.request_started.disconnect(dispatch_uid="test-leaked")
+    answers = asyncio.run(requests())
     assert [status for status, _ in answers] == [200] * 3, answers
-    first, pipelined, _ = served
+    first, pipelined, _ = started_threads
     assert pipelined is not first
 
 
