@@ -167,6 +167,7 @@ async def fast(lab: Lab) -> Figures:
         figures.old_growth = db.old_form_growth([body])
         return figures
     finally:
+        target.close()
         db.close()
 
 
@@ -201,6 +202,7 @@ async def paced(lab: Lab) -> Figures:
     finally:
         for client in clients:
             client.close()
+        target.close()
         db.close()
 
 

@@ -195,7 +195,7 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         if memory_only is not None:
             await memory_only.wait_ready()
             await memory_only.warm_up(args.ttfb_tokens, 1)
-            memory_only.client.close()
+            memory_only.close()
             memory_only.server.stop()
 
     # Round after round, each server in turn, so that a drift of the machine's speed
@@ -233,7 +233,7 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
                 print(summary, flush=True)
                 data["profile"][name] = summary
     for target in targets.values():
-        target.client.close()
+        target.close()
 
     data["database"] = database
     # Growth before the concurrent mode: its peak RSS is each server's peak so far.
@@ -336,7 +336,7 @@ async def open_streams(args: argparse.Namespace, lab: Lab) -> dict[str, Any]:
     target = Target(lab.start("scripted", tag="open"))
     await target.wait_ready()
     await target.warm_up(args.ttfb_tokens, args.warmup)
-    target.client.close()
+    target.close()
     result = await measure_open_streams(target.server, args.streams, args.slow_runs, args.slow_ms)
     text, data = open_streams_report(result)
     print(text, flush=True)
