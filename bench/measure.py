@@ -11,7 +11,7 @@ waits until the previous run is recorded, so a TTFB does not include the
 previous run's log write. It asks on one database connection per server, kept
 for the whole run: a new PostgreSQL connection per request started a backend
 process each time, whose start and exit took the CPU the next request's TTFB
-was measured on (0.3 to 0.45 ms of PostgreSQL's TTFB, which SQLite's lacked).
+was measured on (0.2 to 0.4 ms of the TTFB on PostgreSQL, which SQLite lacked).
 Every Threadline request opens a new thread and run, as a user's new
 conversation does.
 """
