@@ -232,8 +232,6 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
                     )
                 print(summary, flush=True)
                 data["profile"][name] = summary
-    for target in targets.values():
-        target.close()
 
     data["database"] = database
     # Growth before the concurrent mode: its peak RSS is each server's peak so far.
@@ -241,6 +239,8 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
         data["growth"] = await growth(args, targets)
     if args.concurrent and targets:
         data["concurrent"] = await concurrent(args, targets)
+    for target in targets.values():
+        target.close()  # after growth and concurrent, which use its client and database connection too
     if args.streams:
         data["open_streams"] = await open_streams(args, lab)
     if args.operators:
