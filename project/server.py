@@ -277,9 +277,18 @@ def listen_backlog(connections: int) -> int:
 
 def uvicorn_options() -> dict[str, Any]:
     """uvicorn.Config's keyword arguments for the limits above. No ``limit_concurrency``: it counted
-    connections not yet admitted (project/admission.py)."""
+    connections not yet admitted (project/admission.py).
+
+    ``reset_contextvars``: each request starts from a context of its own. Without it a pipelined
+    request was started from the previous request's send, and (on asyncio's own loop) the request
+    after one whose large body paused reading from that request's read, each in a copy of the
+    previous request's context: what that request had set came with it (asgiref's thread-sensitive
+    context, the locals Django keeps per request), and behind a proxy the previous request may be
+    another user's. Nothing a request needs is set before it starts: the lifespan's work runs in a
+    task of its own."""
     return {
         "http": DeadlineHttpToolsProtocol,
         "timeout_keep_alive": settings.SERVER_KEEP_ALIVE_SECONDS,
         "backlog": listen_backlog(settings.SERVER_MAX_CONNECTIONS),
+        "reset_contextvars": True,
     }

@@ -1,15 +1,19 @@
-"""When the server (project/server.py ``DeadlineHttpToolsProtocol``) starts a request's application.
+"""When the server (project/server.py ``DeadlineHttpToolsProtocol``) starts a request's application,
+and from what context.
 
 A request that arrived whole is answered from the read that brought it: its application starts
 there, not a turn of the event loop later, which under load was as long as /agui/info took
 (bench/stream.py --operators; issue #27 item 5). A request whose body is still coming starts at
-the end of its read, to read the body as it comes. These run uvicorn with the server's protocol,
-in a thread of the test, and an application that notes where it was started from.
+the end of its read, to read the body as it comes. Each starts from a context of its own, not the
+previous request's. These run uvicorn with the server's options, in a thread of the test, and an
+application that notes where it was started from.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import socket
 import sys
 import threading
@@ -58,13 +62,13 @@ class Recorder:
         await send({"type": "http.response.body", "body": answer})
 
 
-@pytest.fixture
-def served(settings: Any) -> Iterator[tuple[Recorder, int]]:
-    settings.SERVER_KEEP_ALIVE_SECONDS = 1
-    recorder = Recorder()
+@contextlib.contextmanager
+def _serving(app: Any, loop: str = "auto") -> Iterator[int]:
+    """``app`` served by uvicorn with the server's options, in a thread; yields its port. ``auto`` is
+    the loop ``manage.py serve`` runs (uvloop where it is installed)."""
     port = free_port()
     config = uvicorn.Config(
-        recorder, host="127.0.0.1", port=port, lifespan="off", log_level="warning", **uvicorn_options()
+        app, host="127.0.0.1", port=port, lifespan="off", log_level="warning", loop=loop, **uvicorn_options()
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -73,9 +77,19 @@ def served(settings: Any) -> Iterator[tuple[Recorder, int]]:
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
         time.sleep(0.01)
-    yield recorder, port
-    server.should_exit = True
-    thread.join(30)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture
+def served(settings: Any) -> Iterator[tuple[Recorder, int]]:
+    settings.SERVER_KEEP_ALIVE_SECONDS = 1
+    recorder = Recorder()
+    with _serving(recorder) as port:
+        yield recorder, port
 
 
 def _exchange(port: int, data: bytes, answers: int) -> bytes:
@@ -139,3 +153,69 @@ def test_a_request_read_behind_a_response_that_closed_the_connection_is_not_serv
     assert got.count(b"HTTP/1.1 ") == 1 and got.endswith(b"/last 0"), got
     time.sleep(0.2)
     assert [started.path for started in recorder.started] == ["/last"]
+
+
+# Set by a request's application as it starts; what the next request on the connection starts with.
+_MARK: contextvars.ContextVar[str] = contextvars.ContextVar("test_request_mark", default="")
+
+
+async def _marking(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers with the mark its request started with ("-" for none), and leaves its path as the mark."""
+    assert scope["type"] == "http"
+    inherited = _MARK.get()
+    _MARK.set(scope["path"])
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    await asyncio.sleep(0.2)  # the next request, sent meanwhile, waits behind this one
+    answer = inherited.encode() or b"-"
+    headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(answer))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": answer})
+
+
+def _answers(sock: socket.socket, count: int) -> list[bytes]:
+    """The bodies of the next ``count`` responses (each with a content-length, as _marking's)."""
+    received, bodies = b"", []
+    while len(bodies) < count:
+        head, sep, rest = received.partition(b"\r\n\r\n")
+        lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.startswith(b"content-length")]
+        length = lengths[0] if lengths else None
+        if sep and length is not None and len(rest) >= length:
+            assert head.startswith(b"HTTP/1.1 200"), head
+            bodies.append(rest[:length])
+            received = rest[length:]
+            continue
+        chunk = sock.recv(65536)
+        assert chunk, received
+        received += chunk
+    return bodies
+
+
+@pytest.mark.parametrize(
+    "loop,size,pipelined",
+    [
+        ("auto", 5, True),  # serve's loop: the next request is started from this one's send
+        ("asyncio", 4 * 1024 * 1024, False),  # past the high-water mark: reading resumes from this one
+    ],
+    ids=["pipelined", "after-a-large-body"],
+)
+def test_a_request_starts_from_a_context_of_its_own_not_the_previous_requests(loop, size, pipelined):
+    """Each request starts from a fresh context (uvicorn's reset_contextvars). A pipelined request
+    was started from the previous request's send, in a copy of its context; on asyncio's own loop
+    so was the next request after one whose large body paused reading, since the read callback
+    registered again as that body was read runs in a copy of that request's context. Whatever the
+    first request had set (asgiref's thread-sensitive context, the locals Django keeps per request)
+    came with it into the next, which behind a proxy may be another user's."""
+    first = b"POST /first HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" % (size, b"x" * size)
+    second = b"GET /second HTTP/1.1\r\nHost: t\r\n\r\n"
+    with _serving(_marking, loop) as port, socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        if pipelined:
+            sock.sendall(first + second)
+            answers = _answers(sock, 2)
+        else:
+            sock.sendall(first)
+            answers = _answers(sock, 1)
+            sock.sendall(second)
+            answers += _answers(sock, 1)
+    assert answers == [b"-", b"-"]
