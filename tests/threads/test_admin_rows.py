@@ -4,6 +4,7 @@ byte: sorted, filtered, searched, and left to Django where it does not cover the
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 
 import pytest
 from django.contrib import admin
@@ -57,6 +58,11 @@ def _changelist(model_admin: admin.ModelAdmin, query: str):  # type: ignore[type
     return model_admin.get_changelist_instance(request)
 
 
+def _written(rows: Iterable[Iterable[str]]) -> list[str]:
+    """Each row as the template writes it: its items one after another."""
+    return ["".join(row) for row in rows]
+
+
 QUERIES = ["", "?o=-2", "?o=3.1", "?q=t-1", "?p=1"]
 
 
@@ -65,8 +71,8 @@ def test_every_list_of_the_app_is_written_as_django_writes_it(rows, query):
     covered = []
     for model_admin in _lists_of_the_app():
         cl = _changelist(model_admin, query)
-        ours = [list(row) for row in list_rows(cl)]
-        djangos = [list(items_for_result(cl, result, None)) for result in cl.result_list]
+        ours = _written(list_rows(cl))
+        djangos = _written(items_for_result(cl, result, None) for result in cl.result_list)
         assert ours == djangos, model_admin
         if _columns(cl) is not None:
             covered.append(model_admin.model.__name__)
@@ -77,18 +83,18 @@ def test_every_list_of_the_app_is_written_as_django_writes_it(rows, query):
 def test_a_filtered_list_links_its_rows_with_the_filters_kept(rows):
     model_admin = admin.site._registry[Thread]
     cl = _changelist(model_admin, f"?agent__id__exact={Agent.objects.get(name='coder-rows').pk}")
-    ours = [list(row) for row in list_rows(cl)]
-    assert ours == [list(items_for_result(cl, result, None)) for result in cl.result_list]
-    assert "_changelist_filters=agent__id__exact" in "".join(ours[0])
+    ours = _written(list_rows(cl))
+    assert ours == _written(items_for_result(cl, result, None) for result in cl.result_list)
+    assert "_changelist_filters=agent__id__exact" in ours[0]
 
 
 def test_a_popup_list_is_left_to_django(rows):
     model_admin = admin.site._registry[Thread]
     cl = _changelist(model_admin, "?_popup=1&_to_field=id")
     assert _columns(cl) is None or cl.is_popup
-    ours = [list(row) for row in list_rows(cl)]
-    assert ours == [list(items_for_result(cl, result, None)) for result in cl.result_list]
-    assert "data-popup-opener" in "".join(ours[0])
+    ours = _written(list_rows(cl))
+    assert ours == _written(items_for_result(cl, result, None) for result in cl.result_list)
+    assert "data-popup-opener" in ours[0]
 
 
 def test_the_thread_list_page_is_written_with_these_rows(rows, client):
