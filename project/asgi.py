@@ -213,11 +213,12 @@ class StandardHandler(AcyclicHandler):
         # A context of one of our own requests is not an enclosing one: it reached this request by
         # the connection (a server's read callback registered while that request read its body
         # copies the request's context, and the next request on the connection starts from it).
-        # ``manage.py serve`` starts every request from a fresh context (project/server.py
-        # uvicorn_options); a server that does not (runserver's daphne, uvicorn's defaults) may.
         # Its thread went back to the pool with that request, and asgiref refuses it once exited.
         # The outermost context wins: Django's own ThreadSensitiveContext inside __call__ then
         # leaves this one, and the kept thread, in place.
+        # ``manage.py serve`` starts every request from a fresh context (project/server.py
+        # uvicorn_options); a server that does not (runserver's daphne, uvicorn's defaults) may
+        # start one from its predecessor's, as above.
         _OWN_REQUEST.set(True)
         executor = REQUEST_THREADS.take()
         try:
