@@ -75,7 +75,7 @@ def list_rows(cl: ChangeList) -> Iterator[ResultList]:
         # The row's cells as one string: the template writes a row's cells one after another with
         # nothing between them, the same bytes; a value each cost it a loop turn and an escape's
         # check, and one per row took the thread list's CPU from 25.3 to 23.7 ms (100 rows).
-        yield ResultList(None, [SafeString("".join(_cells(cl, columns, result, page)))])
+        yield ResultList(None, [_row(cl, columns, result, page)])
 
 
 @dataclass(slots=True, frozen=True)
@@ -179,7 +179,8 @@ def _links(cl: ChangeList, name: str, first: bool) -> bool:
     return name in cl.list_display_links
 
 
-def _cells(cl: ChangeList, columns: list[_Column], result: Any, page: _Page) -> list[SafeString]:
+def _row(cl: ChangeList, columns: list[_Column], result: Any, page: _Page) -> SafeString:
+    """The row's cells, written one after another."""
     cells = []
     for column in columns:
         classes = column.classes
@@ -218,8 +219,8 @@ def _cells(cl: ChangeList, columns: list[_Column], result: Any, page: _Page) -> 
             else:
                 url = add_preserved_filters(page.context, url)
                 content = f'<a href="{conditional_escape(url)}">{content}</a>'
-        cells.append(SafeString(f'<{column.tag} class="{" ".join(classes)}">{content}</{column.tag}>'))
-    return cells
+        cells.append(f'<{column.tag} class="{" ".join(classes)}">{content}</{column.tag}>')
+    return SafeString("".join(cells))
 
 
 class AppList(admin.ModelAdmin):
