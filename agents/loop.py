@@ -300,6 +300,7 @@ class AgentLoop:
             counters = Counters(grounded=config.grounding != "enforced")
         else:
             counters = resume.checkpoint.counters
+            self.tool_context.reads.update(resume.checkpoint.reads)
         system = render_prompt(config.system_prompt, request.prompt_variables)
         system += grounding_prompt(config.grounding, max_iterations=config.grounding_max_iterations, tools=self.tools)
         workspace = self.tool_context.workspace
@@ -440,7 +441,10 @@ class AgentLoop:
     async def _wait(self, run: Progress, waiting: Waiting) -> Waiting:
         """Ends the run until its open calls are answered; the calls that finished are stored now."""
         await self.store.commit(run.turns, list(waiting.messages), TokenCount())
-        return Waiting(dataclasses.replace(waiting.checkpoint, counters=run.counters()))
+        checkpoint = dataclasses.replace(
+            waiting.checkpoint, counters=run.counters(), reads=dict(self.tool_context.reads)
+        )
+        return Waiting(checkpoint)
 
     async def _pause(self, reason: PauseReason) -> Outcome:
         # A step of its own, so a client that shows steps shows the pause as well.

@@ -75,6 +75,9 @@ class Checkpoint:
     done: dict[str, DoneCall] = field(default_factory=dict)
     open: list[OpenCall] = field(default_factory=list)
     counters: Counters = field(default_factory=Counters)
+    # The read ledger (agents/tools/ledger.py) as the wait found it: what the agent read before an
+    # approval counts after it, on whichever process goes on (issue #42).
+    reads: dict[str, str] = field(default_factory=dict)
 
     def answers_needed(self) -> list[OpenCall]:
         """Every open call a person or the client must answer, sub-agents' included."""
@@ -105,6 +108,7 @@ class Checkpoint:
             done={call_id: DoneCall(**done) for call_id, done in data.get("done", {}).items()},
             open=[_open_call(call) for call in data.get("open", [])],
             counters=Counters(**data.get("counters", {})),
+            reads={str(path): str(digest) for path, digest in data.get("reads", {}).items()},
         )
 
 

@@ -311,6 +311,31 @@ def test_a_run_waiting_on_a_killed_process_completes_on_another(cluster: Cluster
     ]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_edit_of_a_read_file_approved_after_its_process_died_is_made_on_another(
+    cluster: Cluster, version: str
+) -> None:
+    """What the agent read before the approval counts on the process that goes on (issue #42)."""
+    thread_id = f"t-x-read-edit-{version}"
+    (cluster.workspace / "notes.txt").write_text("remember the milk\n")
+    edit = {"path": "notes.txt", "old_string": "milk", "new_string": "bread"}
+    cluster.fake.script(
+        [
+            tool_turn("file_read", {"path": "notes.txt"}, id="toolu_r"),
+            tool_turn("file_edit", edit, id="toolu_e"),
+            text_turn(["Edited after the crash."]),
+        ]
+    )
+    asked = _ask(cluster, version, thread_id)
+    assert asked["pendingInterrupts"][0]["toolCallId"] == "toolu_e"
+    cluster.a.kill()
+    answered = _answer_on(cluster.b, version, thread_id, asked, resume=_approve(asked))
+    result = next(e for e in answered["received"] if e["type"] == "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == "toolu_e" and "read the file" not in result["content"], result
+    assert answered["messages"][-1]["content"] == "Edited after the crash."
+    assert (cluster.workspace / "notes.txt").read_text() == "remember the bread\n"
+
+
 def test_twenty_waiting_threads_survive_a_rolling_restart(cluster: Cluster) -> None:
     threads = [f"t-roll-{i}" for i in range(20)]
     for i in range(len(threads)):
