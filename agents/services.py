@@ -32,7 +32,9 @@ class McpServerInUse(Exception):
 def mcp_server_create(**fields: Unpack[McpServerFields]) -> McpServerEntry:
     """Creates the server; raises ``ValidationError`` (naming the field) for an entry that cannot work
     or a name the MCP_SERVERS file already has. The pool starts it on the next run."""
-    server = McpServerEntry(**fields)
+    server = McpServerEntry()
+    for field, value in fields.items():
+        setattr(server, field, value)
     server.full_clean()
     server.save()
     return server
