@@ -177,11 +177,8 @@ class RunHost:
                     self.registry.forget(live)
             case Started() as started:
                 self.registry.register(live)  # the run is this one, whatever this process registered before
+                # The answers that closed the waiting run are counted once, where every path goes on.
                 resume = Resumption(*started.superseded) if started.superseded is not None else None
-                if resume is not None:
-                    record_answers(
-                        resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS
-                    )
                 await self._execute(
                     live,
                     started.thread,

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from agents.approvals import Answer
+from agents.metrics import record_approval
 from agents.models import Agent
 from agents.permissions import memory_key
 from agents.waits import Checkpoint, OpenCall, WaitKind
@@ -410,12 +411,18 @@ def wait_supersede(run: Run, *, message: str, now: datetime) -> tuple[Checkpoint
 def wait_cancel(*, run_id: uuid.UUID) -> bool:
     """A cancel of a waiting run: it ends here, and its questions with it."""
     now = timezone.now()
+    reason = "the run was cancelled"
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, status=Run.Status.WAITING).update(
             status=Run.Status.CANCELLED, outcome="cancelled", wait_deadline=None
         ):
             return False
-        Approval.objects.filter(run_id=run_id, decision=Approval.Decision.PENDING).update(
-            decision=Approval.Decision.CANCELLED, reason="the run was cancelled", answered_at=now
+        pending = Approval.objects.select_for_update().filter(run_id=run_id, decision=Approval.Decision.PENDING)
+        closed = list(pending.values_list("tool", "requested_at"))
+        pending.update(decision=Approval.Decision.CANCELLED, reason=reason, answered_at=now)
+    # No run goes on from a cancelled one, so its questions are counted here, once.
+    for tool, requested_at in closed:
+        record_approval(
+            tool, Answer(approved=False, cancelled=True, reason=reason), (now - requested_at).total_seconds()
         )
     return True
