@@ -12,11 +12,10 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents.events import Compacted, Phase, PhaseChanged, RunEvent
+from agents.events import COMPACTION, Compacted, Phase, PhaseChanged, RunListener, Usage
 from agents.providers.base import ModelError, ModelProvider, ModelReply, ModelRequest, TokenCount
 
 log = logging.getLogger(__name__)
@@ -92,10 +91,13 @@ async def compact(
     model: str,
     max_tokens: int,
     keep_turns: int,
-    emit: Callable[[RunEvent], None],
+    listener: RunListener,
+    task_id: str = "",
 ) -> Compaction | None:
     """Summarises the turns before the kept tail; None when there is nothing to compact or it failed
-    (the run goes on uncompacted)."""
+    (the run goes on uncompacted). A summary's call is reported to ``listener`` as a ``compaction``
+    call; its tokens count on the run's spend with the turns it replaced (the loop commits them)."""
+    emit = listener.on_event
     split = split_point(turns, keep_turns)
     if split is None:
         return None
@@ -121,5 +123,18 @@ async def compact(
     summary = "".join(b["text"] for b in reply.content if b.get("type") == "text") if reply else ""
     if not summary.strip() or reply is None:
         return None
+    spent = reply.usage
+    listener.on_usage(
+        Usage(
+            model=reply.model or model,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cache_read_tokens=spent.cache_read_tokens,
+            cache_write_tokens=spent.cache_write_tokens,
+            duration_seconds=time.monotonic() - began,
+            task_id=task_id,
+            purpose=COMPACTION,
+        )
+    )
     emit(Compacted(dropped_turns=split, duration_seconds=time.monotonic() - began))
     return Compaction(compacted(summary, turns[split:]), reply.usage)

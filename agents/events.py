@@ -152,6 +152,9 @@ class RunPaused:
     reason: PauseReason
 
 
+COMPACTION = "compaction"  # Usage.purpose of a summary call (agents/compaction.py)
+
+
 @dataclass(slots=True, frozen=True)
 class Usage:
     """The tokens of one model call, and how long the call took."""
@@ -164,6 +167,9 @@ class Usage:
     duration_seconds: float = 0.0
     # The sub-agent whose call it was ("" for the run's own): its context is not the run's.
     task_id: str = ""
+    # What the call was for: "turn" (the model's turn) or "compaction" (summarising older turns). A
+    # compaction's tokens are spent like any other's, but its prompt is not the run's context.
+    purpose: str = "turn"
 
 
 @dataclass(slots=True, frozen=True)

@@ -332,7 +332,8 @@ class AgentLoop:
             model=config.model,
             max_tokens=config.max_tokens,
             keep_turns=config.keep_turns,
-            emit=self.listener.on_event,
+            listener=self.listener,
+            task_id=self.task_id,
         )
         if compaction is None:
             return

@@ -31,8 +31,11 @@ TOOL_SECONDS = Histogram(
     buckets=(0.005, 0.02, 0.1, 0.5, 1, 5, 30, 120, 600),
 )
 # ``agent`` attributes usage to the agent it served; a sub-agent's
-# calls count on its parent's agent, whose run started them.
-MODEL_CALLS = Counter("threadline_model_calls_total", "Model calls that returned a reply.", ["agent", "model"])
+# calls count on its parent's agent, whose run started them. ``purpose`` is ``turn`` for the model's
+# turns and ``compaction`` for the summaries of older turns (agents/compaction.py).
+MODEL_CALLS = Counter(
+    "threadline_model_calls_total", "Model calls that returned a reply.", ["agent", "model", "purpose"]
+)
 MODEL_SECONDS = Histogram(
     "threadline_model_call_duration_seconds",
     "Time a model call took, stream included.",
@@ -42,7 +45,7 @@ MODEL_SECONDS = Histogram(
 MODEL_TOKENS = Counter(
     "threadline_model_tokens_total",
     "Tokens of model calls; kind is input (uncached), cache_read, cache_write or output.",
-    ["agent", "model", "kind"],
+    ["agent", "model", "kind", "purpose"],
 )
 COMPACTIONS = Counter("threadline_compactions_total", "Times a session's older turns were summarised.")
 COMPACTED_TURNS = Counter("threadline_compacted_turns_total", "Turns that compactions replaced by a summary.")
@@ -120,7 +123,7 @@ class MetricsListener(BaseListener):
             COMPACTION_SECONDS.observe(event.duration_seconds)
 
     def on_usage(self, usage: Usage) -> None:
-        MODEL_CALLS.labels(self.agent, usage.model).inc()
+        MODEL_CALLS.labels(self.agent, usage.model, usage.purpose).inc()
         MODEL_SECONDS.labels(usage.model).observe(usage.duration_seconds)
         for kind, count in (
             ("input", usage.input_tokens),
@@ -129,7 +132,7 @@ class MetricsListener(BaseListener):
             ("output", usage.output_tokens),
         ):
             if count:
-                MODEL_TOKENS.labels(self.agent, usage.model, kind).inc(count)
+                MODEL_TOKENS.labels(self.agent, usage.model, kind, usage.purpose).inc(count)
 
     def on_subagent(self, event: SubAgentEvent) -> None:
         # A child's tool calls count as tools like any other; its model calls reach on_usage.

@@ -11,7 +11,7 @@ import copy
 from collections import OrderedDict
 from typing import Any
 
-from agents.events import Usage
+from agents.events import COMPACTION, Usage
 from agents.pricing import cost_of
 from agents.providers.base import ModelInfo
 
@@ -154,8 +154,9 @@ class ThreadState:
             "cost": round(current.get("cost", 0.0) + cost_of(usage), 6),
         }
         updated["totalTokens"] = updated["totalPromptTokens"] + updated["totalCompletionTokens"]
-        if not usage.task_id:
-            # The thread's own context: a sub-agent's call counts in the totals only.
+        if not usage.task_id and usage.purpose != COMPACTION:
+            # The thread's own context: a sub-agent's call, and a compaction's summary (whose prompt
+            # is the turns it replaces), count in the totals only.
             updated |= {
                 "promptTokens": prompt,
                 "completionTokens": usage.output_tokens,

@@ -42,8 +42,9 @@ def test_a_run_is_counted(server, fake_api):
     assert _delta(before, after, "threadline_tool_duration_seconds_count", tool="file_read", outcome="ok") == 1
     assert _delta(before, after, "threadline_tool_duration_seconds_count", tool="file_read", outcome="error") == 1
     # Usage is attributed to the agent the run served.
-    assert _delta(before, after, "threadline_model_calls_total", agent="coder", model=model) == 3
-    assert _delta(before, after, "threadline_model_tokens_total", agent="coder", model=model, kind="cache_read") == 90
+    assert _delta(before, after, "threadline_model_calls_total", agent="coder", model=model, purpose="turn") == 3
+    tokens = {"agent": "coder", "model": model, "purpose": "turn"}
+    assert _delta(before, after, "threadline_model_tokens_total", kind="cache_read", **tokens) == 90
     assert _delta(before, after, "threadline_runs_total", outcome="success") == 1
 
 
