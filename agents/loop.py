@@ -76,8 +76,11 @@ class SessionStore(Protocol):
         turns: list[dict[str, Any]],
         messages: list[AssistantMessage | ToolMessage],
         usage: TokenCount,
+        *,
+        reads: dict[str, str] | None = None,
     ) -> None:
-        """Saves the turns and appends the new transcript messages, atomically."""
+        """Saves the turns and appends the new transcript messages, atomically; with ``reads``, the
+        read ledger (agents/tools/ledger.py) the conversation's next runs start from."""
         ...
 
     async def pause(self, reason: PauseReason) -> None:
@@ -423,7 +426,7 @@ class AgentLoop:
     async def _answer_calls(self, run: Progress, ran: Ran) -> None:
         """Every call has its result: they answer the model's turn in the next user turn."""
         run.turns.append({"role": "user", "content": ran.results})
-        await self.store.commit(run.turns, list(ran.messages), TokenCount())
+        await self.store.commit(run.turns, list(ran.messages), TokenCount(), reads=self.tool_context.reads)
 
     async def _read_inbox(self, turns: list[dict[str, Any]]) -> None:
         """The tool boundary: messages sent while the run was in flight join its last user turn,
@@ -441,7 +444,7 @@ class AgentLoop:
 
     async def _wait(self, run: Progress, waiting: Waiting) -> Waiting:
         """Ends the run until its open calls are answered; the calls that finished are stored now."""
-        await self.store.commit(run.turns, list(waiting.messages), TokenCount())
+        await self.store.commit(run.turns, list(waiting.messages), TokenCount(), reads=self.tool_context.reads)
         checkpoint = dataclasses.replace(
             waiting.checkpoint, counters=run.counters(), reads=dict(self.tool_context.reads)
         )

@@ -91,8 +91,16 @@ class SubAgentStore(Protocol):
 
     async def load_turns(self) -> list[dict[str, Any]]: ...
     async def commit(
-        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
-    ) -> None: ...
+        self,
+        turns: list[dict[str, Any]],
+        messages: list[AssistantMessage | ToolMessage],
+        usage: TokenCount,
+        *,
+        reads: dict[str, str] | None = None,
+    ) -> None:
+        """A child's read ledger lives in its own context, and in its checkpoint while it waits."""
+        ...
+
     async def pause(self, reason: PauseReason) -> None: ...
     async def begin(self) -> None: ...
     async def end(self, result: SubAgentResult) -> None: ...
@@ -166,7 +174,12 @@ class MemorySubAgentStore:
         return list(self.turns)
 
     async def commit(
-        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
+        self,
+        turns: list[dict[str, Any]],
+        messages: list[AssistantMessage | ToolMessage],
+        usage: TokenCount,
+        *,
+        reads: dict[str, str] | None = None,
     ) -> None:
         self.turns = turns
 

@@ -39,6 +39,7 @@ def assemble_loop(
     """The loop of run ``run_pk`` of ``thread``, heard by ``listener``."""
     working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
     working.cancelled = cancelled
+    working.reads.update(session.reads)  # a run that goes on from a checkpoint adds the checkpoint's
     add_client_tools(tools, client_tools)
 
     def subagent_store(started: SubAgentStarted, params: SubAgentParams) -> DbSubAgentStore:

@@ -49,6 +49,9 @@ class Session(models.Model):
     )
     # "Yes, always" answers: the memory keys (agents/permissions.py) of calls that run unasked.
     approved_always = models.JSONField(default=list, blank=True)
+    # The read ledger (agents/tools/ledger.py) as the last tool calls left it: a file the agent read
+    # in an earlier run of the conversation may be edited in the next, unless it changed since.
+    reads = models.JSONField(default=dict, blank=True)
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     cache_read_tokens = models.PositiveBigIntegerField(default=0)

@@ -27,7 +27,12 @@ class DbSessionStore:
         return list(self.turns)
 
     async def commit(
-        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
+        self,
+        turns: list[dict[str, Any]],
+        messages: list[AssistantMessage | ToolMessage],
+        usage: TokenCount,
+        *,
+        reads: dict[str, str] | None = None,
     ) -> None:
         await on_db_thread_shared(
             session_commit,
@@ -37,6 +42,7 @@ class DbSessionStore:
             turns=turns,
             messages=messages,
             usage=usage,
+            reads=None if reads is None else dict(reads),
         )
 
     async def pause(self, reason: PauseReason) -> None:
@@ -71,9 +77,14 @@ class DbSubAgentStore:
         return list(self.turns)
 
     async def commit(
-        self, turns: list[dict[str, Any]], messages: list[AssistantMessage | ToolMessage], usage: TokenCount
+        self,
+        turns: list[dict[str, Any]],
+        messages: list[AssistantMessage | ToolMessage],
+        usage: TokenCount,
+        *,
+        reads: dict[str, str] | None = None,
     ) -> None:
-        self.turns = turns
+        self.turns = turns  # a child's read ledger is its own (see SubAgentStore.commit)
         await on_db_thread(
             subagent_commit,
             session_id=self.session_id,

@@ -186,3 +186,50 @@ def test_an_edit_approved_in_the_admin_is_made(server, fake_api, workspace, clie
     _went_on(server, "t-read-admin")
     assert "is_error" not in _change_result(fake_api), _change_result(fake_api)
     assert (workspace / "notes.txt").read_text() == "remember the bread\n"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_file_read_in_an_earlier_run_of_the_conversation_can_be_edited_in_the_next(
+    server, fake_api, workspace, version
+):
+    (workspace / "notes.txt").write_text(NOTES)
+    fake_api.script(
+        [
+            tool_turn("file_read", READ, id="toolu_read"),
+            text_turn(["It says to remember the milk."]),
+            tool_turn("file_edit", EDIT, id="toolu_change"),
+            text_turn(["Changed."]),
+        ]
+    )
+    thread_id = f"t-read-earlier-{version}"
+    first = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "read it"}]}
+    second = {"runId": "r2", "messages": [{"id": "u2", "role": "user", "content": "bread, not milk"}]}
+    answer = {"runId": "r2", "answerAll": {"status": "resolved", "payload": {"approved": True}}}
+    results = run_client(version, f"{server.url}/agui/coder", "test-token", [first, second, answer])
+    server.drain()
+    assert [r["error"] for r in results] == [None, None, None]
+    assert "is_error" not in _change_result(fake_api), _change_result(fake_api)
+    assert (workspace / "notes.txt").read_text() == "remember the bread\n"
+
+
+def test_a_file_changed_on_disk_since_an_earlier_run_read_it_is_refused(server, fake_api, workspace):
+    (workspace / "notes.txt").write_text(NOTES)
+    fake_api.script(
+        [
+            tool_turn("file_read", READ, id="toolu_read"),
+            text_turn(["It says to remember the milk."]),
+            tool_turn("file_edit", EDIT, id="toolu_change"),
+            text_turn(["It changed."]),
+        ]
+    )
+    post_run(server.url, "coder", v1(run_input("t-read-earlier-stale", "r1", user("read it", "u1"))))
+    server.drain()
+    (workspace / "notes.txt").write_text("remember the milk and the tea\n")
+    pending = post_run(server.url, "coder", v1(run_input("t-read-earlier-stale", "r2", user("bread", "u2"))))
+    (interrupt,) = pending.events[-1]["outcome"]["interrupts"]
+    resume = {"resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]}
+    post_run(server.url, "coder", v1(run_input("t-read-earlier-stale", "r2", **resume)))
+    server.drain()
+    told = _change_result(fake_api)
+    assert told.get("is_error") is True and "changed on disk since you last read it" in told["content"]
+    assert (workspace / "notes.txt").read_text() == "remember the milk and the tea\n"

@@ -27,8 +27,10 @@ def session_commit(
     turns: list[dict[str, Any]],
     messages: list[AssistantMessage | ToolMessage],
     usage: TokenCount,
+    reads: dict[str, str] | None = None,
 ) -> None:
-    """Saves the model's view of the conversation and appends the new transcript messages.
+    """Saves the model's view of the conversation and appends the new transcript messages; with
+    ``reads``, the read ledger the conversation's next runs start from.
 
     Once per model call, so its statements are built once and go to the database together
     (threads/fastsql.py): the ORM's compilation of these updates, and then their round trips to
@@ -39,7 +41,10 @@ def session_commit(
     counts = token_counts(usage)
     statements = [
         fastsql.update_statement(
-            Session, session_id, setting={"turns": turns, "updated_at": timezone.now()}, adding=counts
+            Session,
+            session_id,
+            setting={"turns": turns, "updated_at": timezone.now(), **({} if reads is None else {"reads": reads})},
+            adding=counts,
         ),
         *append_statements(thread_id=thread_id, bodies=[transcript_body(m) for m in messages]),
     ]
