@@ -93,8 +93,8 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                     ended = True  # it may have ended after the read above: read its log once more
                     continue
                 if row is not None:
-                    # The client saw events its run's process streamed but died before logging, so
-                    # the log's end (its healing) lies below where the client stands: send that end.
+                    # A Last-Event-ID past the log's end (no client was given one: a healed end lies
+                    # past anything a dead process streamed, threads/healing.py) still gets the end.
                     last = await on_db_thread(selectors.run_last_event, run=run)
                     if last is not None and last.seq < cursor and last.type in ev.TERMINAL_TYPES:
                         yield sse_frame(last.seq, last.payload.encode())

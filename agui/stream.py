@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from threads.eventlog import EventLogWriter
+from threads.eventlog import UNLOGGED_AHEAD, EventLogWriter
 from vocabulary import agui as ev
 
 HEARTBEAT = b": ping\n\n"
@@ -58,13 +58,16 @@ class RunStream:
     """The frames of one run. A logged run's terminal event is held back from
     subscribers until ``close`` (called once the run is durable): a client that
     has seen RUN_FINISHED or RUN_ERROR can rely on the run and all its events
-    being recorded, in whichever process it asks next."""
+    being recorded, in whichever process it asks next. Nor do subscribers see
+    further than ``UNLOGGED_AHEAD`` events past the durable log, so a process that
+    dies leaves no client holding an id its log's healed end would reuse."""
 
     def __init__(self, log: EventLogWriter | None) -> None:
         self.frames: list[bytes] = []
         self.visible = 0  # how many frames subscribers may read
         self.log = log
         self.closed = False
+        self._held = 0  # 1 once a logged run's terminal frame is published: it waits for close
         self._waiters: list[_Waker] = []  # told of each frame they may read, and of the close
 
     @property
@@ -80,13 +83,25 @@ class RunStream:
         frames = self.frames
         seq = len(frames) + 1
         frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))  # sse_frame, inlined on the per-event path
-        if self.log is not None:
-            self.log.append(seq, event["type"], payload.decode())
+        log = self.log
+        if log is not None:
+            log.append(seq, event["type"], payload.decode())
             if event["type"] in ev.TERMINAL_TYPES:
+                self._held = 1
                 return
+            if seq > log.durable + UNLOGGED_AHEAD:
+                return  # let out when the log catches up (_log_durable)
         self.visible = seq
         for waiter in self._waiters:
             waiter.set()
+
+    def _log_durable(self, durable: int) -> None:
+        """The log holds every event up to ``durable``: what waited on it is let out."""
+        visible = min(len(self.frames) - self._held, durable + UNLOGGED_AHEAD)
+        if visible > self.visible and not self.closed:
+            self.visible = visible
+            for waiter in self._waiters:
+                waiter.set()
 
     def attach_log(self, log: EventLogWriter) -> None:
         """Starts logging; what was published before (RUN_STARTED, sent ahead of the
@@ -94,6 +109,7 @@ class RunStream:
         for seq, frame in enumerate(self.frames, 1):
             payload = frame.split(b"data: ", 1)[1][:-2]
             log.append(seq, orjson.loads(payload)["type"], payload.decode())
+        log.on_durable = self._log_durable
         self.log = log
 
     def replace_terminal(self, event: dict[str, Any]) -> None:

@@ -32,6 +32,10 @@ WRITE_ATTEMPTS = 10
 Rows = list[tuple[int, str, str]]  # (seq, type, payload JSON)
 # The most events one frame holds.
 FRAME_EVENTS = 2000
+# How far a run's live stream may run ahead of its durable log (agui/stream.py holds back what
+# goes further). A client can hold no id past the log's end plus this, so a dead run's log is
+# ended after it (threads/healing.py): its closing events never reuse an id a client was shown.
+UNLOGGED_AHEAD = 10_000
 
 
 class EventLogWriter:
@@ -71,6 +75,9 @@ class EventLogWriter:
         )
         self.written = 0
         self.writes = 0  # INSERT batches, for tests and the benchmark
+        self.durable = 0  # the highest seq in the log
+        # Told the new ``durable`` after each write (the run's stream, agui/stream.py).
+        self.on_durable: Callable[[int], None] | None = None
 
     def append(self, seq: int, type_: str, payload: str) -> None:
         self._pending.append((seq, type_, payload))
@@ -129,6 +136,9 @@ class EventLogWriter:
                 continue
             self.written += len(chunk)
             self.writes += 1
+            self.durable = max(self.durable, chunk[-1][0])
+            if self.on_durable is not None:
+                self.on_durable(self.durable)
             if self.after_write is not None:
                 try:
                     await self.after_write(chunk)

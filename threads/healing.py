@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-from threads.eventlog import insert_events
+from threads.eventlog import UNLOGGED_AHEAD, insert_events
 from threads.logframes import LoggedEvent
 from threads.models import Run
 from threads.selectors import run_events_after
@@ -46,16 +46,22 @@ def runs_heal(*, run_ids: list[uuid.UUID], now: datetime) -> None:
             if run.status == Run.Status.RUNNING:
                 run.status, run.outcome, run.finished_at = Run.Status.INTERRUPTED, "interrupted", now
             logged = run_events_after(run=run, after=0)
-            last = logged[-1].seq if logged else 0
+            count = len(logged)
             if not logged or logged[-1].type not in ev.TERMINAL_TYPES:
+                if not logged:
+                    # It died before its first write: its RUN_STARTED, the first event of every run
+                    # and one a client may have been shown, is written as it was.
+                    started = ev.run_started(run.thread.agui_thread_id, run.agui_run_id)
+                    insert_events(run.pk, [(1, started["type"], orjson.dumps(started).decode())])
+                    count += 1
                 ending = [*_closings(logged), INTERRUPTED_ERROR]
-                if last == 0:  # it died before its first event was written
-                    thread_id = run.thread.agui_thread_id
-                    ending.insert(0, ev.run_started(thread_id, run.agui_run_id))
+                # Its process may have streamed up to UNLOGGED_AHEAD events past the log that a client
+                # holds: the end comes after them, so a client reattaching from any of them gets it.
+                first = (logged[-1].seq if logged else 1) + UNLOGGED_AHEAD + 1
                 insert_events(
                     run.pk,
-                    [(seq, event["type"], orjson.dumps(event).decode()) for seq, event in enumerate(ending, last + 1)],
+                    [(seq, event["type"], orjson.dumps(event).decode()) for seq, event in enumerate(ending, first)],
                 )
-                last += len(ending)
-            run.event_count = last
+                count += len(ending)
+            run.event_count = count
             run.save(update_fields=["status", "outcome", "finished_at", "event_count"])

@@ -126,7 +126,53 @@ def test_a_client_ahead_of_a_dead_runs_log_is_told_how_it_ended(tmp_path):
             assert replay.status == 200
             assert replay.types == ["RUN_ERROR"], replay.body
             assert replay.events[0]["code"] == "interrupted"
-            assert replay.frames[0].id is not None and replay.frames[0].id <= last_id
+            # The end comes after every id the client could hold, never in place of one (issue #49).
+            assert replay.frames[0].id is not None and replay.frames[0].id > last_id
+        finally:
+            server.kill()
+
+
+def test_a_client_shown_more_than_the_log_kept_gets_the_closing_events_after_its_last_id(tmp_path):
+    """Issue #49 item 7: the log kept part of what the dead process streamed. The healed end closes
+    what the log left open and comes after the client's Last-Event-ID, so the client gets all of it."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeAnthropic() as fake:
+        env = {
+            "ANTHROPIC_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "EVENT_LOG_FLUSH_SECONDS": "0.005",
+            "EVENT_LOG_MAX_DELAY_SECONDS": "60",  # a frame waits for its 32 events: the tail stays unlogged
+        }
+        server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
+        try:
+            hanging = text_turn([f"word{i} " for i in range(80)]).paced(0.01).pause(after_events=50, timeout=30)
+            fake.script([hanging])
+            seen = b""
+            with _first_run(server, "t-partial") as response:
+                for chunk in response.iter_bytes():
+                    seen += chunk
+                    if hanging.paused.is_set() and seen.endswith(b"\n\n") and seen.count(b"TEXT_MESSAGE_CONTENT") >= 45:
+                        break
+                time.sleep(0.3)
+                server.kill()
+            hanging.resume.set()
+            frames, _ = parse_frames(seen)
+            last_id = frames[-1].id
+            assert last_id is not None
+            server.start()
+            logged = get_stream(f"{server.url}/agui/coder/threads/t-partial/runs/r1/events", token=server.token)
+            assert logged.types[-1] == "RUN_ERROR"
+            assert len([t for t in logged.types if t == "TEXT_MESSAGE_CONTENT"]) < 45  # the log kept less
+            replay = get_stream(
+                f"{server.url}/agui/coder/threads/t-partial/runs/r1/events",
+                token=server.token,
+                headers={"Last-Event-ID": str(last_id)},
+                timeout=20,
+            )
+            assert replay.status == 200
+            assert replay.types[0] == "TEXT_MESSAGE_END" and replay.types[-1] == "RUN_ERROR", replay.types
+            assert all(frame.id is not None and frame.id > last_id for frame in replay.frames)
         finally:
             server.kill()
 
