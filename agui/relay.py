@@ -63,12 +63,18 @@ class RunRelay:
 
 
 async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]:
-    """Frames of a run this process does not own: the log after ``after``, then the rest as it comes."""
+    """Frames of a run this process does not own: the log after ``after``, then the rest as it comes.
+    A channel layer that fails (Redis lost) is left for polling the log, which has every event the
+    layer would have brought: the follower still gets the run's end (issue #49 item 8)."""
     layer = shared_layer()
     channel = ""
     if layer is not None:
-        channel = await layer.new_channel()
-        await layer.group_add(group_name(run.pk), channel)
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group_name(run.pk), channel)
+        except Exception as exc:
+            _layer_lost(run, exc)
+            layer = None
     cursor = after
     ended = False
     try:
@@ -108,12 +114,16 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                 await asyncio.sleep(POLL_SECONDS)
                 continue
             # Then live batches until one leaves a gap (read from the log) or the run ends.
-            while True:
+            while layer is not None:
                 try:
                     async with asyncio.timeout(POLL_SECONDS * 4):
                         message = await layer.receive(channel)
                 except TimeoutError:
                     break  # re-check the log and the run's status
+                except Exception as exc:
+                    _layer_lost(run, exc)
+                    layer = None
+                    break
                 rows = [row for row in message["events"] if row[0] > cursor]
                 if rows and rows[0][0] != cursor + 1:
                     break
@@ -124,4 +134,11 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                         return
     finally:
         if layer is not None:
-            await layer.group_discard(group_name(run.pk), channel)
+            try:
+                await layer.group_discard(group_name(run.pk), channel)
+            except Exception as exc:
+                log.warning("could not leave the relay group of run %s: %s", run.pk, exc)
+
+
+def _layer_lost(run: Run, exc: Exception) -> None:
+    log.warning("the channel layer failed while following run %s (%s); polling its log instead", run.pk, exc)

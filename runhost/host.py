@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 # RUN_ERROR's code when the request stored nothing because the database stayed contended: its
 # sender should send the same request again (README, Errors).
 RETRY = "retry"
+# RUN_ERROR's code when what the request sent is stored but this stream cannot follow its run: its
+# sender should reattach to the thread, not send it again.
+REATTACH = "reattach"
 
 _STATUS = {
     Outcome.SUCCESS: Run.Status.SUCCEEDED,
@@ -161,8 +164,13 @@ class RunHost:
                     await follow_queued(self, queued, start.agui_thread_id, surface)
                 except Exception:
                     # The message is stored and will be taken; only this request's view of it failed.
+                    # "internal" made clients send it again (issue #49 item 8).
                     log.exception("could not follow the message queued on thread %s", start.agui_thread_id)
-                    surface.refused("internal", "the server could not follow the run that takes the queued message")
+                    surface.refused(
+                        REATTACH,
+                        "the message is stored and a run will answer it; do not send it again, "
+                        "reattach to the thread to follow that run",
+                    )
             case TakenElsewhere():
                 self.registry.forget(live)
             case Hydrate() as hydrate:
