@@ -4,9 +4,11 @@ What the command sees: the system's own directories read-only (``/usr``, ``/etc`
 ``/bin``, ``/lib`` links), a fresh ``/dev``, a ``/proc`` of its own PID namespace (the server's
 processes, and their environment, are out of sight), empty ``/tmp`` and ``/var/tmp``, and its
 workspace read-write at the workspace's own path. Nothing else of the host is there: not the
-other workspaces nor the root that holds them, not the server's checkout, data dir or virtual
-environment (those that lie inside a bound directory are covered by empty ones, or bound read-only
-when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``. No network unless asked.
+other workspaces nor the root that holds them, not the shared workspace, not the server's checkout,
+data dir or virtual environment (those that lie inside a bound directory, ``/opt`` or ``/usr/local``
+say, are covered by empty ones, the run's own workspace bound back in where it lies inside one; or
+bound read-only when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``. No
+network unless asked.
 
 What the command holds: nothing. Whatever the server runs as, the command never has a capability
 and is never root on the host:
@@ -93,6 +95,15 @@ class Sandbox:
         mounts += [
             (path, ["--tmpfs", str(path)]) for path in self.hidden if path != self.workspace and self._shown(path)
         ]
+        # Between a hidden directory and the workspace it holds, plain 0755 directories in the empty
+        # one, so the sandbox user can reach its workspace by its path (and nothing else is there).
+        for path in self.hidden:
+            if path != self.workspace and self.workspace.is_relative_to(path) and self._shown(path):
+                mounts += [
+                    (inner, ["--perms", "0755", "--dir", str(inner)])
+                    for inner in self.workspace.parents
+                    if inner != path and inner.is_relative_to(path)
+                ]
         mounts += [(path, ["--ro-bind", str(path), str(path)]) for path in self.read_only]
         for _, mount in sorted(mounts, key=lambda item: len(item[0].parts)):
             argv += mount
