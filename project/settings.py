@@ -23,6 +23,7 @@ from project.env import (
     env_float,
     env_host,
     env_int,
+    env_names,
     env_origins,
     env_route_prefix,
     env_str,
@@ -192,6 +193,12 @@ AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
 AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
 AGENT_BASH_MAX_MEMORY_BYTES = env_int("AGENT_BASH_MAX_MEMORY_BYTES", 8 << 30, minimum=64 << 20)
+# The server's environment variables bash sees besides PATH, HOME, the locale (LANG, LANGUAGE, LC_*),
+# TERM and TZ: an allowlist, so a credential the server holds under any name stays out (issue #49, item 9).
+AGENT_BASH_ENV_ALLOW = env_names(
+    "AGENT_BASH_ENV_ALLOW",
+    refused=("ANTHROPIC_API_KEY", "AGUI_TOKEN", "DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "BRAVE_API_KEY"),
+)
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 FRONTEND_TOOL_TIMEOUT_SECONDS = env_float("FRONTEND_TOOL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 # A sub-agent's own iteration cap and wall-clock timeout (the sub_agent tool; nesting stops at depth 2).
