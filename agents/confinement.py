@@ -34,6 +34,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.AGENT_SANDBOX_UID,
         settings.AGENT_BASH_MAX_PROCESSES,
         settings.AGENT_BASH_MAX_MEMORY_BYTES,
+        settings.AGENT_BASH_SCRATCH_BYTES,
         database["ENGINE"],
         str(database["NAME"]),
         os.environ.get("PATH", os.defpath),
@@ -180,7 +181,9 @@ def _bash_choice(key: tuple[object, ...]) -> BashChoice:
         if setpriv is None:
             return _not_offered("the server runs as root and setpriv (util-linux) is missing to drop to a plain user")
         run_as = int(settings.AGENT_SANDBOX_UID)
-    bounds = SandboxBounds(settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES)
+    bounds = SandboxBounds(
+        settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES, settings.AGENT_BASH_SCRATCH_BYTES
+    )
     workspace = Path(settings.AGENT_WORKSPACE).resolve()
     sandbox = Sandbox(
         bwrap, workspace, network=settings.AGENT_BASH_NETWORK == "on", run_as=run_as, setpriv=setpriv, bounds=bounds

@@ -193,6 +193,9 @@ AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
 AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
 AGENT_BASH_MAX_MEMORY_BYTES = env_int("AGENT_BASH_MAX_MEMORY_BYTES", 8 << 30, minimum=64 << 20)
+# The size of each of a sandboxed command's /tmp, /var/tmp and /dev/shm (its home is in /tmp): memory
+# while the call runs, gone when it ends.
+AGENT_BASH_SCRATCH_BYTES = env_int("AGENT_BASH_SCRATCH_BYTES", 512 << 20, minimum=1 << 20, maximum=1 << 40)
 # The server's environment variables bash sees besides PATH, HOME, the locale (LANG, LANGUAGE, LC_*),
 # TERM and TZ: an allowlist, so a credential the server holds under any name stays out (issue #49, item 9).
 AGENT_BASH_ENV_ALLOW = env_names(
