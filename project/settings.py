@@ -167,6 +167,21 @@ for _inner, _outer in (
             f"AGENT_WORKSPACES_ROOT={str(AGENT_WORKSPACES_ROOT)!r} and AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} "
             f"must lie outside each other and outside the data dir {str(DATA_DIR)!r}: {_inner} is inside {_outer}"
         )
+# A workspace is handed to the sandbox user when the server is root (chowned): one that holds the
+# server's checkout or virtual environment, or lies inside either, would hand over the server's own
+# code (the probe's AGENT_WORKSPACE set to the checkout chowned 478 of its files: issue #49, item 5).
+_SERVER_CODE = {BASE_DIR, (BASE_DIR / ".venv").resolve()}
+if sys.prefix != sys.base_prefix:  # a virtual environment, not the system's Python (/usr, /usr/local)
+    _SERVER_CODE.add(Path(sys.prefix).resolve())
+for _setting, _workspace in (("AGENT_WORKSPACE", AGENT_WORKSPACE), ("AGENT_WORKSPACES_ROOT", AGENT_WORKSPACES_ROOT)):
+    for _code in sorted(_SERVER_CODE):
+        if _code.is_relative_to(_workspace) or _workspace.is_relative_to(_code):
+            _what = "checkout" if _code == BASE_DIR else "virtual environment"
+            raise ImproperlyConfigured(
+                f"{_setting}={str(_workspace)!r} holds or lies inside the server's {_what} {str(_code)!r}: the "
+                "agent's tools would work in (and, run as root, hand to the sandbox user) the server's own code; "
+                "give it a directory of its own (the default AGENT_WORKSPACE is a clone of the checkout)"
+            )
 AGENT_WORKSPACE_TEMPLATE = env_str("AGENT_WORKSPACE_TEMPLATE")
 if (
     AGENT_WORKSPACE_TEMPLATE
