@@ -1,7 +1,7 @@
 """Wherever the workspaces lie, a user's bash sees that user's workspace and no other (issue #49,
 item 1). The probe put them under /opt, which the sandbox shows read-only: bob's bash then read
-alice's workspace and the shared one. Here alice, bob and the shared workspace live under /opt and
-under /usr/local, and bob's bash tries them by name, by grep and find, through /proc/self/root,
+alice's workspace and the shared one. Here alice, bob and the shared workspace live under /opt,
+/usr/local and /etc, and bob's bash tries them by name, by grep and find, through /proc/self/root,
 through a link he makes and through ``..``. A layout the sandbox cannot hide stops start-up."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Layout:
     data: Path
 
 
-@pytest.fixture(params=["/opt", "/usr/local"])
+@pytest.fixture(params=["/opt", "/usr/local", "/etc"])
 def layout(request: pytest.FixtureRequest) -> Iterator[Layout]:
     base = Path(tempfile.mkdtemp(prefix="threadline-test-", dir=request.param))
     try:
