@@ -194,7 +194,8 @@ BASH = Tool(
     name="bash",
     description=(
         "Run a command with /bin/bash -c in the workspace directory, in a sandbox (no network unless the "
-        "server allows it, nothing writable outside the workspace); stdout and stderr are returned "
+        "server allows it, nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
+        "each call); stdout and stderr are returned "
         f"together with the exit code. Times out after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, "
         f"at most {MAX_TIMEOUT_SECONDS}), killing the command and its children. There is no terminal and no "
         "input; long output keeps its beginning and end. Credentials are not in the environment."
