@@ -16,7 +16,7 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.tools.protected import Protected
-from agents.tools.sandbox import Sandbox, SandboxBounds
+from agents.tools.sandbox import SYSTEM_DIRS, Sandbox, SandboxBounds
 from agents.tools.workspace import PathRules, Workspace
 
 
@@ -34,6 +34,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.AGENT_SANDBOX_UID,
         settings.AGENT_BASH_MAX_PROCESSES,
         settings.AGENT_BASH_MAX_MEMORY_BYTES,
+        settings.AGENT_BASH_SCRATCH_BYTES,
         database["ENGINE"],
         str(database["NAME"]),
         os.environ.get("PATH", os.defpath),
@@ -88,11 +89,23 @@ def server_code() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(path.resolve() for path in paths if path.is_dir()))
 
 
+def hidden_roots() -> tuple[tuple[str, Path], ...]:
+    """The directories no run's sandbox may show, by the setting that names each: the data dir, the
+    root of the users' and threads' workspaces and the shared workspace. A run's own workspace,
+    which may lie inside one of them, is bound back in over the empty directory (issue #49, item 1)."""
+    return (
+        ("THREADLINE_DATA_DIR", Path(settings.DATA_DIR).resolve()),
+        ("AGENT_WORKSPACES_ROOT", Path(settings.AGENT_WORKSPACES_ROOT).resolve()),
+        ("AGENT_WORKSPACE", Path(settings.AGENT_WORKSPACE).resolve()),
+    )
+
+
 def sandbox_mounts(workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    """What the sandbox around ``workspace`` covers with empty directories (the data dir, and the
-    server's code and the workspaces root where they lie outside the workspace), and what it binds
-    read-only over the workspace (the server's code where it lies inside it)."""
-    hidden = [Path(settings.DATA_DIR).resolve(), Path(settings.AGENT_WORKSPACES_ROOT).resolve()]
+    """What the sandbox around ``workspace`` covers with empty directories (the data dir, the
+    workspaces root, the shared workspace and the server's code, wherever they lie: inside a system
+    directory the sandbox shows too), and what it binds read-only over the workspace (the server's
+    code where it lies inside it)."""
+    hidden = [path for _, path in hidden_roots()]
     read_only: list[Path] = []
     for path in server_code():
         if path.is_relative_to(workspace):
@@ -101,10 +114,40 @@ def sandbox_mounts(workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]
             hidden.append(path)
     # The virtual environment inside a read-only checkout is still hidden (it holds nothing to read).
     hidden += [path for path in server_code()[1:] if path.is_relative_to(workspace)]
-    kept = [path for path in dict.fromkeys(hidden) if path.is_dir() and not workspace.is_relative_to(path)]
+    # A directory that holds the workspace is hidden all the same: the sandbox covers it, then binds
+    # the workspace back in (mounts apply from the outermost in), so its siblings stay out of sight.
+    kept = [path for path in dict.fromkeys(hidden) if path.is_dir() and path != workspace]
     # A directory inside another hidden one is hidden with it.
     hidden_paths = tuple(p for p in kept if not any(p != other and p.is_relative_to(other) for other in kept))
     return hidden_paths, tuple(path for path in read_only if path not in hidden_paths)
+
+
+def _needed_by_the_sandbox() -> tuple[Path, ...]:
+    """What a command in the sandbox cannot run without: the system's programs and libraries, and
+    the programs it starts with (bash, and setpriv when the server is root)."""
+    needed = [Path(name).resolve() for name in SYSTEM_DIRS if name != "/opt" and Path(name).exists()]
+    search_path = os.environ.get("PATH", os.defpath)
+    for program in ("bash", "setpriv"):
+        found = shutil.which(program, path=search_path)
+        if found is not None:
+            needed.append(Path(found).resolve().parent)
+    needed.append(Path("/bin/bash").resolve().parent)
+    return tuple(dict.fromkeys(needed))
+
+
+def unhideable_layout() -> str | None:
+    """None when the sandbox can hide every directory of ``hidden_roots`` (an empty one over it does
+    not take away what a command needs to run); else which setting names one it cannot, and why."""
+    needed = _needed_by_the_sandbox()
+    for name, path in hidden_roots():
+        covered = [str(other) for other in needed if other.is_relative_to(path)]
+        if path == Path("/") or path == Path("/etc") or covered:
+            what = ", ".join(covered) if covered else str(path)
+            return (
+                f"{name}={str(path)!r} cannot be hidden from bash's sandbox: hiding it would take away {what}, "
+                "which the sandbox needs; put it in a directory of its own (such as /srv/threadline or /opt/threadline)"
+            )
+    return None
 
 
 @dataclass(slots=True, frozen=True)
@@ -125,6 +168,9 @@ def bash_choice() -> BashChoice:
 def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     if settings.AGENT_BASH_SANDBOX == "off":
         return BashChoice(True, None, "bash runs WITHOUT a sandbox (AGENT_BASH_SANDBOX=off)")
+    layout = unhideable_layout()
+    if layout is not None:
+        return _not_offered(layout)
     search_path = os.environ.get("PATH", os.defpath)
     bwrap = shutil.which("bwrap", path=search_path)
     if bwrap is None:
@@ -135,7 +181,9 @@ def _bash_choice(key: tuple[object, ...]) -> BashChoice:
         if setpriv is None:
             return _not_offered("the server runs as root and setpriv (util-linux) is missing to drop to a plain user")
         run_as = int(settings.AGENT_SANDBOX_UID)
-    bounds = SandboxBounds(settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES)
+    bounds = SandboxBounds(
+        settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES, settings.AGENT_BASH_SCRATCH_BYTES
+    )
     workspace = Path(settings.AGENT_WORKSPACE).resolve()
     sandbox = Sandbox(
         bwrap, workspace, network=settings.AGENT_BASH_NETWORK == "on", run_as=run_as, setpriv=setpriv, bounds=bounds

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agents.tools.sandbox import Sandbox
-from agents.tools.shell import scrubbed_environment
+from agents.tools.shell import command_environment
 
 # How many lines of `git status` the model sees; the rest is counted.
 STATUS_LINES = 10
@@ -100,9 +100,10 @@ def _git(workspace: Path, sandbox: Sandbox | None, *arguments: str) -> str | Non
 
     The repository is the model's to write, and its config can make git run commands (a
     ``core.fsmonitor`` hook, a clean filter): git runs in the bash tool's sandbox when there is one,
-    always with the environment bash gets (no credentials), and with the fsmonitor hook off."""
+    always with the environment bash gets less what the operator added (no credentials), and with
+    the fsmonitor hook off."""
     # No index lock taken by a status that only looks (GIT_OPTIONAL_LOCKS), no pager, no prompt.
-    env = scrubbed_environment() | {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
+    env = command_environment() | {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
     if sandbox is not None:
         env = sandbox.environment(env)
     argv = ["git", "-c", "core.fsmonitor=false", "-C", str(workspace), *arguments]

@@ -128,6 +128,7 @@ class ChildLoops:
                 write_lock=context.write_lock,
                 web=context.web,
                 cancelled=context.cancelled,
+                bash_env_allow=context.bash_env_allow,
             ),
             config=config,
             store=spec.store,

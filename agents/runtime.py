@@ -131,7 +131,9 @@ def tool_context(*, agent_name: str = "", thread_id: str = "", workspace: Path |
         allowed_private_hosts=settings.WEB_ALLOWED_PRIVATE_HOSTS,
     )
     confined = server_workspace(ScopedRules(agent_name, thread_id), workspace)
-    return ToolContext(workspace=confined, output_limits=limits, web=web)
+    return ToolContext(
+        workspace=confined, output_limits=limits, web=web, bash_env_allow=tuple(settings.AGENT_BASH_ENV_ALLOW)
+    )
 
 
 def loop_config(agent: Agent, provider: ModelProvider, *, grounding: str = "") -> LoopConfig:

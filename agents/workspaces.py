@@ -17,7 +17,8 @@ processes making the same one at once end with one.
 
 When the server runs as root, bash runs as the sandbox user (agents/tools/sandbox.py), so a
 workspace is handed to that user: made by the server, its files are chowned to it, skipping the
-server's own files should they lie inside."""
+data dir should it lie inside. A workspace that holds the server's checkout or virtual environment
+(or lies inside one) is never handed over: start-up refuses it, and so does ``hand_over``."""
 
 from __future__ import annotations
 
@@ -169,8 +170,9 @@ def _clone(template: str, making: Path, branch: str) -> None:
 
 def hand_over(path: Path) -> None:
     """Gives the workspace at ``path`` to the sandbox user when bash runs as one (the server is
-    root), so its commands can change the files there; the server's own code and data, should they
-    lie inside, keep their owner. Does nothing when the workspace is that user's already."""
+    root), so its commands can change the files there; the data dir, should it lie inside, keeps its
+    owner. Does nothing when the workspace is that user's already. Raises WorkspaceError, changing
+    nothing, when the workspace holds the server's code or lies inside it (issue #49, item 5)."""
     uid = sandbox_uid()
     if uid is None:
         return
@@ -179,7 +181,15 @@ def hand_over(path: Path) -> None:
             return
     except OSError:
         return
-    keep = {*server_code(), Path(settings.DATA_DIR).resolve()}
+    # Start-up refuses such a workspace (project/settings.py); this holds wherever a path comes from.
+    root = path.resolve()
+    for code in server_code():
+        if code.is_relative_to(root) or root.is_relative_to(code):
+            raise WorkspaceError(
+                f"the workspace {root} holds or lies inside the server's code {code}: it is not handed to the "
+                "sandbox user; give the agent a directory of its own"
+            )
+    keep = {Path(settings.DATA_DIR).resolve()}
     log.info("handing the workspace %s to uid %d, the user bash runs as", path, uid)
     for directory, subdirs, files in os.walk(path, followlinks=False):
         here = Path(directory)

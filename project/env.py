@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -15,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _raw(name: str, env: Mapping[str, str] | None) -> str | None:
@@ -140,6 +142,22 @@ def env_origins(name: str, env: Mapping[str, str] | None = None) -> list[str]:
             raise ImproperlyConfigured(f"{name}: {item!r} is not an exact origin like https://app.example.com")
         origins.append(f"{parts.scheme}://{parts.netloc}")
     return origins
+
+
+def env_names(name: str, *, refused: tuple[str, ...] = (), env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """A comma-separated list of environment variable names (letters, digits and ``_``, not starting
+    with a digit), none of them in ``refused``; blank: none."""
+    value = env_str(name, "", env)
+    if not value.strip():
+        return ()
+    names: list[str] = []
+    for item in (part.strip() for part in value.split(",")):
+        if not _VARIABLE_NAME.fullmatch(item):
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an environment variable name (A-Z, a-z, 0-9, _)")
+        if item in refused:
+            raise ImproperlyConfigured(f"{name}: {item} is one of Threadline's own credentials and never reaches bash")
+        names.append(item)
+    return tuple(dict.fromkeys(names))
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...], env: Mapping[str, str] | None = None) -> str:

@@ -23,6 +23,7 @@ from project.env import (
     env_float,
     env_host,
     env_int,
+    env_names,
     env_origins,
     env_route_prefix,
     env_str,
@@ -166,6 +167,21 @@ for _inner, _outer in (
             f"AGENT_WORKSPACES_ROOT={str(AGENT_WORKSPACES_ROOT)!r} and AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} "
             f"must lie outside each other and outside the data dir {str(DATA_DIR)!r}: {_inner} is inside {_outer}"
         )
+# A workspace is handed to the sandbox user when the server is root (chowned): one that holds the
+# server's checkout or virtual environment, or lies inside either, would hand over the server's own
+# code (the probe's AGENT_WORKSPACE set to the checkout chowned 478 of its files: issue #49, item 5).
+_SERVER_CODE = {BASE_DIR, (BASE_DIR / ".venv").resolve()}
+if sys.prefix != sys.base_prefix:  # a virtual environment, not the system's Python (/usr, /usr/local)
+    _SERVER_CODE.add(Path(sys.prefix).resolve())
+for _setting, _workspace in (("AGENT_WORKSPACE", AGENT_WORKSPACE), ("AGENT_WORKSPACES_ROOT", AGENT_WORKSPACES_ROOT)):
+    for _code in sorted(_SERVER_CODE):
+        if _code.is_relative_to(_workspace) or _workspace.is_relative_to(_code):
+            _what = "checkout" if _code == BASE_DIR else "virtual environment"
+            raise ImproperlyConfigured(
+                f"{_setting}={str(_workspace)!r} holds or lies inside the server's {_what} {str(_code)!r}: the "
+                "agent's tools would work in (and, run as root, hand to the sandbox user) the server's own code; "
+                "give it a directory of its own (the default AGENT_WORKSPACE is a clone of the checkout)"
+            )
 AGENT_WORKSPACE_TEMPLATE = env_str("AGENT_WORKSPACE_TEMPLATE")
 if (
     AGENT_WORKSPACE_TEMPLATE
@@ -192,6 +208,15 @@ AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
 AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
 AGENT_BASH_MAX_MEMORY_BYTES = env_int("AGENT_BASH_MAX_MEMORY_BYTES", 8 << 30, minimum=64 << 20)
+# The size of each of a sandboxed command's /tmp, /var/tmp and /dev/shm (its home is in /tmp): memory
+# while the call runs, gone when it ends.
+AGENT_BASH_SCRATCH_BYTES = env_int("AGENT_BASH_SCRATCH_BYTES", 512 << 20, minimum=1 << 20, maximum=1 << 40)
+# The server's environment variables bash sees besides PATH, HOME, the locale (LANG, LANGUAGE, LC_*),
+# TERM and TZ: an allowlist, so a credential the server holds under any name stays out (issue #49, item 9).
+AGENT_BASH_ENV_ALLOW = env_names(
+    "AGENT_BASH_ENV_ALLOW",
+    refused=("ANTHROPIC_API_KEY", "AGUI_TOKEN", "DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "BRAVE_API_KEY"),
+)
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 FRONTEND_TOOL_TIMEOUT_SECONDS = env_float("FRONTEND_TOOL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 # A sub-agent's own iteration cap and wall-clock timeout (the sub_agent tool; nesting stops at depth 2).

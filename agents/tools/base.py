@@ -59,6 +59,8 @@ class ToolContext:
     web: WebConfig = field(default_factory=WebConfig)
     # Told how far a call in flight is (an MCP tool's progress notifications); set by the loop.
     on_progress: Callable[[ToolProgress], None] | None = None
+    # The server's environment variables bash sees besides its fixed allowlist (AGENT_BASH_ENV_ALLOW).
+    bash_env_allow: tuple[str, ...] = ()
 
     def progress(self, call_id: str, name: str, progress: float, total: float | None = None, message: str = "") -> None:
         """Reports how far the call ``call_id`` of the tool ``name`` is."""

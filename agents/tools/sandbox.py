@@ -2,11 +2,14 @@
 
 What the command sees: the system's own directories read-only (``/usr``, ``/etc``, ``/opt`` and the
 ``/bin``, ``/lib`` links), a fresh ``/dev``, a ``/proc`` of its own PID namespace (the server's
-processes, and their environment, are out of sight), empty ``/tmp`` and ``/var/tmp``, and its
+processes, and their environment, are out of sight), a private writable ``/tmp``, ``/var/tmp``,
+``/dev/shm`` and home (``/tmp/home``), bounded in size and gone when the call ends, and its
 workspace read-write at the workspace's own path. Nothing else of the host is there: not the
-other workspaces nor the root that holds them, not the server's checkout, data dir or virtual
-environment (those that lie inside a bound directory are covered by empty ones, or bound read-only
-when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``. No network unless asked.
+other workspaces nor the root that holds them, not the shared workspace, not the server's checkout,
+data dir or virtual environment (those that lie inside a bound directory, ``/opt`` or ``/usr/local``
+say, are covered by empty ones, the run's own workspace bound back in where it lies inside one; or
+bound read-only when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``. No
+network unless asked.
 
 What the command holds: nothing. Whatever the server runs as, the command never has a capability
 and is never root on the host:
@@ -49,10 +52,19 @@ def system_mounts() -> tuple[str, ...]:
     return tuple(argv)
 
 
+# The command's scratch space: /tmp, /var/tmp and /dev/shm are each a tmpfs of the call's own, made
+# world-writable (sticky) so the sandbox user can write them even when bwrap made them as root
+# (issue #49, item 13), and bounded in size; its home is a directory of its own in that /tmp. All of
+# it lives in the call's mount namespace and goes with it when the call ends.
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+SCRATCH_HOME = "/tmp/home"
+
+
 @dataclass(slots=True, frozen=True)
 class SandboxBounds:
     max_processes: int = 256
     max_memory_bytes: int = 8 << 30  # per process: address space
+    scratch_bytes: int = 512 << 20  # each of SCRATCH_DIRS (memory the kernel holds while the call runs)
 
 
 @dataclass(slots=True, frozen=True)
@@ -81,7 +93,9 @@ class Sandbox:
         if not self.network:
             argv.append("--unshare-net")
         argv += system_mounts()
-        argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+        argv += ["--dev", "/dev", "--proc", "/proc"]
+        for scratch in SCRATCH_DIRS:
+            argv += ["--perms", "01777", "--size", str(self.bounds.scratch_bytes), "--tmpfs", scratch]
         # The directories above the workspace, made in the sandbox's own root as plain 0755 ones
         # (bwrap would copy the host's modes, and a 0700 /root would shut the sandbox user out).
         for parent in reversed(self.workspace.parents[:-1]):
@@ -93,6 +107,15 @@ class Sandbox:
         mounts += [
             (path, ["--tmpfs", str(path)]) for path in self.hidden if path != self.workspace and self._shown(path)
         ]
+        # Between a hidden directory and the workspace it holds, plain 0755 directories in the empty
+        # one, so the sandbox user can reach its workspace by its path (and nothing else is there).
+        for path in self.hidden:
+            if path != self.workspace and self.workspace.is_relative_to(path) and self._shown(path):
+                mounts += [
+                    (inner, ["--perms", "0755", "--dir", str(inner)])
+                    for inner in self.workspace.parents
+                    if inner != path and inner.is_relative_to(path)
+                ]
         mounts += [(path, ["--ro-bind", str(path), str(path)]) for path in self.read_only]
         for _, mount in sorted(mounts, key=lambda item: len(item[0].parts)):
             argv += mount
@@ -105,15 +128,17 @@ class Sandbox:
         # The bounds are set by the sandbox's first bash, then the command replaces it: set from
         # inside, RLIMIT_NPROC counts this sandbox's processes (in its user namespace) or the
         # sandbox user's, never the server's own.
+        # It also makes the home, so the home is the sandbox user's own.
         bounds = f"ulimit -H -S -u {self.bounds.max_processes} -v {max(1, self.bounds.max_memory_bytes // 1024)}"
-        argv += ["/bin/bash", "-c", f'{bounds} && exec /bin/bash -c "$1"', "bash", command]
+        home = f"mkdir -p -m 0700 {SCRATCH_HOME}"
+        argv += ["/bin/bash", "-c", f'{home} && {bounds} && exec /bin/bash -c "$1"', "bash", command]
         return argv
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
-        """The command's environment: ``env`` with a home it can write (the server's is not there)
+        """The command's environment: ``env`` with a home of its own (the server's is not there)
         and git willing to work in a repository another uid made (the sandbox is its only user)."""
         return env | {
-            "HOME": "/tmp",
+            "HOME": SCRATCH_HOME,
             "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "safe.directory",
             "GIT_CONFIG_VALUE_0": "*",
@@ -125,4 +150,5 @@ class Sandbox:
 
     def describe(self) -> str:
         who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"
-        return f"{who}, no capabilities, at most {self.bounds.max_processes} processes"
+        scratch = f"{self.bounds.scratch_bytes >> 20} MiB"
+        return f"{who}, no capabilities, at most {self.bounds.max_processes} processes, {scratch} each of scratch"

@@ -1,7 +1,7 @@
 """bash: run a shell command in the workspace, with a timeout, a shaped output and no secrets.
 
 The command runs in the workspace's bubblewrap sandbox (agents/tools/sandbox.py) when it has one,
-started with the scrubbed environment; without one (``AGENT_BASH_SANDBOX=off``) bash itself is
+started with only the allowed part of the server's environment; without one (``AGENT_BASH_SANDBOX=off``) bash itself is
 killed by the kernel when the server dies (PR_SET_PDEATHSIG). Either way it runs in a session (and
 process group) of its own; on timeout or cancellation the whole group is killed, so no child
 outlives the call. Background processes still holding the output pipe when the command exits are
@@ -30,22 +30,23 @@ MAX_TIMEOUT_SECONDS = 600
 DRAIN_SECONDS = 1.0  # after the command exits, how long leftovers may keep the output open
 _READ_CHUNK = 65_536
 
-# Variables whose names contain one of these, or start with one of the prefixes, never reach the command.
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE")
-SECRET_PREFIXES = ("ANTHROPIC_", "AGUI_", "DJANGO_", "DATABASE_URL", "REDIS_URL")
+# What of the server's environment a command sees: an allowlist, so that a credential never reaches
+# it whatever its name (a deny-list by name let GITHUB_PAT and DOCS_BEARER through: issue #49,
+# item 9). The operator adds names with AGENT_BASH_ENV_ALLOW (``ToolContext.bash_env_allow``).
+ALLOWED_NAMES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ"})
+ALLOWED_PREFIXES = ("LC_",)
 # Commands are not interactive: no pager waits for a key, git never prompts for a password.
 _FIXED_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 
 
-def is_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS) or upper.startswith(SECRET_PREFIXES)
+def is_allowed(name: str, also: tuple[str, ...] = ()) -> bool:
+    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES) or name in also
 
 
-def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The server's environment without anything that looks like a credential."""
+def command_environment(also: tuple[str, ...] = (), environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment as a command sees it: only the allowed variables, and ``also``."""
     source = dict(os.environ) if environ is None else environ
-    env = {name: value for name, value in source.items() if not is_secret(name)}
+    env = {name: value for name, value in source.items() if is_allowed(name, also)}
     env.update(_FIXED_ENV)
     return env
 
@@ -161,11 +162,12 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     assert command is not None
     timeout = _timeout(arguments)
     sandbox = context.workspace.sandbox
+    env = command_environment(context.bash_env_allow)
     result = await run_shell(
         command,
         cwd=str(context.workspace.root),
         time_limit=timeout,
-        env=scrubbed_environment() if sandbox is None else sandbox.environment(scrubbed_environment()),
+        env=env if sandbox is None else sandbox.environment(env),
         limits=context.output_limits,
         sandbox=sandbox,
     )
@@ -192,7 +194,8 @@ BASH = Tool(
     name="bash",
     description=(
         "Run a command with /bin/bash -c in the workspace directory, in a sandbox (no network unless the "
-        "server allows it, nothing writable outside the workspace); stdout and stderr are returned "
+        "server allows it, nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
+        "each call); stdout and stderr are returned "
         f"together with the exit code. Times out after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, "
         f"at most {MAX_TIMEOUT_SECONDS}), killing the command and its children. There is no terminal and no "
         "input; long output keeps its beginning and end. Credentials are not in the environment."

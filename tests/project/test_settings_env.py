@@ -38,6 +38,9 @@ from tests.procs import ROOT
         ("TLS_CERT_FILE", "/definitely/not/here.pem"),
         ("AGENT_BASH_SANDBOX", "maybe"),
         ("AGENT_BASH_NETWORK", "yes please"),
+        ("AGENT_BASH_ENV_ALLOW", "GOOD_NAME,bad-name"),
+        ("AGENT_BASH_ENV_ALLOW", "ONE,,TWO"),
+        ("AGENT_BASH_ENV_ALLOW", "LANG,AGUI_TOKEN"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):
