@@ -47,22 +47,25 @@ def _forwarded_for(value: str) -> list[str]:
 
 
 def _forwarded_proto(value: str) -> str | None:
-    """The ``proto=`` of the last hop of an RFC 7239 ``Forwarded`` header (the one the proxy added)."""
-    for pair in value.split(",")[-1].split(";"):
-        key, found, raw = pair.partition("=")
-        if found and key.strip().lower() == "proto":
-            return raw.strip().strip('"').lower()
+    """The first ``proto=`` of an RFC 7239 ``Forwarded`` header: the scheme the client used to reach
+    the first proxy, which is what the request's scheme means (``X-Forwarded-Proto``'s sense)."""
+    for element in value.split(","):
+        for pair in element.split(";"):
+            key, found, raw = pair.partition("=")
+            if found and key.strip().lower() == "proto":
+                return raw.strip().strip('"').lower()
     return None
 
 
 class TrustedProxies:
+    """``FORWARDED_ALLOW_IPS`` applied to a peer and to its request's headers."""
+
     def __init__(self, trusted: list[str]) -> None:
         self._hosts = _TrustedHosts(trusted)
-        self.nobody = not trusted
 
     def trusts(self, peer: str) -> bool:
         """Whether the peer ``peer`` (an address) is a proxy whose forwarding headers are believed."""
-        return not self.nobody and _unmapped(peer) in self._hosts
+        return _unmapped(peer) in self._hosts
 
     def client(self, headers: list[tuple[bytes, bytes]]) -> tuple[str, int] | None:
         """The client a trusted peer's request names, as (host, port); None when it names none (the
@@ -84,11 +87,10 @@ class TrustedProxies:
     @staticmethod
     def scheme(headers: list[tuple[bytes, bytes]]) -> str | None:
         """The scheme the client used to reach the proxy, when a trusted peer's request says it."""
-        for name, value in headers:
-            if name == b"x-forwarded-proto":
-                proto: str | None = value.decode("latin-1").strip().lower()
-                break
+        x_forwarded_proto = [value for name, value in headers if name == b"x-forwarded-proto"]
+        if x_forwarded_proto:  # the last one, as uvicorn reads it
+            proto: str | None = x_forwarded_proto[-1].decode("latin-1").strip().lower()
         else:
             forwarded = [value for name, value in headers if name == b"forwarded"]
-            proto = _forwarded_proto(forwarded[-1].decode("latin-1")) if forwarded else None
+            proto = _forwarded_proto(b", ".join(forwarded).decode("latin-1")) if forwarded else None
         return proto if proto in ("http", "https") else None

@@ -68,7 +68,9 @@ async def test_each_client_a_trusted_proxy_names_has_a_cap_of_its_own(server, he
         assert own_answers[0].status == 200
     finally:
         await opened.close()
-    assert f"203.0.113.{first} holds 3 connections, SERVER_MAX_CONNECTIONS_PER_CLIENT" in server.log.read_text()
+    log = server.log.read_text()
+    assert f"203.0.113.{first} holds 3 connections, SERVER_MAX_CONNECTIONS_PER_CLIENT" in log
+    assert f'203.0.113.{first}:0 - "GET /agui/coder/threads/' in log  # the request's client, as the access log shows
 
 
 async def test_the_client_is_the_rightmost_address_the_trusted_proxies_did_not_add(server):
