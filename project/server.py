@@ -76,7 +76,8 @@ def client_key(host: str) -> str:
 
 
 # The open connections of each client in this process (one event loop: no lock needed), and the
-# clients reported as holding their cap (once as they reach it, not for each connection refused).
+# clients reported as holding their cap: once as they reach it, not for each connection refused, nor
+# each time one of theirs closes and another takes its place (reported again once down to half).
 _OPEN_PER_CLIENT: Counter[str] = Counter()
 _REPORTED_AT_CAP: set[str] = set()
 
@@ -201,7 +202,8 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         key, self._client_key = self._client_key, None
         if key is not None:
             _OPEN_PER_CLIENT[key] -= 1
-            _REPORTED_AT_CAP.discard(key)
+            if _OPEN_PER_CLIENT[key] <= settings.SERVER_MAX_CONNECTIONS_PER_CLIENT // 2:
+                _REPORTED_AT_CAP.discard(key)
             if _OPEN_PER_CLIENT[key] <= 0:
                 del _OPEN_PER_CLIENT[key]
 
