@@ -160,6 +160,35 @@ def env_names(name: str, *, refused: tuple[str, ...] = (), env: Mapping[str, str
     return tuple(dict.fromkeys(names))
 
 
+def env_forwarded_allow_ips(
+    name: str, default: str = "127.0.0.1,::1", env: Mapping[str, str] | None = None
+) -> list[str]:
+    """The proxies whose forwarding headers are believed (project/forwarded.py), in uvicorn's
+    ``FORWARDED_ALLOW_IPS`` convention: ``["*"]`` for every peer, or IP addresses and networks in
+    their canonical spelling, ``[]`` when the variable is set empty. uvicorn takes a value it cannot
+    read as an address for a host name, which no peer ever matches; here it stops start-up."""
+    value = _raw(name, env)
+    if value is None:
+        value = default
+    items = [item.strip() for item in value.split(",")]
+    if items == [""]:
+        return []
+    if "*" in items:
+        if items != ["*"]:
+            raise ImproperlyConfigured(f"{name}={value!r}: '*' trusts every peer and goes alone")
+        return ["*"]
+    trusted: list[str] = []
+    for item in items:
+        try:
+            trusted.append(str(ipaddress.ip_network(item) if "/" in item else ipaddress.ip_address(item)))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}={value!r}: {item!r} is not an IP address or network (like 10.0.0.0/8); give the "
+                "addresses of the proxies in front of Threadline, separated by commas, or '*' for every peer"
+            ) from None
+    return trusted
+
+
 def env_choice(name: str, default: str, choices: tuple[str, ...], env: Mapping[str, str] | None = None) -> str:
     """One of ``choices`` (case-insensitive)."""
     value = env_str(name, default, env).lower()

@@ -5,9 +5,15 @@
   connections are admitted in arrival order, and idle keep-alive ones make room for requests
   (project/admission.py). The listen backlog follows the cap, so the kernel keeps a burst for it.
 - One client (an IPv4 address, an IPv6 /64) may hold ``SERVER_MAX_CONNECTIONS_PER_CLIENT`` of them:
-  its idle sockets filled the cap for everyone (issue #23, item 7). A connection past it is not
-  counted against the cap, gets 503 with Retry-After for its request, and must send that request
-  within ``SERVER_KEEP_ALIVE_SECONDS``.
+  its idle sockets filled the cap for everyone (issue #23, item 7). A connection past it is answered
+  503 with Retry-After as it is accepted, before its request is read, and closed: it costs nobody
+  room, and no descriptor past that moment (issue #49, item 12: while they waited for their request,
+  one address's connections made other clients' fail at the open-file limit).
+- A trusted proxy's connections (``FORWARDED_ALLOW_IPS``, project/forwarded.py) are not counted per
+  client as they are accepted: each request is counted, once its headers are read, under the client
+  its ``X-Forwarded-For`` (or ``Forwarded``) names, until it is answered, and its scope carries that
+  client. The proxy's own requests (no such header) are not capped per client (issue #42, item 4:
+  a CopilotKit runtime in front held a quarter of the process).
 - A request must arrive whole (headers and body) within ``SERVER_REQUEST_TIMEOUT_SECONDS`` of its
   first byte (or of the connection's opening): uvicorn has no such limit of its own, so a client
   trickling its headers or its body a byte at a time (slowloris) held a connection for ever.
@@ -30,6 +36,7 @@ import logging
 import math
 import resource
 from collections import Counter
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +45,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 
 from project.admission import admission
 from project.fdlimit import FILES_BESIDES_CONNECTIONS, raise_open_file_limit
+from project.forwarded import TrustedProxies
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +75,16 @@ def client_key(host: str) -> str:
     return str(address)
 
 
-# The open connections of each client in this process (one event loop: no lock needed).
+# The open connections of each client in this process (one event loop: no lock needed), and the
+# clients reported as holding their cap: once as they reach it, not for each connection refused, nor
+# each time one of theirs closes and another takes its place (reported again once down to half).
 _OPEN_PER_CLIENT: Counter[str] = Counter()
+_REPORTED_AT_CAP: set[str] = set()
+
+
+@cache
+def trusted_proxies() -> TrustedProxies:
+    return TrustedProxies(settings.FORWARDED_ALLOW_IPS)
 
 
 def _retry_after() -> bytes:
@@ -96,7 +112,7 @@ def _unavailable_headers(body: bytes) -> list[tuple[bytes, bytes]]:
 
 
 async def too_many_from_client(scope: Any, receive: Any, send: Any) -> None:
-    """The answer to every request of a connection past its client's cap."""
+    """The answer to a trusted proxy's request for a client past its cap."""
     await send({"type": "http.response.start", "status": 503, "headers": _unavailable_headers(_TOO_MANY_BODY)})
     await send({"type": "http.response.body", "body": _TOO_MANY_BODY})
 
@@ -108,8 +124,8 @@ async def server_full(scope: Any, receive: Any, send: Any) -> None:
 
 
 def _raw_unavailable(body: bytes) -> bytes:
-    """The 503 of the ASGI answers above as bytes, for a WebSocket handshake, which no ASGI app answers
-    here: the WebSocket protocol would take the connection."""
+    """The 503 of the ASGI answers above as bytes, for what no ASGI app answers: a connection refused
+    as it is accepted, and a WebSocket handshake (the WebSocket protocol would take the connection)."""
     head = b"".join(name + b": " + value + b"\r\n" for name, value in _unavailable_headers(body))
     return b"HTTP/1.1 503 Service Unavailable\r\n" + head + b"\r\n" + body
 
@@ -120,16 +136,14 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     _deadline: asyncio.TimerHandle | None = None
     _client_key: str | None = None
-    _over_client_cap = False
+    _via_proxy = False  # the peer is a trusted proxy: each request is counted under the client it names
+    _client_refused = False  # the client a proxy's request names holds its cap: the request gets 503
     _reading = False  # within data_received: a request's application waits for the read to end
     _unstarted: tuple[RequestResponseCycle, Any] | None = None
 
     def _arm(self) -> None:
         if self._deadline is None:
-            # A connection past its client's cap has only the time of an idle keep-alive to ask.
             seconds = settings.SERVER_REQUEST_TIMEOUT_SECONDS
-            if self._over_client_cap:
-                seconds = min(seconds, settings.SERVER_KEEP_ALIVE_SECONDS)
             self._deadline = asyncio.get_running_loop().call_later(seconds, self._request_too_slow)
 
     def _disarm(self) -> None:
@@ -148,35 +162,67 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._count_client()
-        if not self._over_client_cap:
-            admission().arrive(self)
+        if self.client is not None and trusted_proxies().trusts(self.client[0]):
+            self._via_proxy = True
+        elif self.client is not None and not self._count_client(self.client[0]):
+            self._refuse_at_once()
+            return
+        admission().arrive(self)
         self._arm()
+
+    def _refuse_at_once(self) -> None:
+        """Answers a connection past its client's cap and closes it, before reading its request: the
+        answer is the same whatever it asks. The 503 fits an empty socket buffer, so the socket is
+        closed in the loop's next turn. A request the client has already sent is left unread, and
+        the kernel may answer it with a reset; the 503 was sent before it."""
+        self.transport.write(_raw_unavailable(_TOO_MANY_BODY))
+        self.transport.close()
 
     def close_idle(self) -> None:
         if not self.transport.is_closing():
             self.transport.close()
 
-    def _count_client(self) -> None:
+    def _count_client(self, host: str) -> bool:
+        """Counts this connection under the client at ``host``; False, counting nothing, when that
+        client holds its cap already (a client past its own cap takes nobody's room)."""
         cap = settings.SERVER_MAX_CONNECTIONS_PER_CLIENT
-        if not cap or not self.client:
-            return  # no cap, or a Unix socket: no address to count by
-        key = self._client_key = client_key(self.client[0])
+        if not cap:
+            return True
+        key = client_key(host)
+        if _OPEN_PER_CLIENT[key] >= cap:
+            if key not in _REPORTED_AT_CAP:
+                _REPORTED_AT_CAP.add(key)
+                log.warning("%s holds %d connections, SERVER_MAX_CONNECTIONS_PER_CLIENT: more get 503", key, cap)
+            return False
         _OPEN_PER_CLIENT[key] += 1
-        if _OPEN_PER_CLIENT[key] <= cap:
-            return
-        # Not admitted to SERVER_MAX_CONNECTIONS: a client past its own cap takes nobody's room.
-        self._over_client_cap = True
-        self.app = too_many_from_client
-        if _OPEN_PER_CLIENT[key] == cap + 1:  # once as it goes over, not for each connection after
-            log.warning("%s holds %d connections, SERVER_MAX_CONNECTIONS_PER_CLIENT: more get 503", key, cap)
+        self._client_key = key
+        return True
 
     def _release_client(self) -> None:
         key, self._client_key = self._client_key, None
         if key is not None:
             _OPEN_PER_CLIENT[key] -= 1
+            if _OPEN_PER_CLIENT[key] <= settings.SERVER_MAX_CONNECTIONS_PER_CLIENT // 2:
+                _REPORTED_AT_CAP.discard(key)
             if _OPEN_PER_CLIENT[key] <= 0:
                 del _OPEN_PER_CLIENT[key]
+
+    def _take_forwarded_client(self) -> bool:
+        """A trusted proxy's request: its scope gets the client (and the scheme) the proxy names,
+        and the connection is counted under that client until the request is answered. False when
+        that client holds its cap already."""
+        self._release_client()  # the previous request's client: a proxy's connection serves many
+        self._client_refused = False
+        proxies = trusted_proxies()
+        scheme = proxies.scheme(self.headers)
+        if scheme is not None:
+            self.scope["scheme"] = scheme
+        client = proxies.client(self.headers)
+        if client is None:
+            return True  # the proxy's own request
+        self.scope["client"] = client
+        self._client_refused = not self._count_client(client[0])
+        return not self._client_refused
 
     def data_received(self, data: bytes) -> None:
         self._reading = True
@@ -215,8 +261,11 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         upgrading = self.parser.should_upgrade() and self._should_upgrade()
-        if not upgrading and not self._over_client_cap and not admission().request(self):
-            self.app = server_full  # its answer closes the connection: no request of it is served after
+        # Either answer closes the connection: no request of it is served after.
+        if self._via_proxy and not self._take_forwarded_client():
+            self.app = too_many_from_client
+        elif not upgrading and not admission().request(self):
+            self.app = server_full
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -226,13 +275,15 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        if self._via_proxy:
+            self._release_client()  # answered: the connection, idle in the proxy's pool, is the proxy's
         if self.timeout_keep_alive_task is not None:  # armed by uvicorn: nothing more to answer
             admission().idle(self)
 
     def handle_websocket_upgrade(self) -> None:
         self._disarm()  # the connection is no longer an HTTP request's
-        if self._over_client_cap or not admission().request(self):
-            self.transport.write(_raw_unavailable(_TOO_MANY_BODY if self._over_client_cap else _SERVER_FULL_BODY))
+        if self._client_refused or not admission().request(self):
+            self.transport.write(_raw_unavailable(_TOO_MANY_BODY if self._client_refused else _SERVER_FULL_BODY))
             self.transport.close()
             return
         # Nor this protocol's to count: its end goes to the WebSocket protocol. Threadline has no
@@ -279,6 +330,10 @@ def uvicorn_options() -> dict[str, Any]:
     """uvicorn.Config's keyword arguments for the limits above. No ``limit_concurrency``: it counted
     connections not yet admitted (project/admission.py).
 
+    ``proxy_headers`` off: the protocol reads the client a trusted proxy names, as uvicorn's
+    middleware would (project/forwarded.py), when it counts the request, so that the count and the
+    request's scope come from one setting, ``FORWARDED_ALLOW_IPS``, read strictly.
+
     ``reset_contextvars``: each request starts from a context of its own. Without it a pipelined
     request was started from the previous request's send, and (on asyncio's own loop) the request
     after one whose large body paused reading from that request's read, each in a copy of the
@@ -291,4 +346,5 @@ def uvicorn_options() -> dict[str, Any]:
         "timeout_keep_alive": settings.SERVER_KEEP_ALIVE_SECONDS,
         "backlog": listen_backlog(settings.SERVER_MAX_CONNECTIONS),
         "reset_contextvars": True,
+        "proxy_headers": False,
     }

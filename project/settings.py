@@ -21,6 +21,7 @@ from project.env import (
     env_choice,
     env_file,
     env_float,
+    env_forwarded_allow_ips,
     env_host,
     env_int,
     env_names,
@@ -109,8 +110,8 @@ SERVER_MAX_CONNECTIONS = env_int(
 )
 SERVER_MAX_CONNECTIONS_FROM_FILE_LIMIT = not os.environ.get("SERVER_MAX_CONNECTIONS", "").strip()
 # One client (one IPv4 address, one IPv6 /64) may hold this many of them; past it its new connections
-# get 503 and do not count against the cap of everyone else. 0: no per-client cap (behind a proxy,
-# whose address every connection has).
+# are refused at once and do not count against the cap of everyone else. Behind a trusted proxy
+# (FORWARDED_ALLOW_IPS) the client is the one the proxy names. 0: no per-client cap.
 SERVER_MAX_CONNECTIONS_PER_CLIENT = env_int(
     "SERVER_MAX_CONNECTIONS_PER_CLIENT", max(1, SERVER_MAX_CONNECTIONS // 4), minimum=0
 )
@@ -119,6 +120,10 @@ if SERVER_MAX_CONNECTIONS_PER_CLIENT > SERVER_MAX_CONNECTIONS:
         f"SERVER_MAX_CONNECTIONS_PER_CLIENT={SERVER_MAX_CONNECTIONS_PER_CLIENT} is above "
         f"SERVER_MAX_CONNECTIONS={SERVER_MAX_CONNECTIONS}; a client's cap must fit in everyone's"
     )
+# The proxies (a CopilotKit runtime, a reverse proxy, a load balancer) whose X-Forwarded-For or
+# Forwarded header names the client, uvicorn's convention: loopback by default, "*" for every peer,
+# empty for none. The per-client cap counts the client they name (project/forwarded.py).
+FORWARDED_ALLOW_IPS = env_forwarded_allow_ips("FORWARDED_ALLOW_IPS")
 RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 30.0, minimum=1.0)
 SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)
 AGUI_HEARTBEAT_SECONDS = env_float("AGUI_HEARTBEAT_SECONDS", 15.0, minimum=0.05)

@@ -3,90 +3,29 @@
 it had not read, so 3,000 reattach streams opened at once against a cap of 2,000 were all refused.
 
 Every request here holds its connection: a reattach stream to a run whose model (FakeAnthropic) is
-paused. Loopback has a whole /8, so clients are the machine connecting from 127.0.0.x."""
+paused. Loopback has a whole /8, so clients are the machine connecting from 127.0.0.x (not 127.0.0.1,
+a trusted proxy by default: FORWARDED_ALLOW_IPS)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import resource
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
-import orjson
 import pytest
 
-from tests.burst import Answer, Burst, open_burst, spread
-from tests.fakes.anthropic_api import FakeAnthropic, Turn, text_turn
-from tests.helpers import run_input, user, v1
-from tests.procs import ServerProcess
+from tests.burst import Answer, Burst, spread
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.held import assert_refused, burst, held_server, info, reattach, websocket_upgrade
 
-SETUP = "127.0.0.254"  # the source address of the requests that set a test up, counted under no test's client
-THREAD, RUN = "t-held", "r1"
+GREEDY = "127.0.0.6"  # a client that opens more connections than its own cap
 
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as fake:
         yield fake
-
-
-@contextlib.contextmanager
-def held_server(tmp_path: Path, fake: FakeAnthropic, env: dict[str, str]) -> Iterator[tuple[ServerProcess, Turn]]:
-    """A server whose run ``RUN`` is held by its model (paused, until the turn's ``resume`` is set): each
-    reattach stream to it stays open. The run's own POST is closed; the run goes on without it."""
-    (tmp_path / "data").mkdir()
-    (tmp_path / "ws").mkdir()
-    env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, **env}
-    server = ServerProcess(data_dir=tmp_path / "data", workspace=tmp_path / "ws", env=env).start()
-    held = text_turn(["held ", "open"]).pause(after_events=4, timeout=600)
-    fake.script([held])
-    try:
-        body = orjson.dumps(v1(run_input(THREAD, RUN, user("hold on"))))
-        with httpx.Client(transport=httpx.HTTPTransport(local_address=SETUP), timeout=30) as client:
-            headers = {**server.headers, "Content-Type": "application/json"}
-            with client.stream("POST", f"{server.url}/agui/coder", content=body, headers=headers) as response:
-                assert response.status_code == 200
-                assert held.paused.wait(30)
-        yield server, held
-    finally:
-        held.resume.set()
-        server.kill()
-
-
-def reattach(server: ServerProcess) -> bytes:
-    return (
-        f"GET /agui/coder/threads/{THREAD}/runs/{RUN}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Authorization: Bearer {server.token}\r\nAccept: text/event-stream\r\n\r\n"
-    ).encode()
-
-
-def info(server: ServerProcess) -> bytes:
-    """A request answered at once, after which its connection is kept alive, idle."""
-    return f"GET /agui/info HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {server.token}\r\n\r\n".encode()
-
-
-def websocket_upgrade() -> bytes:
-    return (
-        b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    )
-
-
-async def burst(server: ServerProcess, requests: list[bytes], sources: list[str]) -> tuple[Burst, list[Answer]]:
-    """The burst's answers once every status line has come, and every 503 whole."""
-    opened, answers = await open_burst(server.port, requests, sources)
-    await opened.read_refusals()
-    return opened, answers
-
-
-def assert_refused(answer: Answer, code: str) -> None:
-    assert answer.status == 503
-    assert int(answer.headers["retry-after"]) >= 1
-    assert answer.headers["connection"] == "close"
-    assert answer.error_code == code, answer.body[:200]
 
 
 async def assert_finished(answers: list[Answer]) -> None:
@@ -122,11 +61,11 @@ async def test_a_client_past_its_own_cap_in_a_burst_is_refused_as_such_and_other
     with held_server(tmp_path, fake, env) as (server, _):
         # 30 from a greedy client and 5 from each of four others, interleaved.
         others = spread(20, ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"])
-        sources = [source for pair in zip(spread(20, ["127.0.0.1"]), others, strict=True) for source in pair]
-        sources += spread(10, ["127.0.0.1"])
+        sources = [source for pair in zip(spread(20, [GREEDY]), others, strict=True) for source in pair]
+        sources += spread(10, [GREEDY])
         opened, answers = await burst(server, [reattach(server)] * 50, sources)
         try:
-            greedy = [answer for source, answer in zip(sources, answers, strict=True) if source == "127.0.0.1"]
+            greedy = [answer for source, answer in zip(sources, answers, strict=True) if source == GREEDY]
             too_many = [answer for answer in greedy if answer.error_code == "too_many_connections"]
             assert len(too_many) == 25  # the greedy client's five, and no more, count against the cap
             for answer in too_many:

@@ -27,6 +27,7 @@ from tests.procs import ROOT
         ("REDIS_URL", "http://localhost"),
         ("AGENT_WORKSPACE", "/definitely/not/here"),
         ("EVENT_LOG_FLUSH_SECONDS", "soon"),
+        ("FORWARDED_ALLOW_IPS", "10.0.0.0/33"),
         ("EVENT_LOG_RETENTION_DAYS", "1e9"),
         ("AGUI_PATH", "agui"),
         ("AGUI_PATH", "/agui/"),
@@ -92,3 +93,10 @@ def test_helpers_accept_good_values():
     assert env.env_host("X", "127.0.0.1", env={"X": "::1"}) == "::1"
     with pytest.raises(ImproperlyConfigured, match="X"):
         env.env_float("X", 1.0, minimum=0, env={"X": "nan"})
+
+
+def test_forwarded_allow_ips_is_read_as_uvicorn_reads_it_in_canonical_spelling():
+    assert env.env_forwarded_allow_ips("X", env={}) == ["127.0.0.1", "::1"]  # loopback when unset
+    assert env.env_forwarded_allow_ips("X", env={"X": " 10.0.3.0/24 , 0:0:0:0:0:0:0:1 "}) == ["10.0.3.0/24", "::1"]
+    assert env.env_forwarded_allow_ips("X", env={"X": "*"}) == ["*"]
+    assert env.env_forwarded_allow_ips("X", env={"X": ""}) == []  # set empty: no proxy is trusted
