@@ -100,13 +100,14 @@ class McpPool:
         return [self.servers[n] for n in sorted(self.servers) if wanted is None or n in wanted]
 
     def tools(self, names: Iterable[str] | None, taken: Iterable[str] = ()) -> list[Tool]:
-        """The tools of the chosen servers that are up, none named as one of ``taken``."""
+        """The tools of the chosen servers that are up or restarting (a call waits for the restart),
+        none named as one of ``taken``."""
         used = set(taken)
         tools: list[Tool] = []
         for server in self.chosen(names):
-            if not server.up:
+            if not server.offers_tools:
                 continue
-            from agents.mcp.tools import server_tools  # a server is up: the SDK is loaded already
+            from agents.mcp.tools import server_tools  # a server was up: the SDK is loaded already
 
             named = tool_names(server.name, [listed.name for listed in server.tools], used)
             used.update(named.values())
@@ -117,7 +118,8 @@ class McpPool:
         used = set(taken)
         statuses = []
         for server in self.chosen(names):
-            named = tool_names(server.name, [listed.name for listed in server.tools], used) if server.up else {}
+            listed = [tool.name for tool in server.tools] if server.offers_tools else []
+            named = tool_names(server.name, listed, used)
             used.update(named.values())
             statuses.append(
                 ServerStatus(
