@@ -25,11 +25,6 @@ MAX_DESCRIPTION = 4000
 _SHOWN_ARGUMENTS = 10
 
 
-def server_tools(server: McpServer, names: dict[str, str]) -> list[Tool]:
-    """``server``'s tools, ``names`` giving each its name for the model."""
-    return [mcp_tool(server, listed, names[listed.name]) for listed in server.tools]
-
-
 def is_read_only(listed: mcp_types.Tool) -> bool:
     return listed.annotations is not None and listed.annotations.read_only_hint is True
 

@@ -1,6 +1,7 @@
 """A misbehaving MCP server over stdio, at the protocol edge (raw JSON-RPC, no SDK, so it can break
 the protocol at will). Arguments: ``--tools N`` lists N extra tools ``t0``..``tN-1`` (in pages of
-100); ``--record FILE`` appends every message it receives, one JSON a line.
+100); ``--record FILE`` appends every message it receives, one JSON a line; ``--destructive NAME``
+lists one more tool, ``NAME``, marked destructive (it answers "NAME ran"; repeatable).
 
 Its tools: ``ok`` (answers "fine"), ``hang`` (stops reading and answering, pings included),
 ``crash`` (exits mid-call), ``garbage`` (writes a line that is not JSON-RPC), ``huge`` (10 MB of
@@ -19,6 +20,7 @@ import time
 ARGS = sys.argv[1:]
 EXTRA = int(ARGS[ARGS.index("--tools") + 1]) if "--tools" in ARGS else 0
 RECORD = ARGS[ARGS.index("--record") + 1] if "--record" in ARGS else ""
+DESTRUCTIVE = [ARGS[i + 1] for i, arg in enumerate(ARGS) if arg == "--destructive"]
 RO = {"readOnlyHint": True}
 TOOLS = [
     {"name": "ok", "description": "Answers fine.", "inputSchema": {"type": "object"}, "annotations": RO},
@@ -38,6 +40,15 @@ TOOLS = [
     *(
         {"name": f"t{i}", "description": f"Extra tool {i}.", "inputSchema": {"type": "object"}, "annotations": RO}
         for i in range(EXTRA)
+    ),
+    *(
+        {
+            "name": name,
+            "description": f"Destroys {name}.",
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": False, "destructiveHint": True},
+        }
+        for name in DESTRUCTIVE
     ),
 ]
 
