@@ -35,6 +35,7 @@ from mcp.shared.message import SessionMessage
 
 from agents.mcp.config import HTTP, ServerConfig
 from agents.mcp.environment import server_environment
+from agents.mcp.redaction import redact, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ class McpServer:
         self.default_cwd = cwd
         self.stderr_path = stderr_path
         self.state = ServerState.STARTING
-        self.last_error = ""
+        self._secrets = secret_values(config)
+        self._last_error = ""
         self.tools: list[mcp_types.Tool] = []
         self.restarts = 0
         self.started_at = 0.0
@@ -94,6 +96,19 @@ class McpServer:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def last_error(self) -> str:
+        """Why it is down, or what the operator should know although it is up; never a secret."""
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, text: str) -> None:
+        self._last_error = self.redact(text)
+
+    def redact(self, text: str) -> str:
+        """``text`` without this server's secrets (agents/mcp/redaction.py)."""
+        return redact(text, self._secrets)
 
     @property
     def up(self) -> bool:
@@ -371,7 +386,7 @@ class McpServer:
             with anyio.fail_after(self.timeouts.start):
                 tools = await self._list_tools(session)
         except Exception as exc:
-            log.warning("MCP server %r: listing its tools again failed: %s", self.name, _describe(exc))
+            log.warning("MCP server %r: listing its tools again failed: %s", self.name, self.redact(_describe(exc)))
             return
         if session is self._session:
             self.tools = tools

@@ -79,11 +79,13 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
             raise ToolError(str(exc)) from None
         except MCPError as exc:
             record_mcp_call(server_name, tool_name, "failed")
-            raise ToolError(f"MCP server {server_name!r} refused the call: {exc.error.message}") from None
+            refusal = server.redact(exc.error.message)
+            raise ToolError(f"MCP server {server_name!r} refused the call: {refusal}") from None
         except ValidationError:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(f"MCP server {server_name!r} answered with something that is not a tool result") from None
         output = tool_output(result)
+        output.content = server.redact(output.content)  # what the run records and streams (#49 item 2)
         record_mcp_call(server_name, tool_name, "error" if output.is_error else "ok")
         return output
 

@@ -1,13 +1,16 @@
 """A misbehaving MCP server over stdio, at the protocol edge (raw JSON-RPC, no SDK, so it can break
 the protocol at will). Arguments: ``--tools N`` lists N extra tools ``t0``..``tN-1`` (in pages of
 100); ``--record FILE`` appends every message it receives, one JSON a line; ``--destructive NAME``
-lists one more tool, ``NAME``, marked destructive (it answers "NAME ran"; repeatable).
+lists one more tool, ``NAME``, marked destructive (it answers "NAME ran"; repeatable);
+``--leak-at-start VAR`` writes the value of its environment's ``VAR`` to stderr and exits at once;
+``--leaky`` lists ``leak`` and ``refuse``.
 
 Its tools: ``ok`` (answers "fine"), ``hang`` (stops reading and answering, pings included),
 ``crash`` (exits mid-call), ``garbage`` (writes a line that is not JSON-RPC), ``huge`` (10 MB of
 text), ``slow`` (answers only when cancelled... never: waits for notifications/cancelled and records
 it), ``sample`` (asks the client for sampling and returns the error it got), ``wipe`` (marked
-destructive), ``change`` (adds a tool and sends notifications/tools/list_changed).
+destructive), ``change`` (adds a tool and sends notifications/tools/list_changed), ``leak`` (fails
+with a message holding its environment's ``TOKEN``), ``refuse`` (a JSON-RPC error holding it).
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ ARGS = sys.argv[1:]
 EXTRA = int(ARGS[ARGS.index("--tools") + 1]) if "--tools" in ARGS else 0
 RECORD = ARGS[ARGS.index("--record") + 1] if "--record" in ARGS else ""
 DESTRUCTIVE = [ARGS[i + 1] for i, arg in enumerate(ARGS) if arg == "--destructive"]
+LEAK_AT_START = ARGS[ARGS.index("--leak-at-start") + 1] if "--leak-at-start" in ARGS else ""
 RO = {"readOnlyHint": True}
+LEAKY = [
+    {"name": "leak", "description": "Fails, telling its token.", "inputSchema": {"type": "object"}, "annotations": RO},
+    {
+        "name": "refuse",
+        "description": "Refuses, telling its token.",
+        "inputSchema": {"type": "object"},
+        "annotations": RO,
+    },
+]
 TOOLS = [
     {"name": "ok", "description": "Answers fine.", "inputSchema": {"type": "object"}, "annotations": RO},
     {"name": "hang", "description": "Never answers.", "inputSchema": {"type": "object"}, "annotations": RO},
@@ -41,6 +54,7 @@ TOOLS = [
         {"name": f"t{i}", "description": f"Extra tool {i}.", "inputSchema": {"type": "object"}, "annotations": RO}
         for i in range(EXTRA)
     ),
+    *(LEAKY if "--leaky" in ARGS else []),
     *(
         {
             "name": name,
@@ -114,11 +128,20 @@ def call(request_id: object, name: str) -> None:
         text(request_id, "added a tool")
     elif name == "wipe":
         text(request_id, "wiped")
+    elif name == "leak":
+        token = os.environ.get("TOKEN", "")
+        result(request_id, {"content": [{"type": "text", "text": f"login refused for token {token}"}], "isError": True})
+    elif name == "refuse":
+        message = f"bad token {os.environ.get('TOKEN', '')}"
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": message}})
     else:
         text(request_id, f"{name} ran")
 
 
 def main() -> None:
+    if LEAK_AT_START:
+        sys.stderr.write(f"login failed: {LEAK_AT_START}={os.environ.get(LEAK_AT_START, '')}\n")
+        sys.exit(1)
     while (message := receive()) is not None:
         method, request_id = message.get("method"), message.get("id")
         if method == "initialize":
