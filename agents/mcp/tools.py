@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from agents.approval_text import MAX_LINE_CHARS
 from agents.mcp.connection import McpServer, McpUnavailable
+from agents.mcp.progress import CoalescedProgress
 from agents.mcp.results import tool_output
 from agents.metrics import record_mcp_call
 from agents.tools.base import CURRENT_CALL_ID, Tool, ToolContext, ToolError, ToolOutput
@@ -64,9 +65,10 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
     async def call(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         call_id = CURRENT_CALL_ID.get()
 
-        async def progress(progress: float, total: float | None, message: str | None) -> None:
-            context.progress(call_id, name, progress, total, message or "")
+        def report(progress: float, total: float | None, message: str | None) -> None:
+            context.progress(call_id, name, progress, total, server.redact(message or ""))
 
+        progress = CoalescedProgress(report)
         try:
             result = await _unless_cancelled(server.call(tool_name, arguments, progress=progress), context)
         except RunCancelled:
@@ -84,6 +86,8 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
         except ValidationError:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(f"MCP server {server_name!r} answered with something that is not a tool result") from None
+        finally:
+            progress.close()
         output = tool_output(result)
         output.content = server.redact(output.content)  # what the run records and streams (#49 item 2)
         record_mcp_call(server_name, tool_name, "error" if output.is_error else "ok")
