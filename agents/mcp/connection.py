@@ -26,7 +26,7 @@ import anyio
 import mcp.types as mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
@@ -36,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from agents.mcp.config import HTTP, ServerConfig
 from agents.mcp.environment import server_environment
 from agents.mcp.redaction import redact, secret_values
+from agents.mcp.stdio import OVERSIZED, stdio_transport
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 # description and schema is sent with every model call.
 MAX_TOOLS = 200
 MAX_LIST_PAGES = 50
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # MCP_MAX_MESSAGE_BYTES: eight 5 MB images fit, base64 and all
 PING_SECONDS = 5.0
 
 ProgressListener = ProgressFnT
@@ -59,6 +61,10 @@ class McpUnavailable(Exception):
     """The server cannot take the call (down, restarting, or it went away during it)."""
 
 
+class McpAnswerTooLarge(Exception):
+    """The server's answer to a call was over the byte bound, and dropped unread."""
+
+
 @dataclass(slots=True, frozen=True)
 class Timeouts:
     call: float = 60.0  # a tools/call, MCP_CALL_TIMEOUT_SECONDS
@@ -68,10 +74,20 @@ class Timeouts:
 
 
 class McpServer:
-    def __init__(self, config: ServerConfig, *, timeouts: Timeouts, cwd: str = "", stderr_path: Path | None = None):
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        timeouts: Timeouts,
+        cwd: str = "",
+        stderr_path: Path | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ):
         """``cwd``: where a stdio server runs when its configuration names no ``cwd``; ``stderr_path``:
-        where its stderr goes (its tail is shown as the last error when it fails to start)."""
+        where its stderr goes (its tail is shown as the last error when it fails to start);
+        ``max_message_bytes``: the largest message of a stdio server that is read."""
         self.config = config
+        self.max_message_bytes = max_message_bytes
         self.timeouts = timeouts
         self.default_cwd = cwd
         self.stderr_path = stderr_path
@@ -170,6 +186,8 @@ class McpServer:
                     f"MCP server {self.name!r} went away during the call (whether the call took effect is "
                     "unknown); it is being started again"
                 ) from None
+            if exc.error.data == OVERSIZED:
+                raise McpAnswerTooLarge(f"MCP server {self.name!r} {exc.error.message}") from None
             if exc.error.code == mcp_types.REQUEST_TIMEOUT:
                 asyncio.get_running_loop().create_task(self._check_alive(session))
                 raise TimeoutError(
@@ -321,7 +339,9 @@ class McpServer:
                     cwd=expanded.cwd or self.default_cwd or None,
                 )
                 with self._stderr() as errlog:
-                    async with stdio_client(params, errlog=errlog) as streams:
+                    async with stdio_transport(
+                        params, errlog=errlog, max_message_bytes=self.max_message_bytes
+                    ) as streams:
                         yield streams[0], streams[1]
         finally:
             forwarder = getattr(self, "_forwarder", None)

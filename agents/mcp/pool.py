@@ -79,6 +79,7 @@ class McpPool:
                     timeouts=_timeouts(connection),
                     cwd=str(settings.AGENT_WORKSPACE),
                     stderr_path=Path(settings.DATA_DIR) / "mcp" / f"{config.name}.stderr.log",
+                    max_message_bytes=settings.MCP_MAX_MESSAGE_BYTES,
                 )
                 self.servers[config.name] = server
                 server.start()

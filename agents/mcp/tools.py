@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from agents.approval_text import MAX_LINE_CHARS
-from agents.mcp.connection import McpServer, McpUnavailable
+from agents.mcp.connection import McpAnswerTooLarge, McpServer, McpUnavailable
 from agents.mcp.progress import CoalescedProgress
 from agents.mcp.results import tool_output
 from agents.metrics import record_mcp_call
@@ -76,7 +76,7 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
             raise ToolError(
                 f"the run was cancelled; the call of {tool_name!r} on {server_name!r} was cancelled"
             ) from None
-        except (McpUnavailable, TimeoutError) as exc:
+        except (McpUnavailable, McpAnswerTooLarge, TimeoutError) as exc:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(str(exc)) from None
         except MCPError as exc:

@@ -59,3 +59,33 @@ def test_a_flood_of_progress_notifications_is_coalesced_to_the_latest(server, fa
         and "CUSTOM" not in types[types.index("TOOL_CALL_RESULT") :]
     )
     assert fake_api.requests[1].body["messages"][-1]["content"][0]["content"] == "chatted 20000 times"
+
+
+def test_a_20_mb_result_is_read_and_shaped(server, fake_api, tmp_path: Path) -> None:
+    with mcp_servers(server, tmp_path, {"fake": fake_stdio("--chatty")}, MCP_CALL_TIMEOUT_SECONDS=120.0):
+        fake_api.script([tool_turn("mcp__fake__large", {"bytes": 20_000_000}, id="toolu_l"), text_turn(["Big."])])
+        _run(server, "t-mcp-large")
+    block = fake_api.requests[1].body["messages"][-1]["content"][0]
+    assert block.get("is_error") is not True, block
+    assert block["content"].startswith("line 0 ") and "line 199999 " in block["content"]
+
+
+def test_an_answer_over_the_byte_bound_fails_its_call_saying_so_and_the_server_goes_on(
+    server, fake_api, tmp_path: Path
+) -> None:
+    bound = {"MCP_MAX_MESSAGE_BYTES": 1_000_000, "MCP_CALL_TIMEOUT_SECONDS": 60.0}
+    with mcp_servers(server, tmp_path, {"fake": fake_stdio("--chatty")}, **bound):
+        fake_api.script(
+            [
+                tool_turn("mcp__fake__large", {"bytes": 5_000_000}, id="toolu_big"),
+                tool_turn("mcp__fake__ok", {}, id="toolu_ok"),
+                text_turn(["Done."]),
+            ]
+        )
+        _run(server, "t-mcp-over")
+    over = fake_api.requests[1].body["messages"][-1]["content"][0]
+    assert over["is_error"] is True, over
+    assert over["content"].startswith("MCP server 'fake' answered with a message of ")
+    assert "over the bound of 1000000 (MCP_MAX_MESSAGE_BYTES); it was dropped" in over["content"]
+    after = fake_api.requests[2].body["messages"][-1]["content"][0]
+    assert after["content"].startswith("fine from pid ")  # the same server, not restarted
