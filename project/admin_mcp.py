@@ -3,7 +3,9 @@ each with its status in this process (up or down, its tools, its last error) rea
 
 The values of a server's ``env`` and ``headers`` may be secrets: no page shows them back. The list
 shows their keys; the form shows each key with a blank value, and a value left blank keeps the one
-stored (so an operator changes one header without retyping the others)."""
+stored (so an operator changes one header without retyping the others). A server's last error is
+shown with those values redacted (agents/mcp/redaction.py), and to superusers only: it is the
+server's own words, or its stderr, and may carry what redaction cannot know (issue #49 item 2)."""
 
 from __future__ import annotations
 
@@ -146,6 +148,11 @@ def _entry_view(entry: McpServerEntry, statuses: dict[str, ServerStatus]) -> Ser
     return server_view(config, statuses)
 
 
+def sees_errors(request: HttpRequest) -> bool:
+    """Whether ``request``'s user is shown a server's errors: superusers only."""
+    return bool(getattr(request.user, "is_superuser", False))
+
+
 @admin.register(McpServerEntry)
 class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
@@ -155,6 +162,11 @@ class McpServerAdmin(admin.ModelAdmin):
     search_fields = ("name", "description")
     readonly_fields = ("status", "tool_list", "last_error", "created_at", "updated_at")
     _STATUS = ("Status in this server process", {"fields": ("status", "tool_list", "last_error")})
+    _STATUS_WITHOUT_ERROR = ("Status in this server process", {"fields": ("status", "tool_list")})
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = super().get_list_display(request)
+        return shown if sees_errors(request) else tuple(field for field in shown if field != "last_error")
 
     def get_fieldsets(self, request: HttpRequest, obj: Model | None = None) -> Any:
         secrets: tuple[str, ...] = ("env", "headers")
@@ -166,11 +178,13 @@ class McpServerAdmin(admin.ModelAdmin):
             ("http", {"fields": ("url", secrets[1])}),
         ]
         if obj is not None:
-            fieldsets += [self._STATUS, ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)})]
+            status = self._STATUS if sees_errors(request) else self._STATUS_WITHOUT_ERROR
+            fieldsets += [status, ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)})]
         return fieldsets
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> Any:
-        return (*self.readonly_fields, "env_keys", "header_keys")
+        fields = (*self.readonly_fields, "env_keys", "header_keys")
+        return fields if sees_errors(request) else tuple(field for field in fields if field != "last_error")
 
     def _view(self, obj: McpServerEntry) -> ServerView:
         # Read afresh for each column: the pool is in memory, and the admin instance is shared by
@@ -184,7 +198,12 @@ class McpServerAdmin(admin.ModelAdmin):
             file_error = ""
         except McpConfigError as exc:
             from_file, file_error = [], str(exc)
-        context = {"file_servers": from_file, "file_error": file_error, **(extra_context or {})}
+        context = {
+            "file_servers": from_file,
+            "file_error": file_error,
+            "show_errors": sees_errors(request),
+            **(extra_context or {}),
+        }
         return super().changelist_view(request, context)
 
     @admin.display(description="status")

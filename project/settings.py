@@ -254,6 +254,8 @@ MCP_START_TIMEOUT_SECONDS = env_float("MCP_START_TIMEOUT_SECONDS", 30.0, minimum
 # A server that exits or stops answering is started again after this, doubling up to the maximum.
 MCP_RESTART_BACKOFF_SECONDS = env_float("MCP_RESTART_BACKOFF_SECONDS", 1.0, minimum=0.01)
 MCP_RESTART_BACKOFF_MAX_SECONDS = env_float("MCP_RESTART_BACKOFF_MAX_SECONDS", 60.0, minimum=0.01)
+# The largest message a stdio MCP server may send (a call's answer over it fails, saying so).
+MCP_MAX_MESSAGE_BYTES = env_int("MCP_MAX_MESSAGE_BYTES", 64 * 1024 * 1024, minimum=65536)
 
 # The web tools. web_search (Brave Search) is offered only with a key; web_fetch always, and both
 # ask before each call unless a permission rule allows the domain.

@@ -2,9 +2,11 @@
 
 ``McpServer`` runs a supervisor task that opens the transport (a stdio process, or a streamable
 HTTP session), initialises, lists the tools, and then waits until the connection ends, the server
-misbehaves, or a call found it unresponsive; then it starts it again, with backoff. While the server
-is down its calls fail at once with a tool error saying why, and calls in flight when it went down
-get one as well (the SDK ends them with "connection closed").
+misbehaves, or a call found it unresponsive; then it starts it again, with backoff. Calls in flight
+when it went down get a tool error (the SDK ends them with "connection closed"). A server that was up
+keeps its listed tools while it restarts (issue #42: the model was told "unknown tool" in that window):
+a call made then waits for the restart within the call's timeout, or fails at once saying that the
+server is restarting and when it will be started again. A server that never came up offers no tools.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ import anyio
 import mcp.types as mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
@@ -32,6 +35,8 @@ from mcp.shared.message import SessionMessage
 
 from agents.mcp.config import HTTP, ServerConfig
 from agents.mcp.environment import server_environment
+from agents.mcp.redaction import redact, secret_values
+from agents.mcp.stdio import OVERSIZED, stdio_transport
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +44,7 @@ log = logging.getLogger(__name__)
 # description and schema is sent with every model call.
 MAX_TOOLS = 200
 MAX_LIST_PAGES = 50
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # MCP_MAX_MESSAGE_BYTES: eight 5 MB images fit, base64 and all
 PING_SECONDS = 5.0
 
 ProgressListener = ProgressFnT
@@ -55,6 +61,10 @@ class McpUnavailable(Exception):
     """The server cannot take the call (down, restarting, or it went away during it)."""
 
 
+class McpAnswerTooLarge(Exception):
+    """The server's answer to a call was over the byte bound, and dropped unread."""
+
+
 @dataclass(slots=True, frozen=True)
 class Timeouts:
     call: float = 60.0  # a tools/call, MCP_CALL_TIMEOUT_SECONDS
@@ -64,15 +74,26 @@ class Timeouts:
 
 
 class McpServer:
-    def __init__(self, config: ServerConfig, *, timeouts: Timeouts, cwd: str = "", stderr_path: Path | None = None):
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        timeouts: Timeouts,
+        cwd: str = "",
+        stderr_path: Path | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ):
         """``cwd``: where a stdio server runs when its configuration names no ``cwd``; ``stderr_path``:
-        where its stderr goes (its tail is shown as the last error when it fails to start)."""
+        where its stderr goes (its tail is shown as the last error when it fails to start);
+        ``max_message_bytes``: the largest message of a stdio server that is read."""
         self.config = config
+        self.max_message_bytes = max_message_bytes
         self.timeouts = timeouts
         self.default_cwd = cwd
         self.stderr_path = stderr_path
         self.state = ServerState.STARTING
-        self.last_error = ""
+        self._secrets = secret_values(config)
+        self._last_error = ""
         self.tools: list[mcp_types.Tool] = []
         self.restarts = 0
         self.started_at = 0.0
@@ -83,14 +104,45 @@ class McpServer:
         self._task: asyncio.Task[None] | None = None
         self._relist: asyncio.Task[None] | None = None
         self._notice = ""
+        self._changed = asyncio.Event()  # set (and replaced) at each change of state
+        self._ever_up = False
+        self._up_since = 0.0  # time.monotonic() when it last came up
+        self._next_start = 0.0  # time.monotonic() of the next start while it is down; 0 when not known yet
 
     @property
     def name(self) -> str:
         return self.config.name
 
     @property
+    def last_error(self) -> str:
+        """Why it is down, or what the operator should know although it is up; never a secret."""
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, text: str) -> None:
+        self._last_error = self.redact(text)
+
+    def redact(self, text: str) -> str:
+        """``text`` without this server's secrets (agents/mcp/redaction.py)."""
+        return redact(text, self._secrets)
+
+    @property
     def up(self) -> bool:
         return self.state is ServerState.UP
+
+    @property
+    def offers_tools(self) -> bool:
+        """Whether its tools are offered: it is up, or it was and is being started again."""
+        return self.up or (self._ever_up and self.state is not ServerState.STOPPED)
+
+    @property
+    def restarting(self) -> bool:
+        return self._ever_up and self.state in (ServerState.STARTING, ServerState.DOWN)
+
+    def _set_state(self, state: ServerState) -> None:
+        self.state = state
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def start(self) -> None:
         if self._task is None:
@@ -104,7 +156,7 @@ class McpServer:
     async def stop(self) -> None:
         """Stops the server (its process is closed, then terminated, then killed)."""
         task, self._task = self._task, None
-        self.state = ServerState.STOPPED
+        self._set_state(ServerState.STOPPED)
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -116,18 +168,26 @@ class McpServer:
         """Calls ``tool``. Raises ``McpUnavailable`` when the server is down or went away during the
         call, ``TimeoutError`` when it did not answer in time (the SDK has then sent MCP's
         cancellation notification), ``MCPError`` for a protocol error the server answered with.
-        Cancelling the caller cancels the call on the server too (the SDK's notification)."""
-        session = self._session
-        if session is None or not self.up:
-            raise McpUnavailable(self._why_down())
+        Cancelling the caller cancels the call on the server too (the SDK's notification). A call to a
+        server that is restarting waits for it, all within the call's timeout."""
+        deadline = time.monotonic() + self.timeouts.call
+        session = await self._session_by(deadline)
         try:
             return await session.call_tool(
-                tool, arguments, read_timeout_seconds=self.timeouts.call, progress_callback=progress
+                tool,
+                arguments,
+                read_timeout_seconds=max(deadline - time.monotonic(), 0.001),
+                progress_callback=progress,
             )
         except MCPError as exc:
             if exc.error.code == mcp_types.CONNECTION_CLOSED:
                 self._fail("the connection closed during a call")
-                raise McpUnavailable(f"MCP server {self.name!r} went away during the call") from None
+                raise McpUnavailable(
+                    f"MCP server {self.name!r} went away during the call (whether the call took effect is "
+                    "unknown); it is being started again"
+                ) from None
+            if exc.error.data == OVERSIZED:
+                raise McpAnswerTooLarge(f"MCP server {self.name!r} {exc.error.message}") from None
             if exc.error.code == mcp_types.REQUEST_TIMEOUT:
                 asyncio.get_running_loop().create_task(self._check_alive(session))
                 raise TimeoutError(
@@ -143,6 +203,32 @@ class McpServer:
             if session is self._session:
                 self._fail("it stopped answering (a call timed out and a ping got no answer)")
 
+    async def _session_by(self, deadline: float) -> ClientSession:
+        """The session, once the server is up; a server that is restarting is waited for until
+        ``deadline`` (``time.monotonic()``), unless its next start is known to come after it."""
+        while True:
+            session = self._session
+            if session is not None and self.up:
+                return session
+            if not self.restarting:
+                raise McpUnavailable(self._why_down())
+            if self.state is ServerState.DOWN and self._next_start > deadline:
+                raise McpUnavailable(self._why_restarting())
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), deadline - time.monotonic())
+            except TimeoutError:
+                raise McpUnavailable(self._why_restarting()) from None
+
+    def _why_restarting(self) -> str:
+        why = f"MCP server {self.name!r} is restarting ({self.last_error or 'it went down'})"
+        if self.state is ServerState.DOWN and self._next_start:
+            seconds = max(self._next_start - time.monotonic(), 0.0)
+            at = datetime.fromtimestamp(time.time() + seconds, UTC).strftime("%H:%M:%S UTC")
+            return f"{why}; it will be started again in {seconds:.0f} s (at {at}); call the tool again after that"
+        waited = f"{self.timeouts.call:g} s"
+        return f"{why}; it is being started again now and was not back within {waited}; call the tool again shortly"
+
     def _why_down(self) -> str:
         if self.state is ServerState.STARTING:
             return f"MCP server {self.name!r} is starting; try again shortly"
@@ -154,13 +240,16 @@ class McpServer:
         if not self._broken.is_set():
             self.last_error = reason
             self._broken.set()
+            if self.up:  # calls made from now on wait for the restart instead of reaching a dead session
+                self._next_start = 0.0
+                self._set_state(ServerState.DOWN)
 
     # -- the supervisor --------------------------------------------------------
 
     async def _supervise(self) -> None:
         failures = 0
         while True:
-            self.state = ServerState.STARTING
+            self._set_state(ServerState.STARTING)
             self._broken = asyncio.Event()
             began = time.monotonic()
             try:
@@ -173,12 +262,13 @@ class McpServer:
             finally:
                 self._session = None
                 self._attempted.set()
-            if self.state is ServerState.UP or time.monotonic() - began > self.timeouts.start:
+            if self._up_since >= began or time.monotonic() - began > self.timeouts.start:
                 failures = 0  # it ran: the next start is the first of a new series
-            self.state = ServerState.DOWN
             delay = min(self.timeouts.backoff_max, self.timeouts.backoff_first * 2**failures)
             failures += 1
             self.restarts += 1
+            self._next_start = time.monotonic() + delay
+            self._set_state(ServerState.DOWN)
             log.warning("MCP server %r is down (%s); starting it again in %.1f s", self.name, self.last_error, delay)
             await asyncio.sleep(delay)
 
@@ -194,7 +284,9 @@ class McpServer:
                     await session.initialize()
                     self.tools = await self._list_tools(session)
                 self._session = session
-                self.state = ServerState.UP
+                self._ever_up = True
+                self._up_since = time.monotonic()
+                self._set_state(ServerState.UP)
                 self.started_at = time.time()
                 self.last_error = self._notice  # what the operator should know although it is up
                 log.info("MCP server %r is up with %d tools", self.name, len(self.tools))
@@ -247,7 +339,9 @@ class McpServer:
                     cwd=expanded.cwd or self.default_cwd or None,
                 )
                 with self._stderr() as errlog:
-                    async with stdio_client(params, errlog=errlog) as streams:
+                    async with stdio_transport(
+                        params, errlog=errlog, max_message_bytes=self.max_message_bytes
+                    ) as streams:
                         yield streams[0], streams[1]
         finally:
             forwarder = getattr(self, "_forwarder", None)
@@ -312,7 +406,7 @@ class McpServer:
             with anyio.fail_after(self.timeouts.start):
                 tools = await self._list_tools(session)
         except Exception as exc:
-            log.warning("MCP server %r: listing its tools again failed: %s", self.name, _describe(exc))
+            log.warning("MCP server %r: listing its tools again failed: %s", self.name, self.redact(_describe(exc)))
             return
         if session is self._session:
             self.tools = tools

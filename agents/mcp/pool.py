@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 
 from agents.mcp.config import McpConfigError, ServerConfig, file_servers
-from agents.mcp.names import tool_names
+from agents.mcp.names import Clash, unique_names
 from agents.models import McpServerEntry
 from agents.refreshed import Refreshed
 from agents.tools.base import Tool
@@ -58,6 +58,7 @@ class McpPool:
         self.servers: dict[str, McpServer] = {}
         self._lock = asyncio.Lock()
         self._loop = asyncio.get_running_loop()
+        self._told: set[Clash] = set()
 
     async def reconcile(self, configs: Sequence[ServerConfig]) -> None:
         """Runs exactly the enabled servers of ``configs``; new ones are waited for (bounded)."""
@@ -78,6 +79,7 @@ class McpPool:
                     timeouts=_timeouts(connection),
                     cwd=str(settings.AGENT_WORKSPACE),
                     stderr_path=Path(settings.DATA_DIR) / "mcp" / f"{config.name}.stderr.log",
+                    max_message_bytes=settings.MCP_MAX_MESSAGE_BYTES,
                 )
                 self.servers[config.name] = server
                 server.start()
@@ -99,34 +101,50 @@ class McpPool:
         wanted = None if names is None else set(names)
         return [self.servers[n] for n in sorted(self.servers) if wanted is None or n in wanted]
 
-    def tools(self, names: Iterable[str] | None, taken: Iterable[str] = ()) -> list[Tool]:
-        """The tools of the chosen servers that are up, none named as one of ``taken``."""
-        used = set(taken)
-        tools: list[Tool] = []
-        for server in self.chosen(names):
-            if not server.up:
-                continue
-            from agents.mcp.tools import server_tools  # a server is up: the SDK is loaded already
+    def named(self, taken: Iterable[str] = ()) -> tuple[dict[tuple[str, str], str], list[Clash]]:
+        """The model's name of each (server, tool) of every server that offers its tools, whichever
+        runs ask: a name clashing with another's, or with one of ``taken``, is left out (and logged
+        once), so a rule naming it can never reach another tool (agents/mcp/names.py)."""
+        offering = [server for server in self.chosen(None) if server.offers_tools]
+        listed = [(server.name, tool.name) for server in offering for tool in server.tools]
+        names, clashes = unique_names(listed, taken)
+        for clash in clashes:
+            if clash not in self._told:
+                self._told.add(clash)
+                log.error("MCP tools refused: %s; rename one of the servers or tools", clash)
+        return names, clashes
 
-            named = tool_names(server.name, [listed.name for listed in server.tools], used)
-            used.update(named.values())
-            tools.extend(server_tools(server, named))
-        return tools
+    def tools(self, names: Iterable[str] | None, taken: Iterable[str] = ()) -> list[Tool]:
+        """The tools of the chosen servers that are up or restarting (a call waits for the restart),
+        none named as one of ``taken`` nor as another server's tool."""
+        named, _ = self.named(taken)
+        tools: dict[str, Tool] = {}
+        for server in self.chosen(names):
+            if not server.offers_tools:
+                continue
+            from agents.mcp.tools import mcp_tool  # a server was up: the SDK is loaded already
+
+            for listed in server.tools:
+                name = named.get((server.name, listed.name))
+                if name is not None and name not in tools:  # a tool listed twice is offered once
+                    tools[name] = mcp_tool(server, listed, name)
+        return list(tools.values())
 
     def statuses(self, names: Iterable[str] | None, taken: Iterable[str] = ()) -> list[ServerStatus]:
-        used = set(taken)
+        named, clashes = self.named(taken)
         statuses = []
         for server in self.chosen(names):
-            named = tool_names(server.name, [listed.name for listed in server.tools], used) if server.up else {}
-            used.update(named.values())
+            listed = [tool.name for tool in server.tools] if server.offers_tools else []
+            offered = tuple(dict.fromkeys(named[server.name, tool] for tool in listed if (server.name, tool) in named))
+            refused = [str(clash) for clash in clashes if any(held == server.name for held, _ in clash.tools)]
             statuses.append(
                 ServerStatus(
                     name=server.name,
                     transport=server.config.transport,
                     state=server.state.value,
-                    tool_count=len(named),
-                    tools=tuple(named.values()),
-                    last_error=server.last_error,
+                    tool_count=len(offered),
+                    tools=offered,
+                    last_error="; ".join([server.last_error, *refused] if server.last_error else refused),
                     source=server.config.source,
                     restarts=server.restarts,
                 )

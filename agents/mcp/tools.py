@@ -15,7 +15,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from agents.approval_text import MAX_LINE_CHARS
-from agents.mcp.connection import McpServer, McpUnavailable
+from agents.mcp.connection import McpAnswerTooLarge, McpServer, McpUnavailable
+from agents.mcp.progress import CoalescedProgress
 from agents.mcp.results import tool_output
 from agents.metrics import record_mcp_call
 from agents.tools.base import CURRENT_CALL_ID, Tool, ToolContext, ToolError, ToolOutput
@@ -23,11 +24,6 @@ from agents.tools.targets import NO_TARGETS
 
 MAX_DESCRIPTION = 4000
 _SHOWN_ARGUMENTS = 10
-
-
-def server_tools(server: McpServer, names: dict[str, str]) -> list[Tool]:
-    """``server``'s tools, ``names`` giving each its name for the model."""
-    return [mcp_tool(server, listed, names[listed.name]) for listed in server.tools]
 
 
 def is_read_only(listed: mcp_types.Tool) -> bool:
@@ -69,9 +65,10 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
     async def call(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         call_id = CURRENT_CALL_ID.get()
 
-        async def progress(progress: float, total: float | None, message: str | None) -> None:
-            context.progress(call_id, name, progress, total, message or "")
+        def report(progress: float, total: float | None, message: str | None) -> None:
+            context.progress(call_id, name, progress, total, server.redact(message or ""))
 
+        progress = CoalescedProgress(report)
         try:
             result = await _unless_cancelled(server.call(tool_name, arguments, progress=progress), context)
         except RunCancelled:
@@ -79,16 +76,20 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
             raise ToolError(
                 f"the run was cancelled; the call of {tool_name!r} on {server_name!r} was cancelled"
             ) from None
-        except (McpUnavailable, TimeoutError) as exc:
+        except (McpUnavailable, McpAnswerTooLarge, TimeoutError) as exc:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(str(exc)) from None
         except MCPError as exc:
             record_mcp_call(server_name, tool_name, "failed")
-            raise ToolError(f"MCP server {server_name!r} refused the call: {exc.error.message}") from None
+            refusal = server.redact(exc.error.message)
+            raise ToolError(f"MCP server {server_name!r} refused the call: {refusal}") from None
         except ValidationError:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(f"MCP server {server_name!r} answered with something that is not a tool result") from None
+        finally:
+            progress.close()
         output = tool_output(result)
+        output.content = server.redact(output.content)  # what the run records and streams (#49 item 2)
         record_mcp_call(server_name, tool_name, "error" if output.is_error else "ok")
         return output
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from agents.mcp.config import HTTP, STDIO, McpConfigError, load_servers, parse_servers
 from agents.mcp.environment import server_environment
-from agents.mcp.names import MAX_NAME, tool_name_matches, tool_names
+from agents.mcp.names import MAX_NAME, model_name, tool_name_matches, tool_names, unique_names
 from agents.models import PermissionRule
 from tests.procs import ROOT
 
@@ -86,22 +87,41 @@ def test_a_bad_file_stops_start_up(tmp_path: Path, document: str, said: str):
 
 
 def test_names_are_prefixed_and_made_safe():
-    assert tool_names("github", ["create_issue", "search.code", "a b"]) == {
-        "create_issue": "mcp__github__create_issue",
-        "search.code": "mcp__github__search_code",
-        "a b": "mcp__github__a_b",
-    }
+    named = tool_names("github", ["create_issue", "search.code", "a b"])
+    assert named["create_issue"] == "mcp__github__create_issue"
+    # A replaced character would let "search.code" and "search_code" share a name: hashed instead.
+    assert re.fullmatch(r"mcp__github__search_code_[0-9a-f]{8}", named["search.code"])
+    assert re.fullmatch(r"mcp__github__a_b_[0-9a-f]{8}", named["a b"])
+    assert named["search.code"] != model_name("github", "search_code") == "mcp__github__search_code"
 
 
-def test_a_long_or_colliding_name_is_shortened_the_same_way_every_time():
+def test_a_long_name_is_shortened_the_same_way_every_time():
     long = "search_every_page_of_the_handbook_for_a_word_and_return_the_pages"
     (first,) = tool_names("docs", [long]).values()
     assert len(first) == MAX_NAME and first.startswith("mcp__docs__search_every_page")
     assert tool_names("docs", [long]) == {long: first}  # deterministic
-    collided = tool_names("gh", ["a.b", "a_b"])
-    assert collided["a.b"] == "mcp__gh__a_b" and collided["a_b"] != "mcp__gh__a_b"
-    assert collided["a_b"] == tool_names("gh", ["a_b"], taken=["mcp__gh__a_b"])["a_b"]
-    assert tool_names("x", ["read"], taken=["mcp__x__read"])["read"].startswith("mcp__x__read_")
+    assert tool_names("docs", ["other", long])[long] == first  # whatever else the server lists
+
+
+def test_names_that_sanitise_alike_across_servers_stay_apart():
+    # x/_y and x_/y were both mcp__x___y: an allow rule for one ran the other (issue #49 item 10).
+    assert model_name("x", "_y") == "mcp__x___y"
+    assert model_name("x_", "y") != "mcp__x___y" and model_name("x_", "y").startswith("mcp__x___y_")
+    names, clashes = unique_names([("x", "_y"), ("x_", "y"), ("gh", "a.b"), ("gh", "a_b")])
+    assert len(set(names.values())) == 4 and not clashes
+
+
+def test_a_name_that_ends_like_a_digest_is_hashed_itself():
+    assert model_name("x", "y_1a2b3c4d") != "mcp__x__y_1a2b3c4d"
+
+
+def test_a_name_two_tools_would_share_is_refused_for_both_naming_them():
+    names, (clash,) = unique_names([("gh", "read"), ("gh", "list")], taken=["mcp__gh__read"])
+    assert names == {("gh", "list"): "mcp__gh__list"}
+    assert str(clash) == (
+        "Threadline's tool 'mcp__gh__read' and the tool 'read' of MCP server 'gh' would all be named "
+        "'mcp__gh__read' for the model; none of them is offered"
+    )
 
 
 def test_a_rules_tool_may_be_a_glob_over_names(db):
