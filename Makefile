@@ -58,8 +58,8 @@ test: install-test lint
 
 # Types (mypy strict, django-stubs) and lint over the project's own code.
 lint: install-test
-	$(PY) -m ruff check agents agui threads project runhost vocabulary bench tests
-	$(PY) -m ruff format --check agents agui threads project runhost vocabulary bench tests
+	$(PY) -m ruff check orchestrator agents agui threads project runhost vocabulary bench tests
+	$(PY) -m ruff format --check orchestrator agents agui threads project runhost vocabulary bench tests
 	$(PY) -m mypy .
 
 # The CopilotKit example against a local Threadline: both servers in this terminal,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from agents.tools.protected import Protected
-from agents.tools.sandbox import SYSTEM_DIRS, Sandbox, SandboxBounds
-from agents.tools.workspace import PathRules, Workspace
+from orchestrator.tools.protected import Protected
+from orchestrator.tools.sandbox import SYSTEM_DIRS, Sandbox, SandboxBounds
+from orchestrator.tools.workspace import PathRules, Workspace
 
 
 def _settings_key() -> tuple[object, ...]:

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from agents.approvals import Answer
-from agents.events import (
+from orchestrator.approvals import Answer
+from orchestrator.events import (
     BaseListener,
     Compacted,
     Outcome,
@@ -22,7 +22,7 @@ from agents.events import (
     ToolResult,
     Usage,
 )
-from agents.waits import Checkpoint, WaitKind
+from orchestrator.waits import Checkpoint, WaitKind
 
 TOOL_SECONDS = Histogram(
     "threadline_tool_duration_seconds",
@@ -32,7 +32,7 @@ TOOL_SECONDS = Histogram(
 )
 # ``agent`` attributes usage to the agent it served; a sub-agent's
 # calls count on its parent's agent, whose run started them. ``purpose`` is ``turn`` for the model's
-# turns and ``compaction`` for the summaries of older turns (agents/compaction.py).
+# turns and ``compaction`` for the summaries of older turns (orchestrator/compaction.py).
 MODEL_CALLS = Counter(
     "threadline_model_calls_total", "Model calls that returned a reply.", ["agent", "model", "purpose"]
 )

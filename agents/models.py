@@ -8,8 +8,8 @@ from django.db import models
 
 from agents.mcp.config import HTTP, STDIO, McpConfigError, ServerConfig, check_variables, file_servers, parse_server
 from agents.mcp.names import is_mcp_name, is_tool_glob
-from agents.tools.catalog import KNOWN_TOOLS
-from agents.tools.targets import glob_error
+from orchestrator.tools.catalog import KNOWN_TOOLS
+from orchestrator.tools.targets import glob_error
 
 
 class Agent(models.Model):
@@ -176,7 +176,7 @@ class PermissionRule(models.Model):
     """One line of the permission policy: for calls of ``tool`` (or any tool) whose primary argument
     matches the glob ``match``, the decision is ``decision``. Rules are tried in ``position`` order and
     the first that matches decides; agents/permissions.py evaluates them, each tool says what its glob
-    is matched against (agents/tools/targets.py)."""
+    is matched against (orchestrator/tools/targets.py)."""
 
     class Decision(models.TextChoices):
         ALLOW = "allow", "Allow"

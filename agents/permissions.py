@@ -12,7 +12,7 @@ tried in order and the first enabled one that matches decides:
   cover them); read-only tools run; the others run when a yes-always covers the call or
   auto-approve is on, and ask otherwise.
 
-What the globs see (each tool's ``targets``, agents/tools/targets.py; ``primary_argument``):
+What the globs see (each tool's ``targets``, orchestrator/tools/targets.py; ``primary_argument``):
 
 - file tools (file_read, file_write, file_edit, glob, grep): the ``path`` argument, normalised
   (``./src//a.py`` and ``src/x/../a.py`` are ``src/a.py``); glob and grep default to ``.``. Globs
@@ -47,7 +47,7 @@ match more and allow match less. Rules on bash remain a guard-rail, not a sandbo
 A blank glob, ``*`` and ``**`` match anything, whatever the tool.
 
 A file with several names (hard links) is judged by each of its names in the workspace when a file
-tool opens it: a deny rule covering any of them refuses the call (agents/tools/workspace.py,
+tool opens it: a deny rule covering any of them refuses the call (orchestrator/tools/workspace.py,
 ``CallGuard``), so ``ln secrets/key notes/key`` does not pass ``deny secrets/**``.
 """
 
@@ -62,11 +62,11 @@ from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from agents.confinement import server_workspace
 from agents.mcp.names import tool_name_matches
 from agents.models import PermissionRule
-from agents.tools.base import Tool
-from agents.tools.catalog import KNOWN_TOOLS
-from agents.tools.protected import ProtectedPath
-from agents.tools.targets import NO_TARGETS, PathTarget, Targets, normalise_path
-from agents.tools.workspace import PathGuard, Workspace
+from orchestrator.tools.base import Tool
+from orchestrator.tools.catalog import KNOWN_TOOLS
+from orchestrator.tools.protected import ProtectedPath
+from orchestrator.tools.targets import NO_TARGETS, PathTarget, Targets, normalise_path
+from orchestrator.tools.workspace import PathGuard, Workspace
 
 Decision = PermissionRule.Decision
 Scope = PermissionRule.Scope

@@ -9,19 +9,20 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.confinement import bash_choice, server_workspace
-from agents.loop import LoopConfig
 from agents.mcp.pool import ServerStatus, current_pool, mcp_servers_ready
 from agents.models import Agent
 from agents.permissions import ScopedRules
-from agents.providers.base import ModelProvider
-from agents.providers.demo import DemoProvider
-from agents.subagents import SubAgentLimits
-from agents.tools.base import Tool, ToolContext, ToolRegistry
-from agents.tools.catalog import SERVER_TOOLS
-from agents.tools.mutating import BASH
-from agents.tools.netguard import WebConfig
-from agents.tools.shaping import OutputLimits
-from agents.tools.web import WEB_SEARCH
+from orchestrator.loop import LoopConfig
+from orchestrator.providers.base import ModelProvider
+from orchestrator.providers.demo import DemoProvider
+from orchestrator.request import INTERACTIVE, UNATTENDED, Scenario
+from orchestrator.subagents import SubAgentLimits
+from orchestrator.tools.base import Tool, ToolContext, ToolRegistry
+from orchestrator.tools.catalog import SERVER_TOOLS
+from orchestrator.tools.mutating import BASH
+from orchestrator.tools.netguard import WebConfig
+from orchestrator.tools.shaping import OutputLimits
+from orchestrator.tools.web import WEB_SEARCH
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def provider_for(agent: Agent) -> ModelProvider:
         else:
             # Imported here: the anthropic SDK is about 65 MiB of modules, which a
             # server on the demo model never needs (issue #14, a lean process).
-            from agents.providers.anthropic import AnthropicProvider
+            from orchestrator.providers.anthropic import AnthropicProvider
 
             provider = AnthropicProvider(
                 api_key=api_key, model=model, base_url=base_url, max_retries=retries, timeout=timeout
@@ -161,3 +162,9 @@ def context_budget(provider: ModelProvider) -> int:
     budget: int = settings.COMPACTION_WINDOW_TOKENS
     window = provider.info.context_window
     return min(budget, window) if budget and window else budget or window
+
+
+def chat_scenario() -> Scenario:
+    """A chat's scenario: with nobody to answer questions (AGUI_HUMAN_IN_THE_LOOP=off), the agent is
+    not offered ask_user."""
+    return INTERACTIVE if settings.AGUI_HUMAN_IN_THE_LOOP else UNATTENDED

@@ -15,7 +15,7 @@ cloned (in ``thread`` mode on a branch named after the thread). It is made under
 and renamed into place, so a process that dies half-way leaves no half-made workspace, and two
 processes making the same one at once end with one.
 
-When the server runs as root, bash runs as the sandbox user (agents/tools/sandbox.py), so a
+When the server runs as root, bash runs as the sandbox user (orchestrator/tools/sandbox.py), so a
 workspace is handed to that user: made by the server, its files are chowned to it, skipping the
 data dir should it lie inside. A workspace that holds the server's checkout or virtual environment
 (or lies inside one) is never handed over: start-up refuses it, and so does ``hand_over``."""
@@ -33,7 +33,7 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.confinement import bash_choice, server_code
-from project.env import is_git_url
+from agents.gitsource import is_git_url
 
 log = logging.getLogger(__name__)
 

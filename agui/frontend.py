@@ -1,6 +1,6 @@
 """Frontend tools: the tools a client declares in RunAgentInput.tools and runs itself.
 
-Each becomes a proxy the model can call (agents/tools/client.py). A call streams
+Each becomes a proxy the model can call (orchestrator/tools/client.py). A call streams
 TOOL_CALL_START/ARGS/END and no result; the HTTP run ends (RUN_FINISHED success,
 naming the pending calls for 1.0 clients) while the agent run waits as a
 checkpoint; the client runs the tool and posts the next request on the thread,

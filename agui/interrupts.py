@@ -14,8 +14,8 @@ from typing import Any
 
 from ag_ui.core import ResumeEntry
 
-from agents.approval_text import approval_call
-from agents.waits import Checkpoint, OpenCall, WaitKind
+from orchestrator.approval_text import approval_call
+from orchestrator.waits import Checkpoint, OpenCall, WaitKind
 from threads.models import Approval
 from threads.waits import Decided
 

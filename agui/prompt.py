@@ -12,8 +12,9 @@ from typing import Any
 
 from ag_ui.core import DataSource, DocumentPart, ImagePart, TextPart, UrlSource, UserMessage
 
-from agents.request import Image, RunRequest, chat_scenario
+from agents.runtime import chat_scenario
 from agui.decode import DecodedInput
+from orchestrator.request import Image, RunRequest
 
 
 def context_block(decoded: DecodedInput) -> str:

@@ -16,14 +16,14 @@ import jsonpatch
 import orjson
 from django.conf import settings
 
-from agents.events import RunListener
 from agents.runtime import provider_for
-from agents.waits import Checkpoint
 from agui.interrupts import suspension_outcome
 from agui.relay import RunRelay, follow_stored_run, shared_layer
 from agui.state import STATE_CACHE, ThreadState
 from agui.stream import RunStream
 from agui.translate import AguiTranslator, run_finished
+from orchestrator.events import RunListener
+from orchestrator.waits import Checkpoint
 from runhost.host import HOST
 from runhost.surface import Flushed, RunContext
 from threads import selectors

@@ -11,9 +11,9 @@ import copy
 from collections import OrderedDict
 from typing import Any
 
-from agents.events import COMPACTION, Usage
-from agents.pricing import cost_of
-from agents.providers.base import ModelInfo
+from orchestrator.events import COMPACTION, Usage
+from orchestrator.pricing import cost_of
+from orchestrator.providers.base import ModelInfo
 
 # Top-level keys the server owns. A client (CopilotKit sends back the last state
 # it saw) may echo them; they are never copied into `client`.
@@ -61,7 +61,7 @@ def empty_usage(context_window: int) -> dict[str, Any]:
         "reasoningTokens": 0,  # Anthropic counts thinking in the completion tokens and reports none apart
         "contextWindow": context_window,
         "estimated": False,  # the counts are the provider's own, not estimates
-        "cost": 0.0,  # the thread's spend, US dollars at list prices (agents/pricing.py)
+        "cost": 0.0,  # the thread's spend, US dollars at list prices (orchestrator/pricing.py)
         "lastPromptTokens": 0,  # promptTokens under the name it had while promptTokens was a total
         "totalPromptTokens": 0,
         "totalCompletionTokens": 0,

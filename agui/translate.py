@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agents.events import (
+from agui.state import ThreadState
+from orchestrator.events import (
     BaseListener,
     Compacted,
     GroundingReported,
@@ -42,8 +43,7 @@ from agents.events import (
     ToolResult,
     Usage,
 )
-from agents.verdict import conclusion_of
-from agui.state import ThreadState
+from orchestrator.verdict import conclusion_of
 from vocabulary import agui as ev
 
 Publish = Callable[[dict[str, Any]], None]

@@ -68,7 +68,7 @@ async def bench_calls(calls: int) -> None:
 
     from agents.mcp.pool import mcp_servers_ready, stop_mcp_servers
     from agents.runtime import tool_context, tools_for
-    from agents.tools.base import ToolRegistry
+    from orchestrator.tools.base import ToolRegistry
 
     (Path(_WORK) / "small.txt").write_text("hello\n" * 20)
     context = tool_context()

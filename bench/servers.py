@@ -130,7 +130,7 @@ class ScriptedProvider:
     YIELD_EVERY = 64
 
     def __init__(self) -> None:
-        from agents.providers.base import ModelInfo
+        from orchestrator.providers.base import ModelInfo
 
         self.info = ModelInfo(
             id="bench-scripted", name="bench scripted model", provider="bench", context_window=200_000
@@ -145,7 +145,7 @@ class ScriptedProvider:
         return default
 
     async def stream(self, request: Any) -> AsyncIterator[Any]:
-        from agents.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply, TokenCount
+        from orchestrator.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply, TokenCount
 
         n = self._number(request, "bench-tokens", 10)
         slow_ms = self._number(request, "bench-slow", 0)

@@ -195,9 +195,3 @@ def env_choice(name: str, default: str, choices: tuple[str, ...], env: Mapping[s
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
-
-
-def is_git_url(template: str) -> bool:
-    """Whether a workspace template names a repository by URL (``scheme://...`` or ``user@host:path``)
-    rather than a local path."""
-    return "://" in template or ":" in template.split("/", 1)[0]

@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.gitsource import is_git_url
 from agents.mcp.config import load_servers as load_mcp_servers
 from project.env import (
     env_bool,
@@ -29,7 +30,6 @@ from project.env import (
     env_route_prefix,
     env_str,
     env_url,
-    is_git_url,
 )
 from project.fdlimit import MAX_CONNECTIONS, connections_the_file_limit_allows
 
@@ -208,7 +208,7 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
 # without one, which lets the model read anything the server's user can.
 AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
 AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
-# Who a sandboxed command is when the server runs as root (never root itself: agents/tools/sandbox.py),
+# Who a sandboxed command is when the server runs as root (never root itself: orchestrator/tools/sandbox.py),
 # and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS).
 AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
 AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
@@ -296,7 +296,7 @@ INSTALLED_APPS = [
     "agents",
     "threads",
     "agui",
-    "project",  # manage.py serve and the admin of agents/ (project/admin.py): both serve the whole site
+    "project",  # manage.py serve
 ]
 
 # daphne serves `manage.py runserver` (its app must come before staticfiles). As an

@@ -9,14 +9,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agents.events import RunListener, SubAgentStarted
-from agents.loop import AgentLoop
 from agents.models import Agent
-from agents.providers.base import ModelProvider
 from agents.runtime import loop_config, subagent_limits, tool_context
-from agents.subagents import SubAgentParams
-from agents.tools.base import ToolRegistry
-from agents.tools.client import add_client_tools
+from orchestrator.events import RunListener, SubAgentStarted
+from orchestrator.loop import AgentLoop
+from orchestrator.providers.base import ModelProvider
+from orchestrator.subagents import SubAgentParams
+from orchestrator.tools.base import ToolRegistry
+from orchestrator.tools.client import add_client_tools
 from runhost.policy import PolicyApprover
 from threads.models import Session, Thread
 from threads.queue import DbInbox

@@ -18,12 +18,12 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
-from agents.events import BaseListener, Listeners, Outcome, RunListener
 from agents.metrics import LIVE_RUNS, MetricsListener, record_answers
 from agents.models import Agent
-from agents.request import RunRequest
 from agents.runtime import close_providers, provider_for, run_tools
-from agents.waits import Checkpoint, Resumption, Waiting
+from orchestrator.events import BaseListener, Listeners, Outcome, RunListener
+from orchestrator.request import RunRequest
+from orchestrator.waits import Checkpoint, Resumption, Waiting
 from runhost.assemble import assemble_loop
 from runhost.following import follow_queued
 from runhost.registry import LiveRun, RunRegistry

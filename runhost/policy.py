@@ -8,11 +8,11 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.approval_text import approval_message
-from agents.approvals import Answer, Ask
 from agents.permissions import Decision, arules_for, evaluate, memory_key
-from agents.tools.base import Tool
-from agents.tools.workspace import Workspace
+from orchestrator.approval_text import approval_message
+from orchestrator.approvals import Answer, Ask
+from orchestrator.tools.base import Tool
+from orchestrator.tools.workspace import Workspace
 from threads.dbthread import on_db_thread
 from threads.services.approvals import session_approved_always
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agents.events import RunListener
+from orchestrator.events import RunListener
 from threads.dbthread import on_db_thread
 from threads.leases import lease_length
 from threads.queue import queue_announce

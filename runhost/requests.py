@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agents.request import RunRequest, chat_scenario
+from agents.runtime import chat_scenario
+from orchestrator.request import RunRequest
 from threads.queue import HandOver
 from threads.waits import ClientResult, Decided
 

@@ -7,10 +7,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agents.events import RunListener
 from agents.models import Agent
-from agents.providers.base import ModelInfo
-from agents.waits import Checkpoint
+from orchestrator.events import RunListener
+from orchestrator.providers.base import ModelInfo
+from orchestrator.waits import Checkpoint
 from runhost.registry import LiveStream
 from threads.models import Session, Thread
 from threads.services.runs import Hydrate

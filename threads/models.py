@@ -49,7 +49,7 @@ class Session(models.Model):
     )
     # "Yes, always" answers: the memory keys (agents/permissions.py) of calls that run unasked.
     approved_always = models.JSONField(default=list, blank=True)
-    # The read ledger (agents/tools/ledger.py) as the last tool calls left it: a file the agent read
+    # The read ledger (orchestrator/tools/ledger.py) as the last tool calls left it: a file the agent read
     # in an earlier run of the conversation may be edited in the next, unless it changed since.
     reads = models.JSONField(default=dict, blank=True)
     input_tokens = models.PositiveBigIntegerField(default=0)
@@ -118,7 +118,7 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # A waiting run (agents/waits.py): the checkpoint, the client tools it was offered, and the
+    # A waiting run (orchestrator/waits.py): the checkpoint, the client tools it was offered, and the
     # results of the client's own tools as they arrive (the first answer wins).
     checkpoint = models.JSONField(null=True, blank=True)
     client_answers = models.JSONField(default=dict, blank=True)

@@ -19,7 +19,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.queued import Queued, join_queued
+from orchestrator.queued import Queued, join_queued
 from threads import fastsql, leases
 from threads.locking import again_after_a_race
 from threads.models import QueuedMessage, Run, Session, Thread
@@ -54,7 +54,7 @@ def _queued(row: QueuedMessage) -> Queued:
 
 
 class DbInbox:
-    """A run's inbox (agents/queued.py): the messages queued on its thread."""
+    """A run's inbox (orchestrator/queued.py): the messages queued on its thread."""
 
     def __init__(self, *, thread_pk: uuid.UUID, session_id: uuid.UUID, run_pk: uuid.UUID) -> None:
         self.thread_pk = thread_pk

@@ -22,8 +22,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, PermissionRule
-from agents.tools import usage
 from agents.workspaces import Place, place_of
+from orchestrator.tools import usage
 from threads import leases
 from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.logframes import LoggedEvent, events_of

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agents.events import AssistantMessage, PauseReason, SubAgentStarted, ToolMessage
-from agents.providers.base import TokenCount
-from agents.subagents import SubAgentParams, SubAgentResult
-from agents.verdict import conclusion_of
+from orchestrator.events import AssistantMessage, PauseReason, SubAgentStarted, ToolMessage
+from orchestrator.providers.base import TokenCount
+from orchestrator.subagents import SubAgentParams, SubAgentResult
+from orchestrator.verdict import conclusion_of
 from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.services.sessions import session_commit, session_pause
 from threads.services.subagents import subagent_begin, subagent_commit, subagent_end
@@ -53,7 +53,7 @@ class DbSubAgentStore:
     """A sub-agent's run in the database: a SubAgentTask, and its messages in the thread's transcript.
 
     Its conversation is its own (a child starts from nothing); while it waits for an
-    answer, it is kept in its parent's checkpoint (agents/waits.py). ``run_pk`` is the
+    answer, it is kept in its parent's checkpoint (orchestrator/waits.py). ``run_pk`` is the
     parent's Run row of this AG-UI run.
     """
 

@@ -1,6 +1,6 @@
 """Waiting runs in the database: a run that waits, its answers, and the one process that goes on.
 
-A waiting run is a Run row in status WAITING with its checkpoint (agents/waits.py).
+A waiting run is a Run row in status WAITING with its checkpoint (orchestrator/waits.py).
 Nothing in any process waits on it. Answers are written first (the first answer
 wins: every write is conditional on the answer still being open), then exactly
 one process claims the run with a conditional update of its status, and goes on
@@ -18,11 +18,11 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from agents.approvals import Answer
 from agents.metrics import record_approval
 from agents.models import Agent
 from agents.permissions import memory_key
-from agents.waits import Checkpoint, OpenCall, WaitKind
+from orchestrator.approvals import Answer
+from orchestrator.waits import Checkpoint, OpenCall, WaitKind
 from threads import leases
 from threads.locking import again_after_a_race, thread_lock
 from threads.models import Approval, Run, Session, Thread

@@ -28,7 +28,7 @@ from agents.mcp.config import McpConfigError, ServerConfig, file_servers
 from agents.mcp.names import Clash, unique_names
 from agents.models import McpServerEntry
 from agents.refreshed import Refreshed
-from agents.tools.base import Tool
+from orchestrator.tools.base import Tool
 
 # The MCP SDK (agents/mcp/connection.py and tools.py import it) weighs about 25 MiB with the
 # starlette and cryptography it brings, and most processes have no MCP server: it is imported when

@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp.types as mcp_types
 
-from agents.tools.base import ToolOutput
+from orchestrator.tools.base import ToolOutput
 
 # What the model API takes as an image block, and how large one may be (decoded).
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})

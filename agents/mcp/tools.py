@@ -14,13 +14,13 @@ import mcp.types as mcp_types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from agents.approval_text import MAX_LINE_CHARS
 from agents.mcp.connection import McpAnswerTooLarge, McpServer, McpUnavailable
 from agents.mcp.progress import CoalescedProgress
 from agents.mcp.results import tool_output
 from agents.metrics import record_mcp_call
-from agents.tools.base import CURRENT_CALL_ID, Tool, ToolContext, ToolError, ToolOutput
-from agents.tools.targets import NO_TARGETS
+from orchestrator.approval_text import MAX_LINE_CHARS
+from orchestrator.tools.base import CURRENT_CALL_ID, Tool, ToolContext, ToolError, ToolOutput
+from orchestrator.tools.targets import NO_TARGETS
 
 MAX_DESCRIPTION = 4000
 _SHOWN_ARGUMENTS = 10

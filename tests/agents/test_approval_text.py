@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agents.approval_text import approval_call, approval_message
-from agents.waits import OpenCall, WaitKind
 from agui.interrupts import interrupt_of
+from orchestrator.approval_text import approval_call, approval_message
+from orchestrator.waits import OpenCall, WaitKind
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.sse import EVENT

@@ -14,9 +14,9 @@ import pytest
 from django.test import override_settings
 
 from agents.runtime import tool_context
-from agents.tools.base import ToolRegistry
-from agents.tools.mutating import BASH
 from agents.workspaces import hand_over
+from orchestrator.tools.base import ToolRegistry
+from orchestrator.tools.mutating import BASH
 
 SECRETS = {
     "GITHUB_PAT": "ghp-pat-leak-1",

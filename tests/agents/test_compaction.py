@@ -6,9 +6,9 @@ import httpx
 import pytest
 from django.test import override_settings
 
-from agents.compaction import SUMMARY_PROMPT
-from agents.events import Usage
-from agents.pricing import cost_of
+from orchestrator.compaction import SUMMARY_PROMPT
+from orchestrator.events import Usage
+from orchestrator.pricing import cost_of
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import run_input, squash, user, v1
 from tests.sse import post_run

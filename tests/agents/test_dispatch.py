@@ -1,4 +1,4 @@
-"""dispatch.classify: each tool call becomes one typed step, which the loop matches once (agents/dispatch.py)."""
+"""dispatch.classify: each tool call becomes one typed step, which the loop matches once (orchestrator/dispatch.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from agents import dispatch
-from agents.request import DELEGATION, INTERACTIVE, Scenario
-from agents.tools.base import ToolKind, ToolRegistry
-from agents.tools.catalog import KNOWN_TOOLS, SERVER_TOOLS
-from agents.tools.client import add_client_tools
+from orchestrator import dispatch
+from orchestrator.request import DELEGATION, INTERACTIVE, Scenario
+from orchestrator.tools.base import ToolKind, ToolRegistry
+from orchestrator.tools.catalog import KNOWN_TOOLS, SERVER_TOOLS
+from orchestrator.tools.client import add_client_tools
 
 
 def _registry() -> ToolRegistry:

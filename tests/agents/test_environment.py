@@ -11,10 +11,10 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agents import environment
 from agents.confinement import bash_choice, sandbox_for
-from agents.environment import STATUS_LINES, environment_block
 from agents.workspaces import hand_over
+from orchestrator import environment
+from orchestrator.environment import STATUS_LINES, environment_block
 from tests.fakes.anthropic_api import text_turn
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from agents.tools.grounding import GATE_ALLOWED_TOOLS, gate_allows
-from agents.tools.mutating import MUTATING_TOOLS
-from agents.tools.readonly import READ_ONLY_TOOLS
-from agents.tools.web import WEB_TOOLS
+from orchestrator.tools.grounding import GATE_ALLOWED_TOOLS, gate_allows
+from orchestrator.tools.mutating import MUTATING_TOOLS
+from orchestrator.tools.readonly import READ_ONLY_TOOLS
+from orchestrator.tools.web import WEB_TOOLS
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import run_input, user, v1

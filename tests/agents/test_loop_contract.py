@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.events import BaseListener, Listeners, Outcome, RunEvent, RunInfo, TextDelta, Usage
-from agents.loop import AgentLoop, LoopConfig
-from agents.providers.anthropic import AnthropicProvider
-from agents.request import RunRequest
-from agents.tools.base import ToolContext, ToolRegistry, Workspace
-from agents.tools.readonly import READ_ONLY_TOOLS
+from orchestrator.events import BaseListener, Listeners, Outcome, RunEvent, RunInfo, TextDelta, Usage
+from orchestrator.loop import AgentLoop, LoopConfig
+from orchestrator.providers.anthropic import AnthropicProvider
+from orchestrator.request import RunRequest
+from orchestrator.tools.base import ToolContext, ToolRegistry, Workspace
+from orchestrator.tools.readonly import READ_ONLY_TOOLS
 from tests.fakes.anthropic_api import FakeAnthropic, text, text_turn, tool_turn, tool_use, turn
 from threads.models import Run, Session, Thread
 from threads.store import DbSessionStore
@@ -223,8 +223,8 @@ async def test_request_listeners_hear_the_run_beside_the_loops(store, tmp_path):
 
 
 async def test_a_background_run_is_not_offered_tools_that_change_things(store, tmp_path):
-    from agents.request import BACKGROUND
-    from agents.tools.mutating import MUTATING_TOOLS
+    from orchestrator.request import BACKGROUND
+    from orchestrator.tools.mutating import MUTATING_TOOLS
 
     with FakeAnthropic([tool_turn("bash", {"command": "touch hacked"}), text_turn(["ok"])]) as fake:
         provider = AnthropicProvider(api_key="k", model="claude-sonnet-5-5", base_url=fake.base_url, max_retries=0)
@@ -248,7 +248,7 @@ async def test_a_background_run_is_not_offered_tools_that_change_things(store, t
 
 
 async def test_a_transient_tool_error_is_retried_once(tmp_path):
-    from agents.tools.base import Tool, ToolOutput
+    from orchestrator.tools.base import Tool, ToolOutput
 
     calls = {"flaky": 0, "broken": 0}
 
@@ -367,8 +367,8 @@ class PiecesHeld(Recorder):
             self.deltas += 1
             if self.deltas == self.at:
                 mine = [
-                    tracemalloc.Filter(True, "*/agents/providers/anthropic.py"),
-                    tracemalloc.Filter(True, "*/agents/callstream.py"),
+                    tracemalloc.Filter(True, "*/orchestrator/providers/anthropic.py"),
+                    tracemalloc.Filter(True, "*/orchestrator/callstream.py"),
                 ]
                 held = tracemalloc.take_snapshot().filter_traces(mine)
                 self.held = sum(stat.size for stat in held.statistics("filename"))
@@ -401,7 +401,7 @@ async def test_a_long_reply_comes_out_whole_without_a_string_kept_per_token(stor
 async def test_the_sdk_adapter_hands_over_a_read_as_one_list_in_order():
     """What one network read brought comes as one list (no generator step per token), and the
     lists in order are the reply's events, whole."""
-    from agents.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply, ModelRequest
+    from orchestrator.providers.base import BlockDelta, BlockStart, BlockStop, ModelReply, ModelRequest
 
     tokens = [f"t{i} " for i in range(300)]
     with FakeAnthropic([text_turn(tokens).prepare()]) as fake:  # prepared: sent in one write

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.memory import INTERRUPTED, heal_turns
+from orchestrator.memory import INTERRUPTED, heal_turns
 
 
 def test_a_dangling_tool_use_gets_an_interrupted_result():

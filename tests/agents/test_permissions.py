@@ -18,11 +18,11 @@ from agents.permissions import (
     primary_argument,
     rules_for,
 )
-from agents.tools.base import Tool, ToolOutput
-from agents.tools.mutating import APPLY_PATCH, BASH, FILE_EDIT, FILE_WRITE, TODO_WRITE
-from agents.tools.readonly import FILE_READ, GLOB, GREP
-from agents.tools.targets import CommandTargets, PathTarget
-from agents.tools.workspace import Workspace
+from orchestrator.tools.base import Tool, ToolOutput
+from orchestrator.tools.mutating import APPLY_PATCH, BASH, FILE_EDIT, FILE_WRITE, TODO_WRITE
+from orchestrator.tools.readonly import FILE_READ, GLOB, GREP
+from orchestrator.tools.targets import CommandTargets, PathTarget
+from orchestrator.tools.workspace import Workspace
 
 
 @pytest.fixture

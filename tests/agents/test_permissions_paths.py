@@ -13,10 +13,10 @@ from django.test import override_settings
 from agents.models import PermissionRule
 from agents.permissions import evaluate, rules_for
 from agents.runtime import tool_context
-from agents.tools.base import ToolOutput, ToolRegistry
-from agents.tools.catalog import KNOWN_TOOLS
-from agents.tools.mutating import APPLY_PATCH, FILE_EDIT, FILE_WRITE
-from agents.tools.readonly import READ_ONLY_TOOLS
+from orchestrator.tools.base import ToolOutput, ToolRegistry
+from orchestrator.tools.catalog import KNOWN_TOOLS
+from orchestrator.tools.mutating import APPLY_PATCH, FILE_EDIT, FILE_WRITE
+from orchestrator.tools.readonly import READ_ONLY_TOOLS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

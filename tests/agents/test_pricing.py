@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.events import Usage
-from agents.pricing import cost_of, price_of
+from orchestrator.events import Usage
+from orchestrator.pricing import cost_of, price_of
 
 
 @pytest.mark.parametrize(

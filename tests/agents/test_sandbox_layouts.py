@@ -21,9 +21,9 @@ from django.test import override_settings
 
 from agents.confinement import bash_choice
 from agents.runtime import tool_context
-from agents.tools.base import ToolRegistry
-from agents.tools.mutating import BASH
 from agents.workspaces import Place, place_of, prepare
+from orchestrator.tools.base import ToolRegistry
+from orchestrator.tools.mutating import BASH
 from tests.procs import ROOT
 
 pytestmark = pytest.mark.skipif(

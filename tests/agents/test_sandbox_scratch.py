@@ -13,9 +13,9 @@ import pytest
 from django.test import override_settings
 
 from agents.runtime import tool_context
-from agents.tools.base import ToolRegistry
-from agents.tools.mutating import BASH
 from agents.workspaces import place_of, prepare
+from orchestrator.tools.base import ToolRegistry
+from orchestrator.tools.mutating import BASH
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is missing")
 

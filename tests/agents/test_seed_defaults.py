@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from django.test import override_settings
 
-from agents.loop import LoopConfig
 from agents.models import Agent
-from agents.providers.base import ModelInfo
-from agents.providers.demo import DemoProvider
 from agents.runtime import context_budget, loop_config
+from orchestrator.loop import LoopConfig
+from orchestrator.providers.base import ModelInfo
+from orchestrator.providers.demo import DemoProvider
 
 
 def test_a_new_agent_has_the_seeds_limits():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
-from agents.tools.mutating import BASH
-from agents.tools.shaping import DEFAULT_MAX_BYTES
+from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
+from orchestrator.tools.mutating import BASH
+from orchestrator.tools.shaping import DEFAULT_MAX_BYTES
 
 
 @pytest.fixture

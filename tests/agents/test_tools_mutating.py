@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
-from agents.tools.mutating import MUTATING_TOOLS
-from agents.tools.readonly import READ_ONLY_TOOLS
+from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
+from orchestrator.tools.mutating import MUTATING_TOOLS
+from orchestrator.tools.readonly import READ_ONLY_TOOLS
 
 MOD = "import os\n\ndef f():\n    return 42\n"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
-from agents.tools.mutating import APPLY_PATCH, FILE_EDIT, FILE_WRITE
-from agents.tools.readonly import READ_ONLY_TOOLS
+from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
+from orchestrator.tools.mutating import APPLY_PATCH, FILE_EDIT, FILE_WRITE
+from orchestrator.tools.readonly import READ_ONLY_TOOLS
 
 ATTEMPTS = 300
 OUTSIDE_SECRET = "OUTSIDE-SECRET"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.base import ToolContext, ToolRegistry, Workspace
-from agents.tools.readonly import READ_ONLY_TOOLS
+from orchestrator.tools.base import ToolContext, ToolRegistry, Workspace
+from orchestrator.tools.readonly import READ_ONLY_TOOLS
 
 
 @pytest.fixture

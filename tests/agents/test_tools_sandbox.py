@@ -23,9 +23,9 @@ from django.test import override_settings
 
 from agents.confinement import bash_choice
 from agents.runtime import tool_context, tools_for
-from agents.tools.base import ToolOutput, ToolRegistry
-from agents.tools.mutating import BASH
 from agents.workspaces import hand_over
+from orchestrator.tools.base import ToolOutput, ToolRegistry
+from orchestrator.tools.mutating import BASH
 from tests.procs import ROOT
 
 pytestmark = pytest.mark.skipif(
@@ -40,8 +40,8 @@ HARNESS = """
 import asyncio, sys, django
 django.setup()
 from agents.runtime import tool_context
-from agents.tools.base import ToolRegistry
-from agents.tools.mutating import BASH
+from orchestrator.tools.base import ToolRegistry
+from orchestrator.tools.mutating import BASH
 out = asyncio.run(ToolRegistry.of([BASH]).call("bash", {"command": sys.argv[1]}, tool_context()))
 print(out.content, flush=True)
 """

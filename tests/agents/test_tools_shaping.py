@@ -6,8 +6,8 @@ import asyncio
 import re
 from typing import Any
 
-from agents.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry, Workspace
-from agents.tools.shaping import OutputLimits, count_lines, shape_tool_output
+from orchestrator.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry, Workspace
+from orchestrator.tools.shaping import OutputLimits, count_lines, shape_tool_output
 
 
 def numbered(count: int, width: int = 0) -> str:

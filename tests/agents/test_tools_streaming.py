@@ -8,10 +8,10 @@ import random
 import tracemalloc
 from pathlib import Path
 
-from agents.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
-from agents.tools.mutating import BASH
-from agents.tools.readonly import READ_ONLY_TOOLS
-from agents.tools.shaping import OutputLimits, StreamShaper, shape_tool_output
+from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
+from orchestrator.tools.mutating import BASH
+from orchestrator.tools.readonly import READ_ONLY_TOOLS
+from orchestrator.tools.shaping import OutputLimits, StreamShaper, shape_tool_output
 
 BIG = 256 * 1024 * 1024
 BOUND = 16 * 1024 * 1024  # generous: the window, read buffers and the interpreter's own noise

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
-from agents.tools.netguard import WebConfig
-from agents.tools.web import WEB_TOOLS
+from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
+from orchestrator.tools.netguard import WebConfig
+from orchestrator.tools.web import WEB_TOOLS
 from tests.fakes.web_site import BRAVE_TOKEN, FakeWeb
 
 

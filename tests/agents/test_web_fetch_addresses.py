@@ -29,9 +29,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from agents.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
-from agents.tools.netguard import WebConfig, is_public
-from agents.tools.web import WEB_TOOLS
+from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
+from orchestrator.tools.netguard import WebConfig, is_public
+from orchestrator.tools.web import WEB_TOOLS
 from tests.fakes.web_site import FakeWeb
 
 PUBLIC = "93.184.215.14"  # a globally routable address; the connection guard below never lets it out

@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from agents.models import PermissionRule
 from agents.permissions import Decision, evaluate, memory_key, primary_argument
-from agents.tools.web import WEB_FETCH, WEB_SEARCH
+from orchestrator.tools.web import WEB_FETCH, WEB_SEARCH
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.fakes.web_site import BRAVE_TOKEN, FakeWeb

@@ -185,9 +185,9 @@ def test_a_directory_template_is_copied_and_its_outward_link_stays_a_refused_lin
     (template / "escape").symlink_to(secret)
     with override_settings(AGENT_WORKSPACE_TEMPLATE=str(template), AGENT_WORKSPACES_ROOT=tmp_path / "root"):
         from agents.runtime import tool_context
-        from agents.tools.base import ToolRegistry
-        from agents.tools.catalog import KNOWN_TOOLS
         from agents.workspaces import prepare
+        from orchestrator.tools.base import ToolRegistry
+        from orchestrator.tools.catalog import KNOWN_TOOLS
 
         place = place_of(owner_id=7, thread_pk=None)
         assert prepare(place) is True and prepare(place) is False

@@ -1,4 +1,4 @@
-"""agents/providers/sse.py decodes the model API's event stream as the SDK's own decoder does,
+"""orchestrator/providers/sse.py decodes the model API's event stream as the SDK's own decoder does,
 however the bytes are split into reads."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from anthropic._streaming import SSEDecoder
 
-from agents.providers.sse import sse_batches
+from orchestrator.providers.sse import sse_batches
 
 STREAM = (
     b'event: message_start\ndata: {"type":"message_start"}\n\n'

@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 from jsonpointer import resolve_pointer
 
-from agents.verdict import VERDICTS, conclusion_of, parse_verdict
+from orchestrator.verdict import VERDICTS, conclusion_of, parse_verdict
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn, tool_use, turn
 from threads.models import Session, SubAgentTask, Thread

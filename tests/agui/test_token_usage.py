@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from agents.providers.base import ModelInfo
 from agui.state import ThreadState
+from orchestrator.providers.base import ModelInfo
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from threads.models import Thread

@@ -79,7 +79,7 @@ def transport_error(raised: BaseException) -> BaseException:
     """The connection's own failure behind what a dropped stream raised. Earlier anthropic releases
     let a drop after the response began through as httpx2's error itself; 2.17 (installed here in
     December 2026) raises APIConnectionError from it, as for a drop before the response. The
-    provider takes both (agents/providers/anthropic.py)."""
+    provider takes both (orchestrator/providers/anthropic.py)."""
     if isinstance(raised, anthropic.APIConnectionError):
         assert raised.__cause__ is not None
         return raised.__cause__

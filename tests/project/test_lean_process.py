@@ -319,7 +319,7 @@ def first_reply(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
 
 def test_make_runs_process_streams_on_the_sdk_path_without_the_api_mcp_or_what_the_checks_load(first_reply):
     imported = first_reply["imported"]
-    assert "anthropic" in imported and "agents.providers.anthropic" in imported  # the SDK path was taken
+    assert "anthropic" in imported and "orchestrator.providers.anthropic" in imported  # the SDK path was taken
     lazy = {
         "threads.api_urls",  # the REST API, loaded by the first path under /api/
         "rest_framework.views",

@@ -44,7 +44,7 @@ def test_a_waiting_run_outlives_its_process_and_a_new_message_supersedes_its_que
     """A run that waits is held by no process: its owner dying changes nothing. The thread's next
     message closes the question as superseded and the agent run goes on from the checkpoint."""
     from agents.models import Agent
-    from agents.waits import Checkpoint, OpenCall, WaitKind
+    from orchestrator.waits import Checkpoint, OpenCall, WaitKind
     from threads.models import Approval, Run, Session, Thread
     from threads.services.runs import run_open
 

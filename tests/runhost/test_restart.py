@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from agents.memory import INTERRUPTED
+from orchestrator.memory import INTERRUPTED
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.procs import ServerProcess

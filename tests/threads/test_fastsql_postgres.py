@@ -17,8 +17,8 @@ import json, uuid
 import django
 django.setup()
 from django.db import IntegrityError, connection, transaction
-from agents.events import AssistantMessage
-from agents.providers.base import TokenCount
+from orchestrator.events import AssistantMessage
+from orchestrator.providers.base import TokenCount
 from threads import fastsql
 from threads.models import Message, QueuedMessage, Run, Session, Thread
 from threads.services.runs import run_finish, run_open

@@ -363,7 +363,7 @@ class ApprovalAdmin(AppList):
 
     @admin.display(description="call")
     def call(self, approval: Approval) -> SafeString:
-        # The text the chat's prompt shows (agents/approval_text.py), lines kept.
+        # The text the chat's prompt shows (orchestrator/approval_text.py), lines kept.
         return format_html('<div style="white-space: pre-wrap">{}</div>', approval.message)
 
     @admin.display(description="latency (s)")

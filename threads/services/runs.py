@@ -10,10 +10,10 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.approvals import Answer
-from agents.memory import INTERRUPTED, heal_turns
 from agents.models import Agent
-from agents.waits import Checkpoint
+from orchestrator.approvals import Answer
+from orchestrator.memory import INTERRUPTED, heal_turns
+from orchestrator.waits import Checkpoint
 from threads import fastsql, leases
 from threads.dbthread import shared_write
 from threads.healing import runs_heal

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents.events import AssistantMessage, ToolMessage
-from agents.providers.base import TokenCount
+from orchestrator.events import AssistantMessage, ToolMessage
+from orchestrator.providers.base import TokenCount
 from threads import fastsql
 from threads.dbthread import shared_write
 from threads.locking import again_after_a_race

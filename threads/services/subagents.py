@@ -10,9 +10,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.events import AssistantMessage, ToolMessage
-from agents.providers.base import TokenCount
-from agents.verdict import conclusion_of
+from orchestrator.events import AssistantMessage, ToolMessage
+from orchestrator.providers.base import TokenCount
+from orchestrator.verdict import conclusion_of
 from threads.locking import again_after_a_race
 from threads.models import Run, Session, SubAgentTask, Thread
 from threads.services.tokens import tokens_added

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import F
 from django.db.models.expressions import Combinable
 
-from agents.providers.base import TokenCount
+from orchestrator.providers.base import TokenCount
 
 
 def tokens_added(usage: TokenCount) -> dict[str, Combinable]:

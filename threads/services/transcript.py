@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import connection
 
-from agents.events import AssistantMessage, ToolMessage
+from orchestrator.events import AssistantMessage, ToolMessage
 from threads import fastsql
 from threads.models import Message
 

@@ -1,0 +1,464 @@
+"""The run loop: call the model, run the tools it asks for, repeat until it stops.
+
+One turn reads straight down in ``AgentLoop._run``: the run is prepared, then each iteration
+matches three small values, each decided in one place: the next step (``Stop``, ``Pause`` or
+``CallModel``: every limit is checked in ``_next_step``), the model's turn (``Final`` or
+``ToolCalls``, orchestrator/modelcall.py) and the turn's tool calls (``Ran`` or ``Waiting``,
+orchestrator/toolcalls.py). A run that needs an answer returns ``Waiting`` with its checkpoint
+(orchestrator/waits.py): whoever holds it goes on, in any process. The loop reports everything to its
+listener (orchestrator/events.py), keeps the model's view of the conversation in a SessionStore, and
+knows nothing of HTTP or AG-UI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from orchestrator.approvals import AllowAll, Approver
+from orchestrator.compaction import compact, estimate_tokens
+from orchestrator.environment import environment_block
+from orchestrator.events import (
+    AssistantMessage,
+    Listeners,
+    Outcome,
+    PauseReason,
+    Phase,
+    PhaseChanged,
+    RunInfo,
+    RunListener,
+    RunPaused,
+    TodosChanged,
+    ToolMessage,
+    ToolProgress,
+)
+from orchestrator.memory import heal_turns
+from orchestrator.modelcall import Final, Stopped, ToolCalls, call_model
+from orchestrator.providers.base import ModelError, ModelProvider, ModelRequest, TokenCount
+from orchestrator.queued import Inbox, join_queued
+from orchestrator.request import RunRequest, render_prompt
+from orchestrator.steps import CallModel, LoopConfig, Pause, Progress, Stop, next_step
+from orchestrator.subagents import (
+    DEFAULT_SUBAGENT_LIMITS,
+    ChildSpec,
+    Delegation,
+    MemorySubAgentStore,
+    SubAgentLimits,
+    SubAgentStores,
+)
+from orchestrator.toolcalls import Ran, Repeats, Turn, run_tool_calls
+from orchestrator.tools.ask import ASK_USER
+from orchestrator.tools.base import ToolContext, ToolRegistry
+from orchestrator.tools.grounding import GROUNDING_REPORT, gate_allows, grounding_prompt
+from orchestrator.tools.subagent import SUB_AGENT
+from orchestrator.waits import Counters, Resumption, Waiting
+
+log = logging.getLogger(__name__)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+class SessionStore(Protocol):
+    """Where the model's view of the conversation lives between runs."""
+
+    async def load_turns(self) -> list[dict[str, Any]]: ...
+
+    async def commit(
+        self,
+        turns: list[dict[str, Any]],
+        messages: list[AssistantMessage | ToolMessage],
+        usage: TokenCount,
+        *,
+        reads: dict[str, str] | None = None,
+    ) -> None:
+        """Saves the turns and appends the new transcript messages, atomically; with ``reads``, the
+        read ledger (orchestrator/tools/ledger.py) the conversation's next runs start from."""
+        ...
+
+    async def pause(self, reason: PauseReason) -> None:
+        """Records why the run stopped; the turns committed so far are the checkpoint."""
+        ...
+
+
+def _spent(usage: TokenCount) -> int:
+    """What a summary's or a sub-agent's tokens count on the run's budget."""
+    return usage.input_tokens + usage.output_tokens
+
+
+@dataclass(slots=True, frozen=True)
+class ChildLoops:
+    """Makes a sub-agent's loop: the delegating run's model, approver and workspace (with a context
+    of its own), the child's tools, conversation and prompt, and what the run's budget has left."""
+
+    provider: ModelProvider
+    config: LoopConfig
+    context: ToolContext
+    approver: Approver
+    make_id: Callable[[str], str]
+    stores: SubAgentStores
+    limits: SubAgentLimits
+    token_budget: int  # what the delegating run has left; 0: it has no budget
+
+    def __call__(self, spec: ChildSpec) -> AgentLoop:
+        config = dataclasses.replace(
+            self.config,
+            system_prompt=spec.system_prompt,
+            max_iterations=spec.max_iterations,
+            wall_clock_seconds=0.0,  # the sub-agent's timeout bounds it
+            # A child is bounded by what its parent has left, so a tree of runs never spends more
+            # than the top-level run's budget.
+            token_budget=self.token_budget,
+            grounding="prompt",  # advisory: the parent has scoped the task, the child still reads first
+        )
+        context = self.context
+        return AgentLoop(
+            provider=self.provider,
+            tools=spec.tools,
+            tool_context=ToolContext(
+                workspace=context.workspace,
+                output_limits=context.output_limits,
+                write_lock=context.write_lock,
+                web=context.web,
+                cancelled=context.cancelled,
+                bash_env_allow=context.bash_env_allow,
+            ),
+            config=config,
+            store=spec.store,
+            listener=spec.listener,
+            approver=self.approver,
+            make_id=self.make_id,
+            depth=spec.depth,
+            task_id=spec.task_id,
+            subagent_stores=self.stores,
+            subagent_limits=self.limits,
+        )
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        provider: ModelProvider,
+        tools: ToolRegistry,
+        tool_context: ToolContext,
+        config: LoopConfig,
+        store: SessionStore,
+        listener: RunListener,
+        approver: Approver | None = None,
+        make_id: Callable[[str], str] = new_id,
+        depth: int = 0,
+        task_id: str = "",
+        subagent_stores: SubAgentStores = MemorySubAgentStore,
+        subagent_limits: SubAgentLimits = DEFAULT_SUBAGENT_LIMITS,
+        inbox: Inbox | None = None,
+    ) -> None:
+        """``depth`` and ``task_id`` place a sub-agent's loop under its parent (0 and "" for a
+        top-level run); ``subagent_stores`` keeps the children's runs, ``subagent_limits`` bounds them.
+        ``inbox`` holds the messages sent while the run is in flight (none for a sub-agent)."""
+        self.provider = provider
+        self.tools = tools
+        self.tool_context = tool_context
+        self.config = config
+        self.store = store
+        self.listener = listener
+        self.approver: Approver = approver or AllowAll()
+        self.make_id = make_id
+        self.depth = depth
+        self.task_id = task_id
+        self.subagent_stores = subagent_stores
+        self.subagent_limits = subagent_limits
+        self.inbox = inbox
+        self.thread_id = ""
+        tool_context.on_todos = self._todos_changed
+        tool_context.on_progress = self._tool_progress
+
+    def _todos_changed(self, todos: list[dict[str, str]]) -> None:
+        self.listener.on_event(TodosChanged(tuple(dict(item) for item in todos)))
+
+    def _tool_progress(self, event: ToolProgress) -> None:
+        self.listener.on_event(event)
+
+    async def run(
+        self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
+    ) -> Outcome | Waiting:
+        """Runs to the end and returns the outcome, or ``Waiting`` with the checkpoint to go on from
+        when a call needs an answer; ``on_finished`` is called exactly once, whatever happens
+        (``Outcome.WAITING`` for a run that waits). With ``resume`` the run goes on from a checkpoint
+        and its answers, then takes the request's message, if it has one. The request's own
+        listeners hear the run beside the loop's."""
+        if request.listeners:
+            self.listener = Listeners(self.listener, *request.listeners)
+        listener = self.listener
+        self.thread_id = thread_id
+        ended: Outcome | Waiting = Outcome.ERROR
+        try:
+            listener.on_start(
+                RunInfo(
+                    run_id=run_id,
+                    thread_id=thread_id,
+                    model=self.config.model,
+                    user_id=request.user_id,
+                    parent_request_id=request.parent_request_id,
+                    description=request.description,
+                )
+            )
+            listener.on_model(self.config.model)
+            ended = await self._run(request, resume)
+        except Stopped:
+            ended = Outcome.CANCELLED
+        except asyncio.CancelledError:
+            ended = Outcome.CANCELLED
+            raise
+        except ModelError as exc:
+            listener.on_error(exc, exc.message)
+            ended = Outcome.ERROR
+        except Exception as exc:
+            log.exception("run %s failed", run_id)
+            listener.on_error(exc, f"internal error: {type(exc).__name__}")
+            ended = Outcome.ERROR
+        finally:
+            listener.on_finished(Outcome.WAITING if isinstance(ended, Waiting) else ended)
+            # The context's callback is this loop's own method: a reference cycle that held the run's
+            # listeners, and through them its stream and frames, until the next full collection.
+            self.tool_context.on_todos = None
+            self.tool_context.on_progress = None
+        return ended
+
+    async def _run(self, request: RunRequest, resume: Resumption | None) -> Outcome | Waiting:
+        config = self.config
+        run = await self._prepare(request, resume)
+        if resume is not None:
+            # The model's last turn asked for the calls the checkpoint holds: finish them first.
+            calls = [b for b in run.turns[-1]["content"] if b.get("type") == "tool_use"]
+            match await self._tool_calls(calls, request, run, resume):
+                case Waiting() as waiting:
+                    return await self._wait(run, waiting)
+                case Ran() as ran:
+                    await self._answer_calls(run, ran)
+            run.iteration += 1
+        if resume is None or request.has_message():
+            run.turns.append({"role": "user", "content": request.user_content()})
+            run.turns, _ = heal_turns(run.turns)
+            await self.store.commit(run.turns, [], TokenCount())
+        # Messages queued behind the one that started the run (or sent while it waited) join it now.
+        if isinstance(next_step(run, config, self.listener), CallModel):
+            await self._read_inbox(run.turns)
+        while True:
+            if not run.grounded and run.iteration >= config.grounding_max_iterations:
+                run.grounded = True  # the gate opens anyway: grounding must not stall the run
+                self.listener.on_event(PhaseChanged(Phase.GROUNDING, False))
+            # The iteration boundary is the safe point: everything so far is committed.
+            match next_step(run, config, self.listener):
+                case Stop():
+                    return Outcome.CANCELLED
+                case Pause(reason=reason):
+                    return await self._pause(reason)
+                case CallModel():
+                    await self._compact_if_due(run)
+            model_turn = await call_model(
+                self.provider,
+                self._model_request(request, run),
+                listener=self.listener,
+                make_id=self.make_id,
+                told_model=run.model,
+                retries=config.stream_retries,
+                backoff=config.retry_backoff,
+                task_id=self.task_id,
+            )
+            run.take_reply(model_turn.reply)
+            # The calls are committed before they run: a process that dies mid-tool
+            # leaves them open, and the next use of the session closes them.
+            await self.store.commit(run.turns, list(model_turn.messages), model_turn.reply.usage)
+            match model_turn:
+                case Final():
+                    return Outcome.SUCCESS
+                case ToolCalls(calls=calls):
+                    run.repeats, looping = run.repeats.after(calls, config.repeat_limit)
+            match await self._tool_calls(calls, request, run, None, looping=looping):
+                case Waiting() as waiting:
+                    return await self._wait(run, waiting)
+                case Ran() as ran:
+                    await self._answer_calls(run, ran)
+            run.iteration += 1
+            # Only when the run goes on to answer it; else the message starts the next run.
+            if isinstance(next_step(run, config, self.listener), CallModel):
+                await self._read_inbox(run.turns)
+
+    async def _prepare(self, request: RunRequest, resume: Resumption | None) -> Progress:
+        """The conversation so far (healed, for a fresh run), the counters the run goes on with,
+        and the system prompt."""
+        config = self.config
+        turns: list[dict[str, Any]] = []
+        if resume is not None or request.scenario.conversation_memory:
+            turns = await self.store.load_turns()
+        if resume is None:
+            turns, _closed = heal_turns(turns)
+            counters = Counters(grounded=config.grounding != "enforced")
+        else:
+            counters = resume.checkpoint.counters
+            self.tool_context.reads.update(resume.checkpoint.reads)
+        system = render_prompt(config.system_prompt, request.prompt_variables)
+        system += grounding_prompt(config.grounding, max_iterations=config.grounding_max_iterations, tools=self.tools)
+        workspace = self.tool_context.workspace
+        system += await environment_block(workspace.root, sandbox=workspace.sandbox) if config.environment else ""
+        if not counters.grounded:
+            self.listener.on_event(PhaseChanged(Phase.GROUNDING, True))
+        return Progress(
+            turns=turns,
+            system=system,
+            iteration=counters.iteration,
+            tokens=counters.tokens,
+            grounded=counters.grounded,
+            repeats=Repeats(counters.last_call, counters.repeats),
+            started=time.monotonic() - counters.elapsed,
+            can_ask=self.approver.can_wait and request.scenario.offers(ASK_USER),
+            model=config.model,
+        )
+
+    async def _compact_if_due(self, run: Progress) -> None:
+        """Before a call whose prompt would pass the configured share of the window, the older
+        turns are summarised (orchestrator/compaction.py)."""
+        config = self.config
+        prompt = run.counted + estimate_tokens(run.turns[run.counted_upto :])
+        if prompt < config.compact_at * config.context_window:
+            return
+        compaction = await compact(
+            self.provider,
+            run.turns,
+            model=config.model,
+            max_tokens=config.max_tokens,
+            keep_turns=config.keep_turns,
+            listener=self.listener,
+            task_id=self.task_id,
+        )
+        if compaction is None:
+            return
+        run.turns = compaction.turns
+        run.tokens += _spent(compaction.usage)
+        await self.store.commit(run.turns, [], compaction.usage)
+        run.counted, run.counted_upto = 0, 0
+
+    def _model_request(self, request: RunRequest, run: Progress) -> ModelRequest:
+        """The call's request. The tools are read each time: a client may change its tools between
+        two AG-UI runs of this run. Until the agent is grounded (enforced mode) it is offered only
+        what cannot change anything."""
+        config = self.config
+        reports = config.grounding in ("prompt", "enforced")
+        specs = [
+            tool.spec()
+            for tool in self.tools.tools.values()
+            if request.scenario.offers(tool)
+            and (reports or tool is not GROUNDING_REPORT)
+            and gate_allows(tool, grounded=run.grounded)
+            and (tool is not SUB_AGENT or self.depth < self.subagent_limits.max_depth)
+        ]
+        return ModelRequest(
+            model=config.model,
+            system=run.system,
+            messages=run.turns,
+            tools=specs,
+            max_tokens=config.max_tokens,
+            thinking_budget=config.thinking_budget,
+        )
+
+    async def _tool_calls(
+        self,
+        calls: list[dict[str, Any]],
+        request: RunRequest,
+        run: Progress,
+        resume: Resumption | None,
+        *,
+        looping: frozenset[str] = frozenset(),
+    ) -> Ran | Waiting:
+        """Runs the turn's calls (orchestrator/toolcalls.py) with the run as it stands, and takes back
+        what they changed: the grounding gate, and the tokens sub-agents spent."""
+        config = self.config
+        budget = config.token_budget
+        delegation = Delegation(
+            listener=self.listener,
+            tools=self.tools,
+            delegable=frozenset(),  # set per call, from the gate as it is for that call
+            limits=self.subagent_limits,
+            stores=self.subagent_stores,
+            depth=self.depth,
+            task_id=self.task_id,
+            thread_id=self.thread_id,
+            model=config.model,
+            request=request,
+            make_id=self.make_id,
+            budget_spent=bool(budget) and run.tokens >= budget,
+            spawn=ChildLoops(
+                provider=self.provider,
+                config=config,
+                context=self.tool_context,
+                approver=self.approver,
+                make_id=self.make_id,
+                stores=self.subagent_stores,
+                limits=self.subagent_limits,
+                token_budget=budget - run.tokens if budget else 0,
+            ),
+        )
+        turn = Turn(
+            tools=self.tools,
+            context=self.tool_context,
+            approver=self.approver,
+            listener=self.listener,
+            scenario=request.scenario,
+            make_id=self.make_id,
+            grounded=run.grounded,
+            can_ask=run.can_ask,
+            looping=looping,
+            repeat_limit=config.repeat_limit,
+            delegation=delegation,
+        )
+        ran = await run_tool_calls(calls, turn=turn, resume=resume)
+        run.tokens += _spent(ran.spent)
+        run.grounded = ran.grounded
+        return ran
+
+    async def _answer_calls(self, run: Progress, ran: Ran) -> None:
+        """Every call has its result: they answer the model's turn in the next user turn."""
+        run.turns.append({"role": "user", "content": ran.results})
+        await self.store.commit(run.turns, list(ran.messages), TokenCount(), reads=self.tool_context.reads)
+
+    async def _read_inbox(self, turns: list[dict[str, Any]]) -> None:
+        """The tool boundary: messages sent while the run was in flight join its last user turn,
+        after the results, before the next model call, so they never land inside a turn."""
+        if self.inbox is None:
+            return
+        queued = await self.inbox.take(turns)
+        if not queued:
+            return
+        for message in queued:
+            if not message.announced:
+                self.listener.on_message_queued(message.request_id, message.display)
+        turns[-1] = join_queued(turns[-1], queued)
+        self.listener.on_queued_message_read([message.request_id for message in queued])
+
+    async def _wait(self, run: Progress, waiting: Waiting) -> Waiting:
+        """Ends the run until its open calls are answered; the calls that finished are stored now."""
+        await self.store.commit(run.turns, list(waiting.messages), TokenCount(), reads=self.tool_context.reads)
+        checkpoint = dataclasses.replace(
+            waiting.checkpoint, counters=run.counters(), reads=dict(self.tool_context.reads)
+        )
+        return Waiting(checkpoint)
+
+    async def _pause(self, reason: PauseReason) -> Outcome:
+        # A step of its own, so a client that shows steps shows the pause as well.
+        self.listener.on_event(PhaseChanged(Phase.PAUSED, True))
+        self.listener.on_event(RunPaused(reason))
+        self.listener.on_event(PhaseChanged(Phase.PAUSED, False))
+        await self.store.pause(reason)
+        return Outcome.PAUSED
+
+
+# LoopConfig is orchestrator/steps.py's; callers that build a loop take it from here.
+__all__ = ["AgentLoop", "ChildLoops", "LoopConfig", "SessionStore", "new_id"]

@@ -1,0 +1,215 @@
+"""bash: run a shell command in the workspace, with a timeout, a shaped output and no secrets.
+
+The command runs in the workspace's bubblewrap sandbox (orchestrator/tools/sandbox.py) when it has one,
+started with only the allowed part of the server's environment; without one (``AGENT_BASH_SANDBOX=off``) bash itself is
+killed by the kernel when the server dies (PR_SET_PDEATHSIG). Either way it runs in a session (and
+process group) of its own; on timeout or cancellation the whole group is killed, so no child
+outlives the call. Background processes still holding the output pipe when the command exits are
+killed as well.
+
+The output is shaped as every tool's is (50,000 bytes or 600 lines, then 200 head and 200 tail
+lines), while it is read: only what the shaping can show is kept in memory (issue #13)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
+from orchestrator.tools.sandbox import Sandbox
+from orchestrator.tools.shaping import OutputLimits, ShapedOutput, StreamShaper
+from orchestrator.tools.targets import CommandTargets
+
+DEFAULT_TIMEOUT_SECONDS = 120
+MAX_TIMEOUT_SECONDS = 600
+DRAIN_SECONDS = 1.0  # after the command exits, how long leftovers may keep the output open
+_READ_CHUNK = 65_536
+
+# What of the server's environment a command sees: an allowlist, so that a credential never reaches
+# it whatever its name (a deny-list by name let GITHUB_PAT and DOCS_BEARER through: issue #49,
+# item 9). The operator adds names with AGENT_BASH_ENV_ALLOW (``ToolContext.bash_env_allow``).
+ALLOWED_NAMES = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ"})
+ALLOWED_PREFIXES = ("LC_",)
+# Commands are not interactive: no pager waits for a key, git never prompts for a password.
+_FIXED_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def is_allowed(name: str, also: tuple[str, ...] = ()) -> bool:
+    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES) or name in also
+
+
+def command_environment(also: tuple[str, ...] = (), environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment as a command sees it: only the allowed variables, and ``also``."""
+    source = dict(os.environ) if environ is None else environ
+    env = {name: value for name, value in source.items() if is_allowed(name, also)}
+    env.update(_FIXED_ENV)
+    return env
+
+
+async def _pump(stream: asyncio.StreamReader, shaper: StreamShaper) -> None:
+    while chunk := await stream.read(_READ_CHUNK):
+        shaper.feed(chunk)
+
+
+async def _open_output() -> tuple[int, asyncio.StreamReader, asyncio.ReadTransport]:
+    """A pipe of our own for the command's output: Process.wait() would otherwise also wait for the
+    pipe to close, which a background child can hold open; this one we close when we are done."""
+    read_fd, write_fd = os.pipe()
+    stream = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
+        )
+    except BaseException:
+        os.close(write_fd)
+        raise
+    return write_fd, stream, transport
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+@dataclass(slots=True, frozen=True)
+class ShellResult:
+    output: ShapedOutput
+    exit_code: int | None
+    timed_out: bool
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends SIGKILL when the server's thread that started it
+    dies (the event loop's), so a bash without sandbox does not outlive a killed server."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+async def run_shell(
+    command: str,
+    *,
+    cwd: str,
+    time_limit: float,
+    env: dict[str, str],
+    limits: OutputLimits,
+    sandbox: Sandbox | None = None,
+) -> ShellResult:
+    """Runs ``command`` with /bin/bash -c, in ``sandbox`` when given; stdout and stderr are
+    interleaved into one output, shaped to ``limits``."""
+    argv = ["/bin/bash", "-c", command] if sandbox is None else sandbox.argv(command)
+    write_fd, stream, transport = await _open_output()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            # bwrap's --die-with-parent does this for the sandbox.
+            preexec_fn=_die_with_parent if sandbox is None else None,
+        )
+    except BaseException:
+        transport.close()
+        raise
+    finally:
+        os.close(write_fd)  # the command has its copy; EOF comes when the last holder is gone
+    shaper = StreamShaper(limits)
+    reader = asyncio.create_task(_pump(stream, shaper))
+    timed_out = False
+    try:
+        try:
+            await asyncio.wait_for(process.wait(), time_limit)
+        except TimeoutError:
+            timed_out = True
+            _kill_group(process)
+            await process.wait()
+        _, pending = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
+        if pending:  # something the command started still holds the output open
+            _kill_group(process)
+            await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
+    except asyncio.CancelledError:
+        _kill_group(process)
+        await asyncio.shield(process.wait())
+        raise
+    finally:
+        reader.cancel()
+        transport.close()
+    return ShellResult(shaper.result(), None if timed_out else process.returncode, timed_out)
+
+
+def _timeout(arguments: dict[str, Any]) -> float:
+    value = arguments.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+    if value is None:
+        return DEFAULT_TIMEOUT_SECONDS
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_TIMEOUT_SECONDS:
+        raise ToolError(f"argument 'timeout_seconds' must be a number above 0 and at most {MAX_TIMEOUT_SECONDS}")
+    return float(value)
+
+
+async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+    command = require_str(arguments, "command")
+    assert command is not None
+    timeout = _timeout(arguments)
+    sandbox = context.workspace.sandbox
+    env = command_environment(context.bash_env_allow)
+    result = await run_shell(
+        command,
+        cwd=str(context.workspace.root),
+        time_limit=timeout,
+        env=env if sandbox is None else sandbox.environment(env),
+        limits=context.output_limits,
+        sandbox=sandbox,
+    )
+    output = result.output.text.rstrip("\n")
+    if result.timed_out:
+        status = f"[timed out after {timeout:g} s; the command and its child processes were killed]"
+    elif result.exit_code is not None and result.exit_code < 0:
+        status = f"[killed by signal {-result.exit_code}]"
+    else:
+        status = f"[exit code {result.exit_code}]"
+    body = f"{output}\n{status}" if output else f"(no output)\n{status}"
+    # A command that ran and failed is a result, not a tool error; one that never finished is.
+    shaped = result.output
+    return ToolOutput(
+        body,
+        is_error=result.timed_out,
+        line_count=shaped.lines,
+        byte_count=shaped.bytes,
+        truncated=shaped.truncated,
+    )
+
+
+BASH = Tool(
+    name="bash",
+    description=(
+        "Run a command with /bin/bash -c in the workspace directory, in a sandbox (no network unless the "
+        "server allows it, nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
+        "each call); stdout and stderr are returned "
+        f"together with the exit code. Times out after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, "
+        f"at most {MAX_TIMEOUT_SECONDS}), killing the command and its children. There is no terminal and no "
+        "input; long output keeps its beginning and end. Credentials are not in the environment."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The shell command."},
+            "timeout_seconds": {"type": "number", "description": f"At most {MAX_TIMEOUT_SECONDS}."},
+        },
+        "required": ["command"],
+    },
+    func=bash_tool,
+    targets=CommandTargets(),
+    read_only=False,
+    writes_files=True,
+)
