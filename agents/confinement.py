@@ -15,9 +15,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from orchestrator.tools.pathguard import PathRules
 from orchestrator.tools.protected import Protected
 from orchestrator.tools.sandbox import SYSTEM_DIRS, Sandbox, SandboxBounds
-from orchestrator.tools.workspace import PathRules, Workspace
+from orchestrator.tools.workspace import Workspace
 
 
 def _settings_key() -> tuple[object, ...]:

@@ -64,9 +64,10 @@ from agents.mcp.names import tool_name_matches
 from agents.models import PermissionRule
 from orchestrator.tools.base import Tool
 from orchestrator.tools.catalog import KNOWN_TOOLS
+from orchestrator.tools.pathguard import PathGuard
 from orchestrator.tools.protected import ProtectedPath
 from orchestrator.tools.targets import NO_TARGETS, PathTarget, Targets, normalise_path
-from orchestrator.tools.workspace import PathGuard, Workspace
+from orchestrator.tools.workspace import Workspace
 
 Decision = PermissionRule.Decision
 Scope = PermissionRule.Scope

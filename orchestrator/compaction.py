@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.events import COMPACTION, Compacted, Phase, PhaseChanged, RunListener, Usage
+from orchestrator.events import COMPACTION, Compacted, Phase, PhaseChanged, RunListener
+from orchestrator.modelcall import usage_of
 from orchestrator.providers.base import ModelError, ModelProvider, ModelReply, ModelRequest, TokenCount
 
 log = logging.getLogger(__name__)
@@ -123,18 +124,6 @@ async def compact(
     summary = "".join(b["text"] for b in reply.content if b.get("type") == "text") if reply else ""
     if not summary.strip() or reply is None:
         return None
-    spent = reply.usage
-    listener.on_usage(
-        Usage(
-            model=reply.model or model,
-            input_tokens=spent.input_tokens,
-            output_tokens=spent.output_tokens,
-            cache_read_tokens=spent.cache_read_tokens,
-            cache_write_tokens=spent.cache_write_tokens,
-            duration_seconds=time.monotonic() - began,
-            task_id=task_id,
-            purpose=COMPACTION,
-        )
-    )
+    listener.on_usage(usage_of(reply, request, began=began, task_id=task_id, purpose=COMPACTION))
     emit(Compacted(dropped_turns=split, duration_seconds=time.monotonic() - began))
     return Compaction(compacted(summary, turns[split:]), reply.usage)

@@ -19,13 +19,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from orchestrator.approvals import AllowAll, Approver
 from orchestrator.compaction import compact, estimate_tokens
 from orchestrator.environment import environment_block
 from orchestrator.events import (
-    AssistantMessage,
     Listeners,
     Outcome,
     PauseReason,
@@ -35,7 +34,6 @@ from orchestrator.events import (
     RunListener,
     RunPaused,
     TodosChanged,
-    ToolMessage,
     ToolProgress,
 )
 from orchestrator.memory import heal_turns
@@ -44,6 +42,7 @@ from orchestrator.providers.base import ModelError, ModelProvider, ModelRequest,
 from orchestrator.queued import Inbox, join_queued
 from orchestrator.request import RunRequest, render_prompt
 from orchestrator.steps import CallModel, LoopConfig, Pause, Progress, Stop, next_step
+from orchestrator.stores import SessionStore
 from orchestrator.subagents import (
     DEFAULT_SUBAGENT_LIMITS,
     ChildSpec,
@@ -64,28 +63,6 @@ log = logging.getLogger(__name__)
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-class SessionStore(Protocol):
-    """Where the model's view of the conversation lives between runs."""
-
-    async def load_turns(self) -> list[dict[str, Any]]: ...
-
-    async def commit(
-        self,
-        turns: list[dict[str, Any]],
-        messages: list[AssistantMessage | ToolMessage],
-        usage: TokenCount,
-        *,
-        reads: dict[str, str] | None = None,
-    ) -> None:
-        """Saves the turns and appends the new transcript messages, atomically; with ``reads``, the
-        read ledger (orchestrator/tools/ledger.py) the conversation's next runs start from."""
-        ...
-
-    async def pause(self, reason: PauseReason) -> None:
-        """Records why the run stopped; the turns committed so far are the checkpoint."""
-        ...
 
 
 def _spent(usage: TokenCount) -> int:
@@ -461,4 +438,4 @@ class AgentLoop:
 
 
 # LoopConfig is orchestrator/steps.py's; callers that build a loop take it from here.
-__all__ = ["AgentLoop", "ChildLoops", "LoopConfig", "SessionStore", "new_id"]
+__all__ = ["AgentLoop", "ChildLoops", "LoopConfig", "new_id"]

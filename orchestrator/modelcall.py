@@ -99,19 +99,23 @@ async def call_model(
     emit(PhaseChanged(Phase.PLANNING, False))
     if reply.model and reply.model != told_model:
         listener.on_model(reply.model)
-    usage = reply.usage
-    listener.on_usage(
-        Usage(
-            model=reply.model or request.model,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            duration_seconds=time.monotonic() - began,
-            task_id=task_id,
-        )
-    )
+    listener.on_usage(usage_of(reply, request, began=began, task_id=task_id))
     for message in messages:
         listener.on_message(message)
     calls = [block for block in reply.content if block.get("type") == "tool_use"]
     return ToolCalls(reply, messages, calls) if calls else Final(reply, messages)
+
+
+def usage_of(reply: ModelReply, request: ModelRequest, *, began: float, task_id: str, purpose: str = "turn") -> Usage:
+    """What a call that began at ``began`` (``time.monotonic()``) spent, as its listener hears it."""
+    spent = reply.usage
+    return Usage(
+        model=reply.model or request.model,
+        input_tokens=spent.input_tokens,
+        output_tokens=spent.output_tokens,
+        cache_read_tokens=spent.cache_read_tokens,
+        cache_write_tokens=spent.cache_write_tokens,
+        duration_seconds=time.monotonic() - began,
+        task_id=task_id,
+        purpose=purpose,
+    )

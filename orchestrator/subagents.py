@@ -33,6 +33,7 @@ from orchestrator.events import (
 )
 from orchestrator.providers.base import TokenCount
 from orchestrator.request import DELEGATION, RunRequest
+from orchestrator.stores import SessionStore
 from orchestrator.tools.base import ToolKind, ToolOutput, ToolRegistry
 from orchestrator.verdict import REPORT_INSTRUCTION
 from orchestrator.waits import ChildCheckpoint, Resumption, Waiting
@@ -84,24 +85,12 @@ class SubAgentResult:
     skipped_tools: tuple[str, ...] = ()  # names in allowed_tools it could not be given
 
 
-class SubAgentStore(Protocol):
-    """Where a child's run is kept: its conversation (a SessionStore) and its record."""
+class SubAgentStore(SessionStore, Protocol):
+    """Where a child's run is kept: its conversation (a SessionStore, whose read ledger it ignores:
+    a child's lives in its own context, and in its checkpoint while it waits) and its record."""
 
     turns: list[dict[str, Any]]  # its conversation so far (kept in a checkpoint when it waits)
 
-    async def load_turns(self) -> list[dict[str, Any]]: ...
-    async def commit(
-        self,
-        turns: list[dict[str, Any]],
-        messages: list[AssistantMessage | ToolMessage],
-        usage: TokenCount,
-        *,
-        reads: dict[str, str] | None = None,
-    ) -> None:
-        """A child's read ledger lives in its own context, and in its checkpoint while it waits."""
-        ...
-
-    async def pause(self, reason: PauseReason) -> None: ...
     async def begin(self) -> None: ...
     async def end(self, result: SubAgentResult) -> None: ...
 

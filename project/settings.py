@@ -32,6 +32,7 @@ from project.env import (
     env_url,
 )
 from project.fdlimit import MAX_CONNECTIONS, connections_the_file_limit_allows
+from project.layout import check_workspace_layout
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("THREADLINE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
@@ -162,31 +163,10 @@ if not AGENT_WORKSPACE.is_dir():
 # AGENT_WORKSPACE); thread: every thread has its own; shared: everybody works in AGENT_WORKSPACE.
 AGENT_WORKSPACE_MODE = env_choice("AGENT_WORKSPACE_MODE", "owner", ("owner", "thread", "shared"))
 AGENT_WORKSPACES_ROOT = Path(env_str("AGENT_WORKSPACES_ROOT", str(_THREADLINE_HOME / "workspaces"))).resolve()
-for _inner, _outer in (
-    (AGENT_WORKSPACES_ROOT, DATA_DIR),
-    (AGENT_WORKSPACES_ROOT, AGENT_WORKSPACE),
-    (AGENT_WORKSPACE, AGENT_WORKSPACES_ROOT),
-):
-    if _inner.is_relative_to(_outer):
-        raise ImproperlyConfigured(
-            f"AGENT_WORKSPACES_ROOT={str(AGENT_WORKSPACES_ROOT)!r} and AGENT_WORKSPACE={str(AGENT_WORKSPACE)!r} "
-            f"must lie outside each other and outside the data dir {str(DATA_DIR)!r}: {_inner} is inside {_outer}"
-        )
-# A workspace is handed to the sandbox user when the server is root (chowned): one that holds the
-# server's checkout or virtual environment, or lies inside either, would hand over the server's own
-# code (the probe's AGENT_WORKSPACE set to the checkout chowned 478 of its files: issue #49, item 5).
-_SERVER_CODE = {BASE_DIR, (BASE_DIR / ".venv").resolve()}
-if sys.prefix != sys.base_prefix:  # a virtual environment, not the system's Python (/usr, /usr/local)
-    _SERVER_CODE.add(Path(sys.prefix).resolve())
-for _setting, _workspace in (("AGENT_WORKSPACE", AGENT_WORKSPACE), ("AGENT_WORKSPACES_ROOT", AGENT_WORKSPACES_ROOT)):
-    for _code in sorted(_SERVER_CODE):
-        if _code.is_relative_to(_workspace) or _workspace.is_relative_to(_code):
-            _what = "checkout" if _code == BASE_DIR else "virtual environment"
-            raise ImproperlyConfigured(
-                f"{_setting}={str(_workspace)!r} holds or lies inside the server's {_what} {str(_code)!r}: the "
-                "agent's tools would work in (and, run as root, hand to the sandbox user) the server's own code; "
-                "give it a directory of its own (the default AGENT_WORKSPACE is a clone of the checkout)"
-            )
+# Neither workspace setting inside the other, the data dir, or the server's own code (project/layout.py).
+check_workspace_layout(
+    data_dir=DATA_DIR, workspace=AGENT_WORKSPACE, workspaces_root=AGENT_WORKSPACES_ROOT, checkout=BASE_DIR
+)
 AGENT_WORKSPACE_TEMPLATE = env_str("AGENT_WORKSPACE_TEMPLATE")
 if (
     AGENT_WORKSPACE_TEMPLATE

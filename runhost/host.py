@@ -26,6 +26,7 @@ from orchestrator.request import RunRequest
 from orchestrator.waits import Checkpoint, Resumption, Waiting
 from runhost.assemble import assemble_loop
 from runhost.following import follow_queued
+from runhost.recording import record_end
 from runhost.registry import LiveRun, RunRegistry
 from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
 from runhost.surface import BackgroundSurfaces, Flushed, RunContext, RunSurface
@@ -44,11 +45,10 @@ from threads.services.runs import (
     TakenElsewhere,
     ThreadConflict,
     run_cancel,
-    run_finish,
     run_open,
 )
 from threads.services.workspaces import workspace_open
-from threads.waits import ClaimAs, Claimed, Missing, run_wait, wait_answer, wait_claim_due
+from threads.waits import ClaimAs, Claimed, Missing, wait_answer, wait_claim_due
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +58,6 @@ RETRY = "retry"
 # RUN_ERROR's code when what the request sent is stored but this stream cannot follow its run: its
 # sender should reattach to the thread, not send it again.
 REATTACH = "reattach"
-
-_STATUS = {
-    Outcome.SUCCESS: Run.Status.SUCCEEDED,
-    Outcome.ERROR: Run.Status.FAILED,
-    Outcome.CANCELLED: Run.Status.CANCELLED,
-    Outcome.PAUSED: Run.Status.PAUSED,
-    Outcome.INTERRUPTED: Run.Status.INTERRUPTED,
-}
 
 
 class _CancelWatch(BaseListener):
@@ -339,37 +331,10 @@ class RunHost:
         client_tools: list[dict[str, Any]],
         error: str,
     ) -> None:
-        """Makes the run durable, then lets its terminal event out: a client that saw
-        RUN_FINISHED can rely on the run and its events being stored."""
-        failed = ""
-        queued = False
+        """Makes the run durable (runhost/recording.py), then lets its terminal event out."""
         try:
-            flushed = await surface.flush()
-            if checkpoint is not None:
-                await on_db_thread(
-                    run_wait,
-                    run_id=live.run_pk,
-                    checkpoint=checkpoint,
-                    client_tools=client_tools,
-                    event_count=flushed.event_count,
-                    state=flushed.state,
-                )
-            else:
-                queued = await on_db_thread_shared(
-                    run_finish,
-                    run_id=live.run_pk,
-                    thread_id=thread_pk,
-                    status=_STATUS[outcome],
-                    outcome=outcome.value,
-                    error=error,
-                    event_count=flushed.event_count,
-                    state=flushed.state,
-                )
-        except Exception:
-            log.exception("could not record the end of run %s", live.run_pk)
-            failed = "the server could not record the run"
+            queued = await record_end(live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error)
         finally:
-            surface.close(failed=failed)
             self.registry.forget(live)
         if queued:
             # A message queued while the run worked, and not read by it, starts the next run. A run

@@ -171,16 +171,16 @@ def threads_visible(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Threa
     return Thread.objects.filter(owner_id=user.pk)
 
 
-def _count_per_thread(model: type[Model]) -> Coalesce:
-    rows = model._default_manager.filter(thread=OuterRef("pk")).order_by().values("thread")
+def count_of(model: type[Model], fk: str = "thread") -> Coalesce:
+    """The number of ``model`` rows whose ``fk`` points at the outer row: a correlated subquery, so
+    two counts do not multiply each other as two joins would."""
+    rows = model._default_manager.filter(**{fk: OuterRef("pk")}).order_by().values(fk)
     return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0, output_field=IntegerField())
 
 
 def _with_counts(threads: QuerySet[Thread]) -> QuerySet[Thread]:
     # Correlated counts rather than Count() over two joins, which would multiply messages by runs.
-    return threads.select_related("agent", "owner").annotate(
-        message_count=_count_per_thread(Message), run_count=_count_per_thread(Run)
-    )
+    return threads.select_related("agent", "owner").annotate(message_count=count_of(Message), run_count=count_of(Run))
 
 
 THREAD_LIST_LEAVES_OUT = ("state", "agent__mcp_servers", "agent__system_prompt", "agent__description")

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import functools
-import uuid
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Case, Count, IntegerField, Model, OuterRef, QuerySet, Subquery, When
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
@@ -16,27 +15,20 @@ from django.urls import URLPattern, get_script_prefix, get_urlconf, path, revers
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from threads.admin import approvals  # noqa: F401  (registers the approvals' admin)
 from threads.admin.board import board_liveness, thread_board
 from threads.admin.display import ListCheckboxes, message_html, pretty_json
+from threads.admin.links import board_url, runs_url, timeline_url
 from threads.admin.liveness import Liveness
 from threads.admin.rows import SHAPE_PK, AppList
 from threads.admin.timeline_reads import run_liveness, run_timeline
-from threads.locking import Contended
-from threads.models import Approval, Message, QueuedMessage, Run, Session, SubAgentTask, Thread
-from threads.selectors import THREAD_LIST_LEAVES_OUT, workspace_info
+from threads.models import Message, QueuedMessage, Run, Session, SubAgentTask, Thread
+from threads.selectors import THREAD_LIST_LEAVES_OUT, count_of, workspace_info
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel
 from threads.services.workspaces import thread_delete
-from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
 LIVE_POLL_MILLISECONDS = 2000
-
-
-def _count_of(model: type[Model], fk: str) -> Coalesce:
-    """The number of ``model`` rows pointing at the outer row: a subquery, so two counts do not
-    multiply each other as two joins would."""
-    rows = model._default_manager.filter(**{fk: OuterRef("pk")}).order_by().values(fk).annotate(n=Count("pk"))
-    return Coalesce(Subquery(rows.values("n"), output_field=IntegerField()), 0)
 
 
 def _poll_response(liveness: Liveness) -> JsonResponse:
@@ -53,18 +45,6 @@ def _link_shapes(script_prefix: str, urlconf: str | None) -> tuple[str, str]:
     row was a tenth of the list's time (100 rows), and the list is what an operator opens while
     replies stream (issue #27 item 5). Reversed once per script prefix and URLconf."""
     return runs_url(SHAPE_PK).removesuffix(_PK), board_url(SHAPE_PK)
-
-
-def runs_url(thread_pk: uuid.UUID) -> str:
-    return f"{reverse('admin:threads_run_changelist')}?thread__id__exact={thread_pk}"
-
-
-def board_url(thread_pk: uuid.UUID) -> str:
-    return reverse("admin:threads_thread_subagents", args=[thread_pk])
-
-
-def timeline_url(run_pk: uuid.UUID) -> str:
-    return reverse("admin:threads_run_timeline", args=[run_pk])
 
 
 class MessageInline(admin.TabularInline):
@@ -153,9 +133,9 @@ class ThreadAdmin(ListCheckboxes, AppList):
             super()
             .get_queryset(request)
             .annotate(
-                message_total=_count_of(Message, "thread"),
-                run_total=_count_of(Run, "thread"),
-                subagent_total=_count_of(SubAgentTask, "thread"),
+                message_total=count_of(Message, "thread"),
+                run_total=count_of(Run, "thread"),
+                subagent_total=count_of(SubAgentTask, "thread"),
             )
         )
         return threads
@@ -326,89 +306,6 @@ class RunAdmin(ListCheckboxes, AppList):
 
     def timeline_poll(self, request: HttpRequest, object_id: str) -> JsonResponse:
         return _poll_response(run_liveness(run=self._run(request, object_id)))
-
-
-@admin.register(Approval)
-class ApprovalAdmin(AppList):
-    """The queue of approvals: pending ones first; approve or deny from the list."""
-
-    list_display = (
-        "tool",
-        "call",
-        "decision",
-        "thread",
-        "run_link",
-        "requested_at",
-        "expires_at",
-        "answered_by",
-        "latency",
-    )
-    list_filter = ("decision", "tool")
-    list_select_related = ("run__thread",)
-    search_fields = ("id", "tool", "tool_call_id", "run__agui_run_id")
-    readonly_fields = [f.name for f in Approval._meta.fields]
-    actions = ["approve", "deny"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
-        pending_first = Case(When(decision=Approval.Decision.PENDING, then=0), default=1)
-        return super().get_queryset(request).order_by(pending_first, "-requested_at")
-
-    @admin.display(description="thread", ordering="run__thread__agui_thread_id")
-    def thread(self, approval: Approval) -> str:
-        return str(approval.run.thread)
-
-    @admin.display(description="run", ordering="run__agui_run_id")
-    def run_link(self, approval: Approval) -> SafeString:
-        return format_html('<a href="{}">{}</a>', timeline_url(approval.run_id), approval.run.agui_run_id)
-
-    @admin.display(description="call")
-    def call(self, approval: Approval) -> SafeString:
-        # The text the chat's prompt shows (orchestrator/approval_text.py), lines kept.
-        return format_html('<div style="white-space: pre-wrap">{}</div>', approval.message)
-
-    @admin.display(description="latency (s)")
-    def latency(self, approval: Approval) -> str:
-        seconds = approval.latency_seconds
-        return "" if seconds is None else f"{seconds:.1f}"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # approvals are asked by runs
-
-    def _answer(self, request: HttpRequest, queryset: QuerySet[Approval], approved: bool) -> None:
-        who = request.user.get_username()
-        decision = Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
-        reason = "" if approved else f"denied by {who} in the admin"
-        answered = gone = contended = 0
-        for pending in queryset.filter(decision=Approval.Decision.PENDING):
-            try:
-                answered += wait_answer_for_operator(
-                    interrupt_id=pending.pk, decision=decision, reason=reason, answered_by=who
-                )
-            except ApprovalAbandoned:
-                gone += 1
-            except Contended:
-                contended += 1
-        self.message_user(request, f"Answered {answered} pending approval(s); their runs go on.")
-        if gone:
-            self.message_user(
-                request,
-                f"{gone} approval(s) were closed instead: {ABANDONED}.",
-                level=messages.WARNING,
-            )
-        if contended:
-            self.message_user(
-                request,
-                f"{contended} approval(s) could not be recorded in time (the database was busy); answer them again.",
-                level=messages.WARNING,
-            )
-
-    @admin.action(description="Approve the selected pending calls", permissions=["change"])
-    def approve(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
-        self._answer(request, queryset, approved=True)
-
-    @admin.action(description="Deny the selected pending calls", permissions=["change"])
-    def deny(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
-        self._answer(request, queryset, approved=False)
 
 
 @admin.register(SubAgentTask)

@@ -1,0 +1,70 @@
+"""A run's end made durable: its record (finished, or waiting on its checkpoint) written after its
+event log, and only then its terminal event let out, so a client that saw RUN_FINISHED can rely on
+the run and its events being stored, in whichever process it asks next."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from orchestrator.events import Outcome
+from orchestrator.waits import Checkpoint
+from runhost.surface import RunSurface
+from threads.dbthread import on_db_thread, on_db_thread_shared
+from threads.models import Run
+from threads.services.runs import run_finish
+from threads.waits import run_wait
+
+log = logging.getLogger(__name__)
+
+_STATUS = {
+    Outcome.SUCCESS: Run.Status.SUCCEEDED,
+    Outcome.ERROR: Run.Status.FAILED,
+    Outcome.CANCELLED: Run.Status.CANCELLED,
+    Outcome.PAUSED: Run.Status.PAUSED,
+    Outcome.INTERRUPTED: Run.Status.INTERRUPTED,
+}
+
+
+async def record_end(
+    run_pk: uuid.UUID,
+    thread_pk: uuid.UUID,
+    surface: RunSurface,
+    outcome: Outcome,
+    checkpoint: Checkpoint | None,
+    client_tools: list[dict[str, Any]],
+    error: str,
+) -> bool:
+    """Flushes the run's events, stores its end (``checkpoint``: it waits), closes its stream.
+    True when a message queued while it worked is left for the next run to take."""
+    failed = ""
+    queued = False
+    try:
+        flushed = await surface.flush()
+        if checkpoint is not None:
+            await on_db_thread(
+                run_wait,
+                run_id=run_pk,
+                checkpoint=checkpoint,
+                client_tools=client_tools,
+                event_count=flushed.event_count,
+                state=flushed.state,
+            )
+        else:
+            queued = await on_db_thread_shared(
+                run_finish,
+                run_id=run_pk,
+                thread_id=thread_pk,
+                status=_STATUS[outcome],
+                outcome=outcome.value,
+                error=error,
+                event_count=flushed.event_count,
+                state=flushed.state,
+            )
+    except Exception:
+        log.exception("could not record the end of run %s", run_pk)
+        failed = "the server could not record the run"
+    finally:
+        surface.close(failed=failed)
+    return queued
