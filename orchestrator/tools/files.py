@@ -13,8 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from orchestrator.tools.errors import ToolError
-from orchestrator.tools.pathguard import CallGuard
-from orchestrator.tools.workspace import Located, keep_owner
+from orchestrator.tools.workspace import CallGuard, Located, keep_owner
 
 
 def decode_text(data: bytes, relative: str) -> str:

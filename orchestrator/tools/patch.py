@@ -19,8 +19,8 @@ from orchestrator.tools import usage
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from orchestrator.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from orchestrator.tools.ledger import ensure_fresh, forget, remember
-from orchestrator.tools.pathguard import CallGuard
 from orchestrator.tools.targets import PatchTargets
+from orchestrator.tools.workspace import CallGuard
 
 DEV_NULL = "/dev/null"
 Action = Literal["modify", "create", "delete"]

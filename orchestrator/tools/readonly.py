@@ -22,9 +22,8 @@ from wcmatch import glob as wcglob
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
 from orchestrator.tools.ledger import remember_hash
-from orchestrator.tools.pathguard import CallGuard
 from orchestrator.tools.targets import PathTarget
-from orchestrator.tools.workspace import Entry, Located, Workspace
+from orchestrator.tools.workspace import CallGuard, Entry, Located, Workspace
 
 
 class _Regex(Protocol):

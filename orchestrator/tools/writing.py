@@ -8,8 +8,8 @@ from typing import Any
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from orchestrator.tools.files import Change, apply_changes, decode_text, read_existing, refuse_denied, refuse_directory
 from orchestrator.tools.ledger import ensure_fresh, remember
-from orchestrator.tools.pathguard import CallGuard
 from orchestrator.tools.targets import PathTarget
+from orchestrator.tools.workspace import CallGuard
 
 
 def _path(arguments: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from agents.models import PermissionRule
 from agents.runtime import tool_context
-from orchestrator.tools import pathguard
+from orchestrator.tools import workspace as workspace_module
 from orchestrator.tools.base import ToolOutput, ToolRegistry
 from orchestrator.tools.mutating import APPLY_PATCH, FILE_EDIT, FILE_WRITE
 from orchestrator.tools.readonly import READ_ONLY_TOOLS
@@ -96,7 +96,7 @@ def test_without_a_deny_rule_in_scope_a_hard_link_is_read(ws):
 
 def test_a_workspace_too_large_to_walk_refuses_a_hard_linked_file(ws, monkeypatch):
     """The bound on the walk is a constant of the mechanism; lowering it stands in for a huge checkout."""
-    monkeypatch.setattr(pathguard, "LINK_SCAN_MAX_ENTRIES", 3)
+    monkeypatch.setattr(workspace_module, "LINK_SCAN_MAX_ENTRIES", 3)
     os.link(ws / "src" / "app.py", ws / "src" / "copy.py")
     out = call("file_read", path="src/copy.py")
     assert out.is_error and "too large (over 3 entries)" in out.content
