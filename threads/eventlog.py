@@ -151,7 +151,12 @@ class EventLogWriter:
         self._closed = True
         self._closing.set()
         self._wake.set()
-        await asyncio.shield(self._task)
+        try:
+            await asyncio.shield(self._task)
+        finally:
+            # The stream's bound method: the stream holds this writer, so keeping it would make the
+            # run a reference cycle, its frames held until the cyclic collector's next full pass.
+            self.on_durable = None
 
 
 class _GroupCommit:
