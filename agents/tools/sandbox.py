@@ -52,6 +52,18 @@ def system_mounts() -> tuple[str, ...]:
     return tuple(argv)
 
 
+# Past RLIMIT_FSIZE the kernel sends SIGXFSZ, which kills by default (bash too, for an ``echo >``);
+# ignored (and an ignored signal stays ignored across exec), the write fails with EFBIG instead and
+# the command goes on, told "File too large".
+IGNORE_FILE_SIZE_SIGNAL = "trap '' XFSZ"
+
+
+def file_size_blocks(file_bytes: int) -> int:
+    """``file_bytes`` in the 1024-byte blocks of bash's ``ulimit -f``, rounded down (0 forbids
+    writing any byte to a file)."""
+    return max(0, file_bytes) // 1024
+
+
 # The command's scratch space: /tmp, /var/tmp and /dev/shm are each a tmpfs of the call's own, made
 # world-writable (sticky) so the sandbox user can write them even when bwrap made them as root
 # (issue #49, item 13), and bounded in size; its home is a directory of its own in that /tmp. All of
@@ -84,8 +96,9 @@ class Sandbox:
         """The same sandbox around another workspace."""
         return Sandbox(self.bwrap, workspace, hidden, self.network, self.run_as, self.setpriv, read_only, self.bounds)
 
-    def argv(self, command: str) -> list[str]:
-        """bwrap's command line for ``/bin/bash -c command`` in the workspace."""
+    def argv(self, command: str, *, file_bytes: int | None = None) -> list[str]:
+        """bwrap's command line for ``/bin/bash -c command`` in the workspace; ``file_bytes``: how
+        large a file the command may write (``RLIMIT_FSIZE``), None for no bound."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv.append("--unshare-cgroup-try")
         if self.run_as is None:
@@ -130,6 +143,8 @@ class Sandbox:
         # sandbox user's, never the server's own.
         # It also makes the home, so the home is the sandbox user's own.
         bounds = f"ulimit -H -S -u {self.bounds.max_processes} -v {max(1, self.bounds.max_memory_bytes // 1024)}"
+        if file_bytes is not None:
+            bounds += f" -f {file_size_blocks(file_bytes)} && {IGNORE_FILE_SIZE_SIGNAL}"
         home = f"mkdir -p -m 0700 {SCRATCH_HOME}"
         argv += ["/bin/bash", "-c", f'{home} && {bounds} && exec /bin/bash -c "$1"', "bash", command]
         return argv
