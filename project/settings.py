@@ -209,10 +209,13 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
 AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
 AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 # Who a sandboxed command is when the server runs as root (never root itself: agents/tools/sandbox.py),
-# and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS).
+# and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS), and, where a
+# cgroup can be had ("auto"; "require": bash is not offered without one; "off": never), memory and
+# processes for the sum of a call's processes (agents/tools/cgroups.py, issue #49, item 4).
 AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
 AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
 AGENT_BASH_MAX_MEMORY_BYTES = env_int("AGENT_BASH_MAX_MEMORY_BYTES", 8 << 30, minimum=64 << 20)
+AGENT_BASH_CGROUP = env_choice("AGENT_BASH_CGROUP", "auto", ("auto", "require", "off"))
 # The size of each of a sandboxed command's /tmp, /var/tmp and /dev/shm (its home is in /tmp): memory
 # while the call runs, gone when it ends.
 AGENT_BASH_SCRATCH_BYTES = env_int("AGENT_BASH_SCRATCH_BYTES", 512 << 20, minimum=1 << 20, maximum=1 << 40)

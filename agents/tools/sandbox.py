@@ -24,15 +24,22 @@ and is never root on the host:
 Bounds: the number of processes (``RLIMIT_NPROC``) and each process's address space
 (``RLIMIT_AS``) are set as hard limits before the command runs; without ``CAP_SYS_RESOURCE`` it
 cannot raise them. (Run as root, the kernel exempts a process from ``RLIMIT_NPROC``: one more
-reason the command never is.) ``--die-with-parent`` ties bwrap to the server: when the server
-dies, even by SIGKILL, the kernel kills bwrap, and with it every process of the namespace."""
+reason the command never is.) Those bound each process, not their sum; where the host gives the
+server a cgroup it may divide, each call also runs in a group of its own (agents/tools/cgroups.py)
+whose memory and process count hold for all its processes together (issue #49, item 4). Where it
+does not, the worst case is the process cap times the per-process bound, and ``describe`` says so.
+``--die-with-parent`` ties bwrap to the server: when the server dies, even by SIGKILL, the kernel
+kills bwrap, and with it every process of the namespace."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from agents.tools.cgroups import CgroupParents
 
 # The host's directories the command may read: programs, their libraries and the system's settings.
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -91,10 +98,14 @@ class Sandbox:
     setpriv: str | None = None
     read_only: tuple[Path, ...] = ()  # directories inside the workspace bound read-only over it
     bounds: SandboxBounds = SandboxBounds()
+    # Where each call's cgroup is made, bounding the sum of its processes; None: the per-process
+    # bounds only, for the reason in ``no_cgroup``.
+    cgroups: CgroupParents | None = None
+    no_cgroup: str = ""
 
     def for_workspace(self, workspace: Path, hidden: tuple[Path, ...], read_only: tuple[Path, ...]) -> Sandbox:
         """The same sandbox around another workspace."""
-        return Sandbox(self.bwrap, workspace, hidden, self.network, self.run_as, self.setpriv, read_only, self.bounds)
+        return dataclasses.replace(self, workspace=workspace, hidden=hidden, read_only=read_only)
 
     def argv(self, command: str, *, file_bytes: int | None = None) -> list[str]:
         """bwrap's command line for ``/bin/bash -c command`` in the workspace; ``file_bytes``: how
@@ -166,4 +177,19 @@ class Sandbox:
     def describe(self) -> str:
         who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"
         scratch = f"{self.bounds.scratch_bytes >> 20} MiB"
-        return f"{who}, no capabilities, at most {self.bounds.max_processes} processes, {scratch} each of scratch"
+        return f"{who}, no capabilities, {self.describe_bounds()}, {scratch} each of scratch"
+
+    def describe_bounds(self) -> str:
+        """Which memory bound holds: the sum of a call's processes', or each one's with its worst case."""
+        memory, processes = self.bounds.max_memory_bytes, self.bounds.max_processes
+        if self.cgroups is not None:
+            return (
+                f"at most {memory >> 20} MiB of memory and {processes} processes for all of a call's processes "
+                f"together ({self.cgroups.describe()})"
+            )
+        worst = memory * processes
+        return (
+            f"at most {processes} processes of {memory >> 20} MiB of address space EACH, not in sum: no cgroup "
+            f"({self.no_cgroup or 'not asked for'}), so a call may use up to {processes} x {memory >> 20} MiB = "
+            f"{worst >> 20} MiB"
+        )

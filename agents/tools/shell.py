@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import os
 import signal
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 from agents.tools import usage
 from agents.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
+from agents.tools.cgroups import CallGroup, open_call_group
 from agents.tools.sandbox import IGNORE_FILE_SIZE_SIGNAL, Sandbox, file_size_blocks
 from agents.tools.shaping import OutputLimits, ShapedOutput, StreamShaper
 from agents.tools.targets import CommandTargets
@@ -96,6 +98,7 @@ class ShellResult:
     exit_code: int | None
     timed_out: bool
     over_limit: int | None = None  # what the workspace held when the command was stopped for its size
+    memory_kills: int = 0  # processes the kernel killed at the call's memory bound (its cgroup's)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -130,6 +133,39 @@ async def run_shell(
         argv = ["/bin/bash", "-c", bounded, "bash", command]
     else:
         argv = ["/bin/bash", "-c", command]
+    group = _call_group(sandbox)
+    if group is not None:
+        argv = group.join_argv(argv)
+    try:
+        result = await _run(argv, cwd=cwd, time_limit=time_limit, env=env, limits=limits, sandbox=sandbox, watch=watch)
+    finally:
+        if group is not None:
+            kills = group.memory_kills()
+            await asyncio.shield(asyncio.to_thread(group.remove))
+    return result if group is None else dataclasses.replace(result, memory_kills=kills)
+
+
+def _call_group(sandbox: Sandbox | None) -> CallGroup | None:
+    """The call's own cgroup, when its sandbox has them; a call that cannot have its bound is refused."""
+    if sandbox is None or sandbox.cgroups is None:
+        return None
+    bounds = sandbox.bounds
+    try:
+        return open_call_group(sandbox.cgroups, memory=bounds.max_memory_bytes, processes=bounds.max_processes)
+    except OSError as exc:
+        raise ToolError(f"the call's memory bound could not be set up ({exc}); bash did not run") from exc
+
+
+async def _run(
+    argv: list[str],
+    *,
+    cwd: str,
+    time_limit: float,
+    env: dict[str, str],
+    limits: OutputLimits,
+    sandbox: Sandbox | None,
+    watch: SizeWatch | None,
+) -> ShellResult:
     write_fd, stream, transport = await _open_output()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -231,6 +267,11 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
         status = f"[killed by signal {-result.exit_code}]"
     else:
         status = f"[exit code {result.exit_code}]"
+    if result.memory_kills and sandbox is not None:
+        status += (
+            f" [{result.memory_kills} of its processes killed: together they passed the call's memory bound of "
+            f"{sandbox.bounds.max_memory_bytes >> 20} MiB (AGENT_BASH_MAX_MEMORY_BYTES)]"
+        )
     if watch is not None and result.over_limit is None and (watch.file_bytes == 0 or "File too large" in output):
         status += (
             f" [no file may grow past the {watch.file_bytes:,} bytes the workspace had left under its size limit "
