@@ -96,6 +96,14 @@ if bool(TLS_CERT_FILE) != bool(TLS_KEY_FILE):
     raise ImproperlyConfigured(f"{missing} is not set: TLS needs TLS_CERT_FILE and TLS_KEY_FILE both, or neither")
 AGUI_MAX_BODY_BYTES = env_int("AGUI_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
+# What one sender's request bodies in flight may hold together (agui/inflight.py, issue #49 item 3):
+# at least one whole body.
+AGUI_MAX_BODY_BYTES_PER_USER = env_int("AGUI_MAX_BODY_BYTES_PER_USER", 4 * AGUI_MAX_BODY_BYTES)
+if AGUI_MAX_BODY_BYTES_PER_USER < AGUI_MAX_BODY_BYTES:
+    raise ImproperlyConfigured(
+        f"AGUI_MAX_BODY_BYTES_PER_USER={AGUI_MAX_BODY_BYTES_PER_USER} is below AGUI_MAX_BODY_BYTES="
+        f"{AGUI_MAX_BODY_BYTES}: a sender could never send a body of the size the server takes"
+    )
 # Slow and idle clients (``manage.py serve``; project/server.py): an idle keep-alive connection
 # is closed after SERVER_KEEP_ALIVE_SECONDS; a request must arrive whole (headers and body)
 # within SERVER_REQUEST_TIMEOUT_SECONDS of its first byte; past SERVER_MAX_CONNECTIONS
