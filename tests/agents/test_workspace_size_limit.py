@@ -67,8 +67,9 @@ def test_a_bash_call_writing_many_files_is_stopped_once_the_workspace_passes_its
     assert out.is_error and "finished" not in out.content
     assert "passed its size limit of 10,485,760 bytes" in out.content
     held = walk_bytes(workspace)
-    # Stopped within one look at the workspace: a few files past the limit, not a hundred.
-    assert held < LIMIT + 5 * MB, held
+    # Stopped within a look or two at the workspace (every 20 ms here; a loaded machine is slower):
+    # a few files past the limit, not a hundred.
+    assert held < LIMIT + 20 * MB, held
 
 
 def test_a_file_write_that_would_pass_the_limit_is_refused(workspace):
