@@ -265,11 +265,11 @@ class Workspace:
         used = usage.current_bytes(self.root)
         if used + growth > self.max_bytes:
             usage.forget(self.root)  # refused: the next call looks again, files may have gone since
-            state = "over" if used > self.max_bytes else "at most"
+            state = "over" if used > self.max_bytes else "under"
             raise ToolError(
                 f"this change adds {growth:,} bytes to a workspace that holds {used:,}, {state} its limit of "
-                f"{self.max_bytes:,} (AGENT_WORKSPACE_MAX_BYTES); remove files or shrink them first (deleting, "
-                "and writing a file smaller than it was, always work). Reading still works."
+                f"{self.max_bytes:,} (AGENT_WORKSPACE_MAX_BYTES), which it would pass; remove files or shrink them "
+                "first (deleting, and writing a file smaller than it was, always work). Reading still works."
             )
 
     async def bash_ceiling(self) -> tuple[int, int] | None:
