@@ -90,7 +90,7 @@ class CallGroup:
                 except OSError as exc:
                     if exc.errno != errno.EBUSY or time.monotonic() > deadline:
                         break
-                    time.sleep(0.01)
+                    time.sleep(0.002)  # its last processes are still being reaped
 
 
 def _kill_all(path: Path, version: int) -> None:
