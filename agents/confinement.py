@@ -3,6 +3,7 @@ no tool may change, and the sandbox bash runs in (issues #11 and #23)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from orchestrator.tools import cgroups
 from orchestrator.tools.pathguard import PathRules
 from orchestrator.tools.protected import Protected
 from orchestrator.tools.sandbox import SYSTEM_DIRS, Sandbox, SandboxBounds
@@ -36,6 +38,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.AGENT_BASH_MAX_PROCESSES,
         settings.AGENT_BASH_MAX_MEMORY_BYTES,
         settings.AGENT_BASH_SCRATCH_BYTES,
+        settings.AGENT_BASH_CGROUP,
         database["ENGINE"],
         str(database["NAME"]),
         os.environ.get("PATH", os.defpath),
@@ -192,8 +195,27 @@ def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     failure = probe_sandbox(sandbox)
     if failure is not None:
         return _not_offered(failure)
+    parents = _call_cgroups(bounds)
+    if isinstance(parents, str) and settings.AGENT_BASH_CGROUP == "require":
+        return _not_offered(f"AGENT_BASH_CGROUP=require and no cgroup can bound a call's processes together: {parents}")
+    if isinstance(parents, str):
+        sandbox = dataclasses.replace(sandbox, no_cgroup=parents)
+    else:
+        sandbox = dataclasses.replace(sandbox, cgroups=parents)
     where = "with network access" if sandbox.network else "no network"
     return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({bwrap}, {where}, {sandbox.describe()})")
+
+
+def _call_cgroups(bounds: SandboxBounds) -> cgroups.CgroupParents | str:
+    """Where each call's cgroup is made (checked by starting a process in one), or why there is none."""
+    if settings.AGENT_BASH_CGROUP == "off":
+        return "AGENT_BASH_CGROUP=off"
+    parents = cgroups.find_parents()
+    if isinstance(parents, str):
+        return parents
+    cgroups.remove_leftovers(parents)
+    failure = cgroups.probe(parents, memory=bounds.max_memory_bytes, processes=bounds.max_processes)
+    return parents if failure is None else failure
 
 
 def _not_offered(why: str) -> BashChoice:

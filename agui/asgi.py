@@ -32,8 +32,9 @@ from django.conf import settings
 from django.core import signals
 from django.http import HttpRequest, HttpResponseBase
 
+from agui import inflight
 from agui.acyclic import AcyclicHandler
-from agui.body import GatedReceive, body_admitted, closing_send, read_capped
+from agui.body import GatedReceive, body_sender, closing_send, has_body, header, read_capped
 from agui.http import SseResponse
 
 # One worker: asgiref requires a context's executor to run one call at a time on one thread.
@@ -43,9 +44,18 @@ REQUEST_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-re
 class AguiHandler(AcyclicHandler):
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         gate = GatedReceive(receive)
-        if not await body_admitted(scope):
-            gate.withhold()  # the view answers 401 or 413 without the body
-        await super().handle(scope, gate, closing_send(send, gate))
+        sender = await body_sender(scope) if has_body(scope) else None
+        if sender is None:
+            if has_body(scope):
+                gate.withhold()  # the view answers 401 or 413 without the body
+            await super().handle(scope, gate, closing_send(send, gate))
+            return
+        size = inflight.counted_size(header(scope, b"content-length"), settings.AGUI_MAX_BODY_BYTES)
+        with inflight.counted(sender, size) as admitted:
+            if not admitted:
+                gate.withhold()  # the view answers 503 without the body (agui/body.py request_body)
+                scope[inflight.REFUSED] = inflight.held_by(sender)
+            await super().handle(scope, gate, closing_send(send, gate))
 
     async def request_started(self, scope: dict[str, Any]) -> None:
         """Sent here, on the event loop, not on the request's thread.

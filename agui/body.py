@@ -4,8 +4,9 @@ Django's ASGI handler reads the whole body (into a temporary file past 2.5 MB)
 before any view runs, so the view's token and size checks used to come after a
 1 GiB upload had been written to /tmp. Here the decision is made from the
 headers alone: a request without the AG-UI token, or one that declares a body
-over ``AGUI_MAX_BODY_BYTES``, reaches Django with an empty body and not a byte
-of its own is read; the view answers 401 or 413 (with the CORS headers its
+over ``AGUI_MAX_BODY_BYTES``, or one whose sender's bodies in flight are at
+their cap (agui/inflight.py), reaches Django with an empty body and not a byte
+of its own is read; the view answers 401, 413 or 503 (with the CORS headers its
 middleware adds, so a browser can read the answer) and the connection is closed
 after it. Any other body is read into memory, and reading stops one byte past
 the cap, so a chunked body with no Content-Length is capped too.
@@ -19,9 +20,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestAborted, RequestDataTooBig
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
 
-from agui.http import error_response, token_admits
+from agui import inflight
+from agui.http import error_response, token_sender
 
 Message = dict[str, Any]
 _EMPTY_BODY: Message = {"type": "http.request", "body": b"", "more_body": False}
@@ -43,14 +46,12 @@ def has_body(scope: dict[str, Any]) -> bool:
     return header(scope, b"content-length") not in ("", "0") or bool(header(scope, b"transfer-encoding"))
 
 
-async def body_admitted(scope: dict[str, Any]) -> bool:
-    """Whether the body is worth reading: there is none (nothing to hold back, and the connection
-    stays open), or the request has a token the server takes and declares no more than the cap."""
-    if not has_body(scope):
-        return True
+async def body_sender(scope: dict[str, Any]) -> str | None:
+    """Whose body this is (agui/http.py ``token_sender``) when it is worth reading: the request has a
+    token the server takes and declares no more than the cap. None: it is not read."""
     if declares_over(scope, settings.AGUI_MAX_BODY_BYTES):
-        return False
-    return await token_admits(header(scope, b"authorization"))
+        return None
+    return await token_sender(header(scope, b"authorization"))
 
 
 class GatedReceive:
@@ -113,8 +114,14 @@ async def read_capped(receive: Any, limit: int) -> io.BytesIO:
 
 
 def request_body(request: HttpRequest) -> bytes | HttpResponse:
-    """The body of an admitted request, or the 413 (or 400) to send."""
+    """The body of an admitted request, or the 413 (or 400, or 503 past the sender's bodies in
+    flight: agui/inflight.py) to send."""
     limit = settings.AGUI_MAX_BODY_BYTES
+    held = request.scope.get(inflight.REFUSED) if isinstance(request, ASGIRequest) else None
+    if held is not None:
+        response = error_response(503, "bodies_in_flight", inflight.refusal_message(held))
+        response["Retry-After"] = str(inflight.RETRY_AFTER_SECONDS)
+        return response
     declared_header = request.headers.get("Content-Length") or "0"
     if not declared_header.isdigit():
         return error_response(400, "invalid_request", "Content-Length is not a number")

@@ -82,14 +82,32 @@ def token_error(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
-async def token_admits(authorization: str) -> bool:
-    """Whether an Authorization header value carries a token this server takes (the shared one, or
-    an active user's API token): decided before a byte of the body is read (agui/body.py)."""
+# The sender of the shared AG-UI token, and of a user's token or session, as the body ledger
+# (agui/inflight.py) counts them: a user is one sender whichever way they authenticate.
+SHARED_SENDER = "shared"
+
+
+def user_sender(user_id: int) -> str:
+    return f"user:{user_id}"
+
+
+async def token_sender(authorization: str) -> str | None:
+    """Who an Authorization header value names, when it carries a token this server takes (the
+    shared one, or an active user's API token): decided before a byte of the body is read
+    (agui/body.py). None: no token the server takes."""
     scheme, _, token = authorization.partition(" ")
     token = token.strip()
     if scheme.lower() not in ("bearer", "token") or not token:
-        return False
-    return _is_shared_token(token) or await on_db_thread(api_token_user_id, key=token) is not None
+        return None
+    if _is_shared_token(token):
+        return SHARED_SENDER
+    user_id = await on_db_thread(api_token_user_id, key=token)
+    return None if user_id is None else user_sender(user_id)
+
+
+async def token_admits(authorization: str) -> bool:
+    """Whether an Authorization header value carries a token this server takes."""
+    return await token_sender(authorization) is not None
 
 
 type AguiView = Callable[..., Coroutine[Any, Any, HttpResponseBase]]

@@ -30,10 +30,11 @@ from django.core import signals
 from django.core.handlers.asgi import ASGIRequest
 from django.http import FileResponse, HttpRequest, HttpResponseBase
 
+from agui import inflight
 from agui.acyclic import AcyclicHandler
 from agui.asgi import AguiHandler
-from agui.body import GatedReceive, closing_send, declares_over, read_capped
-from project.bodygate import admitted_receive
+from agui.body import GatedReceive, closing_send, declares_over, header, read_capped
+from project.bodygate import admitted_receive, refuse_bodies_in_flight
 from project.fdlimit import raise_open_file_limit
 from project.gctune import tune_gc
 from threads.dbthread import tune_switch_interval
@@ -228,13 +229,23 @@ class StandardHandler(AcyclicHandler):
             REQUEST_THREADS.give_back(executor)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        admitted = await admitted_receive(scope, receive, send)
-        if admitted is None:
+        admission = await admitted_receive(scope, receive, send)
+        if admission is None:
             return  # refused (or gone) before Django saw it
+        admitted, sender = admission
         gate = GatedReceive(admitted)
-        if declares_over(scope, settings.DATA_UPLOAD_MAX_MEMORY_SIZE):
+        cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if declares_over(scope, cap):
             gate.withhold()
-        await super().handle(scope, gate, closing_send(send, gate))
+            sender = None  # nothing of it is read: nothing to count
+        if sender is None:
+            await super().handle(scope, gate, closing_send(send, gate))
+            return
+        with inflight.counted(sender, inflight.counted_size(header(scope, b"content-length"), cap)) as counted:
+            if not counted:
+                await refuse_bodies_in_flight(send, inflight.held_by(sender))
+                return
+            await super().handle(scope, gate, closing_send(send, gate))
 
     async def read_body(self, receive: Any) -> io.BytesIO:
         return await read_capped(receive, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)

@@ -12,7 +12,8 @@ known by
   middleware checks it: the session exists and has not expired, its user exists and is active, and
   the hash of the user's password it holds is still the user's.
 
-A known sender's body is read up to the cap (``DATA_UPLOAD_MAX_MEMORY_SIZE``). Anyone else may send
+A known sender's body is read up to the cap (``DATA_UPLOAD_MAX_MEMORY_SIZE``), and while its sender's
+bodies in flight together stay under ``AGUI_MAX_BODY_BYTES_PER_USER`` (agui/inflight.py). Anyone else may send
 ``STRANGER_BODY_MAX_BYTES``: enough for the admin's login form and a logout with its CSRF token, the
 bodies a person sends before the server knows them. A stranger's body declared longer is refused at
 once, without a byte of it read (401 on the API, which wants a token, 413 elsewhere), and the
@@ -32,8 +33,9 @@ from django.core.exceptions import RequestAborted
 from django.http import HttpRequest
 from django.http.cookie import parse_cookie
 
+from agui import inflight
 from agui.body import declares_over, has_body, header, read_capped
-from agui.http import token_admits
+from agui.http import token_sender, user_sender
 from threads.dbthread import on_db_thread
 
 # The admin's login form is about 200 bytes (a CSRF token, a user name, a password, a "next" URL).
@@ -42,13 +44,19 @@ STRANGER_BODY_MAX_BYTES = 16 * 1024
 _API_PREFIX = "/api/"
 
 
-async def sender_known(scope: dict[str, Any]) -> bool:
-    """Whether the request's headers name a sender this server knows (see the module's docstring)."""
+async def known_sender(scope: dict[str, Any]) -> str | None:
+    """The sender the request's headers name, when this server knows them (see the module's
+    docstring), as the body ledger counts them (agui/inflight.py); else None."""
     authorization = header(scope, b"authorization")
-    if authorization and await token_admits(authorization):
-        return True
+    if authorization:
+        sender = await token_sender(authorization)
+        if sender is not None:
+            return sender
     session_key = _cookies(scope).get(settings.SESSION_COOKIE_NAME, "")
-    return bool(session_key) and await on_db_thread(session_user_active, session_key=session_key)
+    if not session_key:
+        return None
+    user_id = await on_db_thread(session_user_id, session_key=session_key)
+    return None if user_id is None else user_sender(user_id)
 
 
 def _cookies(scope: dict[str, Any]) -> dict[str, str]:
@@ -57,15 +65,15 @@ def _cookies(scope: dict[str, Any]) -> dict[str, str]:
     return parse_cookie("; ".join(values))
 
 
-def session_user_active(*, session_key: str) -> bool:
-    """Whether ``session_key`` is the session of a logged-in, active user, by Django's own checks
+def session_user_id(*, session_key: str) -> int | None:
+    """The id of the logged-in, active user whose session ``session_key`` is, by Django's own checks
     (``auth.get_user``: a session whose password hash no longer matches is flushed, as the
-    authentication middleware would flush it)."""
+    authentication middleware would flush it); else None."""
     engine = import_module(settings.SESSION_ENGINE)
     request = HttpRequest()
     request.session = engine.SessionStore(session_key)
     user = auth.get_user(request)
-    return bool(user.is_authenticated and user.is_active)
+    return int(user.pk) if user.is_authenticated and user.is_active else None
 
 
 async def strangers_body(scope: dict[str, Any], receive: Any) -> bytes | None:
@@ -113,11 +121,15 @@ async def refuse_strangers_body(scope: dict[str, Any], send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def admitted_receive(scope: dict[str, Any], receive: Any, send: Any) -> Any | None:
-    """The ``receive`` the site's handler reads the request through, or None when the request has
-    been refused here (or its client went away while its small body was read)."""
-    if not has_body(scope) or await sender_known(scope):
-        return receive
+async def admitted_receive(scope: dict[str, Any], receive: Any, send: Any) -> tuple[Any, str | None] | None:
+    """The ``receive`` the site's handler reads the request through, with the known sender whose
+    body it is (None: no body, or a stranger's small one, already read); or None when the request
+    has been refused here (or its client went away while its small body was read)."""
+    if not has_body(scope):
+        return receive, None
+    sender = await known_sender(scope)
+    if sender is not None:
+        return receive, sender
     try:
         body = await strangers_body(scope, receive)
     except RequestAborted:
@@ -125,4 +137,18 @@ async def admitted_receive(scope: dict[str, Any], receive: Any, send: Any) -> An
     if body is None:
         await refuse_strangers_body(scope, send)
         return None
-    return replaying(body, receive)
+    return replaying(body, receive), None
+
+
+async def refuse_bodies_in_flight(send: Any, held: int) -> None:
+    """The answer to a known sender whose bodies in flight are at their cap (agui/inflight.py): 503
+    with Retry-After, the body left unread and the connection closed after it."""
+    body = json.dumps({"error": {"code": "bodies_in_flight", "message": inflight.refusal_message(held)}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"connection", b"close"),
+        (b"retry-after", str(inflight.RETRY_AFTER_SECONDS).encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

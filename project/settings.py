@@ -97,6 +97,14 @@ if bool(TLS_CERT_FILE) != bool(TLS_KEY_FILE):
     raise ImproperlyConfigured(f"{missing} is not set: TLS needs TLS_CERT_FILE and TLS_KEY_FILE both, or neither")
 AGUI_MAX_BODY_BYTES = env_int("AGUI_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGUI_MAX_BODY_BYTES
+# What one sender's request bodies in flight may hold together (agui/inflight.py, issue #49 item 3):
+# at least one whole body.
+AGUI_MAX_BODY_BYTES_PER_USER = env_int("AGUI_MAX_BODY_BYTES_PER_USER", 4 * AGUI_MAX_BODY_BYTES)
+if AGUI_MAX_BODY_BYTES_PER_USER < AGUI_MAX_BODY_BYTES:
+    raise ImproperlyConfigured(
+        f"AGUI_MAX_BODY_BYTES_PER_USER={AGUI_MAX_BODY_BYTES_PER_USER} is below AGUI_MAX_BODY_BYTES="
+        f"{AGUI_MAX_BODY_BYTES}: a sender could never send a body of the size the server takes"
+    )
 # Slow and idle clients (``manage.py serve``; project/server.py): an idle keep-alive connection
 # is closed after SERVER_KEEP_ALIVE_SECONDS; a request must arrive whole (headers and body)
 # within SERVER_REQUEST_TIMEOUT_SECONDS of its first byte; past SERVER_MAX_CONNECTIONS
@@ -189,10 +197,13 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
 AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
 AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
 # Who a sandboxed command is when the server runs as root (never root itself: orchestrator/tools/sandbox.py),
-# and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS).
+# and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS), and, where a
+# cgroup can be had ("auto"; "require": bash is not offered without one; "off": never), memory and
+# processes for the sum of a call's processes (orchestrator/tools/cgroups.py, issue #49, item 4).
 AGENT_SANDBOX_UID = env_int("AGENT_SANDBOX_UID", 65534, minimum=1, maximum=2**32 - 2)
 AGENT_BASH_MAX_PROCESSES = env_int("AGENT_BASH_MAX_PROCESSES", 256, minimum=8, maximum=1_000_000)
 AGENT_BASH_MAX_MEMORY_BYTES = env_int("AGENT_BASH_MAX_MEMORY_BYTES", 8 << 30, minimum=64 << 20)
+AGENT_BASH_CGROUP = env_choice("AGENT_BASH_CGROUP", "auto", ("auto", "require", "off"))
 # The size of each of a sandboxed command's /tmp, /var/tmp and /dev/shm (its home is in /tmp): memory
 # while the call runs, gone when it ends.
 AGENT_BASH_SCRATCH_BYTES = env_int("AGENT_BASH_SCRATCH_BYTES", 512 << 20, minimum=1 << 20, maximum=1 << 40)

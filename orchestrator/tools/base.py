@@ -101,8 +101,8 @@ class Tool:
     # Reaches the network (web_search, web_fetch): with no rule matching, each call asks, even
     # though it changes nothing in the workspace (agents/permissions.py).
     network: bool = False
-    # Changes files of the workspace (file_write, file_edit, apply_patch, bash): refused while the
-    # workspace is over its size limit (issue #24).
+    # Changes files of the workspace (file_write, file_edit, apply_patch, bash): after a call, the
+    # workspace's size is measured again (issue #24); each holds the size limit itself.
     writes_files: bool = False
     # What a person reads when a call of it waits for approval, in place of the generic line
     # (an MCP tool names its server and says when the server marks it destructive).
@@ -140,7 +140,6 @@ class ToolRegistry:
         for attempt in (1, 2):
             try:
                 if tool.writes_files:
-                    await context.workspace.refuse_when_full()
                     try:
                         return await tool.func(arguments, context)
                     finally:

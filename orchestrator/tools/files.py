@@ -63,6 +63,8 @@ def apply_changes(changes: list[Change]) -> None:
     Existing files keep their permission bits; new ones get the usual 0o666 less the umask."""
     for change in changes:
         change.target.workspace.refuse_read_only(change.target.relative, change.target.shown)
+    if changes:
+        changes[0].target.workspace.refuse_growth(sum(_growth(change) for change in changes))
     staged: list[tuple[str, Located]] = []
     try:
         for change in changes:
@@ -80,6 +82,17 @@ def apply_changes(changes: list[Change]) -> None:
     for change in changes:
         if change.data is None and change.target.name is not None:
             os.unlink(change.target.name, dir_fd=change.target.dir_fd)
+
+
+def _growth(change: Change) -> int:
+    """How many bytes ``change`` adds to the workspace (less than 0 when it frees some)."""
+    info = change.target.lstat()
+    # A file with other links keeps its bytes when this name is replaced or deleted.
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        before = 0
+    else:
+        before = min(info.st_size, info.st_blocks * 512)
+    return (0 if change.data is None else len(change.data)) - before
 
 
 def _stage(target: Located, data: bytes) -> str:

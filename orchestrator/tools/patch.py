@@ -209,9 +209,6 @@ _DONE = {"modify": "modified", "create": "created", "delete": "deleted"}
 async def apply_patch_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
     patch = require_str(arguments, "patch")
     assert patch is not None
-    # A patch that only deletes files is how a workspace over its size limit is brought back under it.
-    if any(line.startswith("+++ ") and line[4:].split("\t")[0].strip() != "/dev/null" for line in patch.splitlines()):
-        await context.workspace.refuse_when_full()
     guard = await context.workspace.guard("apply_patch")
     async with context.write_lock:
         plan = await asyncio.to_thread(_apply, context, guard, patch)

@@ -24,15 +24,22 @@ and is never root on the host:
 Bounds: the number of processes (``RLIMIT_NPROC``) and each process's address space
 (``RLIMIT_AS``) are set as hard limits before the command runs; without ``CAP_SYS_RESOURCE`` it
 cannot raise them. (Run as root, the kernel exempts a process from ``RLIMIT_NPROC``: one more
-reason the command never is.) ``--die-with-parent`` ties bwrap to the server: when the server
-dies, even by SIGKILL, the kernel kills bwrap, and with it every process of the namespace."""
+reason the command never is.) Those bound each process, not their sum; where the host gives the
+server a cgroup it may divide, each call also runs in a group of its own (orchestrator/tools/cgroups.py)
+whose memory and process count hold for all its processes together (issue #49, item 4). Where it
+does not, the worst case is the process cap times the per-process bound, and ``describe`` says so.
+``--die-with-parent`` ties bwrap to the server: when the server dies, even by SIGKILL, the kernel
+kills bwrap, and with it every process of the namespace."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from orchestrator.tools.cgroups import CgroupParents
 
 # The host's directories the command may read: programs, their libraries and the system's settings.
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -50,6 +57,18 @@ def system_mounts() -> tuple[str, ...]:
         elif path.is_dir():
             argv += ["--ro-bind", name, name]
     return tuple(argv)
+
+
+# Past RLIMIT_FSIZE the kernel sends SIGXFSZ, which kills by default (bash too, for an ``echo >``);
+# ignored (and an ignored signal stays ignored across exec), the write fails with EFBIG instead and
+# the command goes on, told "File too large".
+IGNORE_FILE_SIZE_SIGNAL = "trap '' XFSZ"
+
+
+def file_size_blocks(file_bytes: int) -> int:
+    """``file_bytes`` in the 1024-byte blocks of bash's ``ulimit -f``, rounded down (0 forbids
+    writing any byte to a file)."""
+    return max(0, file_bytes) // 1024
 
 
 # The command's scratch space: /tmp, /var/tmp and /dev/shm are each a tmpfs of the call's own, made
@@ -79,13 +98,18 @@ class Sandbox:
     setpriv: str | None = None
     read_only: tuple[Path, ...] = ()  # directories inside the workspace bound read-only over it
     bounds: SandboxBounds = SandboxBounds()
+    # Where each call's cgroup is made, bounding the sum of its processes; None: the per-process
+    # bounds only, for the reason in ``no_cgroup``.
+    cgroups: CgroupParents | None = None
+    no_cgroup: str = ""
 
     def for_workspace(self, workspace: Path, hidden: tuple[Path, ...], read_only: tuple[Path, ...]) -> Sandbox:
         """The same sandbox around another workspace."""
-        return Sandbox(self.bwrap, workspace, hidden, self.network, self.run_as, self.setpriv, read_only, self.bounds)
+        return dataclasses.replace(self, workspace=workspace, hidden=hidden, read_only=read_only)
 
-    def argv(self, command: str) -> list[str]:
-        """bwrap's command line for ``/bin/bash -c command`` in the workspace."""
+    def argv(self, command: str, *, file_bytes: int | None = None) -> list[str]:
+        """bwrap's command line for ``/bin/bash -c command`` in the workspace; ``file_bytes``: how
+        large a file the command may write (``RLIMIT_FSIZE``), None for no bound."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv.append("--unshare-cgroup-try")
         if self.run_as is None:
@@ -130,6 +154,8 @@ class Sandbox:
         # sandbox user's, never the server's own.
         # It also makes the home, so the home is the sandbox user's own.
         bounds = f"ulimit -H -S -u {self.bounds.max_processes} -v {max(1, self.bounds.max_memory_bytes // 1024)}"
+        if file_bytes is not None:
+            bounds += f" -f {file_size_blocks(file_bytes)} && {IGNORE_FILE_SIZE_SIGNAL}"
         home = f"mkdir -p -m 0700 {SCRATCH_HOME}"
         argv += ["/bin/bash", "-c", f'{home} && {bounds} && exec /bin/bash -c "$1"', "bash", command]
         return argv
@@ -151,4 +177,19 @@ class Sandbox:
     def describe(self) -> str:
         who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"
         scratch = f"{self.bounds.scratch_bytes >> 20} MiB"
-        return f"{who}, no capabilities, at most {self.bounds.max_processes} processes, {scratch} each of scratch"
+        return f"{who}, no capabilities, {self.describe_bounds()}, {scratch} each of scratch"
+
+    def describe_bounds(self) -> str:
+        """Which memory bound holds: the sum of a call's processes', or each one's with its worst case."""
+        memory, processes = self.bounds.max_memory_bytes, self.bounds.max_processes
+        if self.cgroups is not None:
+            return (
+                f"at most {memory >> 20} MiB of memory and {processes} processes for all of a call's processes "
+                f"together ({self.cgroups.describe()})"
+            )
+        worst = memory * processes
+        return (
+            f"at most {processes} processes of {memory >> 20} MiB of address space EACH, not in sum: no cgroup "
+            f"({self.no_cgroup or 'not asked for'}), so a call may use up to {processes} x {memory >> 20} MiB = "
+            f"{worst >> 20} MiB"
+        )

@@ -15,13 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import os
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from orchestrator.tools import usage
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
-from orchestrator.tools.sandbox import Sandbox
+from orchestrator.tools.cgroups import CallGroup, open_call_group
+from orchestrator.tools.sandbox import IGNORE_FILE_SIZE_SIGNAL, Sandbox, file_size_blocks
 from orchestrator.tools.shaping import OutputLimits, ShapedOutput, StreamShaper
 from orchestrator.tools.targets import CommandTargets
 
@@ -78,10 +82,23 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
 
 
 @dataclass(slots=True, frozen=True)
+class SizeWatch:
+    """The workspace's size limit while a command runs (issue #49, item 6): no file it writes may
+    grow past ``file_bytes`` (``RLIMIT_FSIZE``: the kernel refuses the byte past it), and the command
+    is stopped once the workspace at ``root`` holds more than ``ceiling`` bytes."""
+
+    root: Path
+    ceiling: int
+    file_bytes: int
+
+
+@dataclass(slots=True, frozen=True)
 class ShellResult:
     output: ShapedOutput
     exit_code: int | None
     timed_out: bool
+    over_limit: int | None = None  # what the workspace held when the command was stopped for its size
+    memory_kills: int = 0  # processes the kernel killed at the call's memory bound (its cgroup's)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -102,10 +119,53 @@ async def run_shell(
     env: dict[str, str],
     limits: OutputLimits,
     sandbox: Sandbox | None = None,
+    watch: SizeWatch | None = None,
 ) -> ShellResult:
     """Runs ``command`` with /bin/bash -c, in ``sandbox`` when given; stdout and stderr are
-    interleaved into one output, shaped to ``limits``."""
-    argv = ["/bin/bash", "-c", command] if sandbox is None else sandbox.argv(command)
+    interleaved into one output, shaped to ``limits``. With ``watch``, the command is stopped
+    (killed with its children) once the workspace passes the watch's ceiling."""
+    file_bytes = None if watch is None else watch.file_bytes
+    if sandbox is not None:
+        argv = sandbox.argv(command, file_bytes=file_bytes)
+    elif file_bytes is not None:
+        blocks = file_size_blocks(file_bytes)
+        bounded = f'ulimit -f {blocks} && {IGNORE_FILE_SIZE_SIGNAL} && exec /bin/bash -c "$1"'
+        argv = ["/bin/bash", "-c", bounded, "bash", command]
+    else:
+        argv = ["/bin/bash", "-c", command]
+    group = _call_group(sandbox)
+    if group is not None:
+        argv = group.join_argv(argv)
+    try:
+        result = await _run(argv, cwd=cwd, time_limit=time_limit, env=env, limits=limits, sandbox=sandbox, watch=watch)
+    finally:
+        if group is not None:
+            kills = group.memory_kills()
+            await asyncio.shield(asyncio.to_thread(group.remove))
+    return result if group is None else dataclasses.replace(result, memory_kills=kills)
+
+
+def _call_group(sandbox: Sandbox | None) -> CallGroup | None:
+    """The call's own cgroup, when its sandbox has them; a call that cannot have its bound is refused."""
+    if sandbox is None or sandbox.cgroups is None:
+        return None
+    bounds = sandbox.bounds
+    try:
+        return open_call_group(sandbox.cgroups, memory=bounds.max_memory_bytes, processes=bounds.max_processes)
+    except OSError as exc:
+        raise ToolError(f"the call's memory bound could not be set up ({exc}); bash did not run") from exc
+
+
+async def _run(
+    argv: list[str],
+    *,
+    cwd: str,
+    time_limit: float,
+    env: dict[str, str],
+    limits: OutputLimits,
+    sandbox: Sandbox | None,
+    watch: SizeWatch | None,
+) -> ShellResult:
     write_fd, stream, transport = await _open_output()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -126,12 +186,15 @@ async def run_shell(
         os.close(write_fd)  # the command has its copy; EOF comes when the last holder is gone
     shaper = StreamShaper(limits)
     reader = asyncio.create_task(_pump(stream, shaper))
+    watcher = None if watch is None else asyncio.create_task(usage.watch_until_over(watch.root, watch.ceiling))
     timed_out = False
+    over_limit: int | None = None
     try:
         try:
-            await asyncio.wait_for(process.wait(), time_limit)
+            over_limit = await asyncio.wait_for(_exit_or_overflow(process, watcher), time_limit)
         except TimeoutError:
             timed_out = True
+        if timed_out or over_limit is not None:
             _kill_group(process)
             await process.wait()
         _, pending = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
@@ -144,8 +207,24 @@ async def run_shell(
         raise
     finally:
         reader.cancel()
+        if watcher is not None:
+            watcher.cancel()
         transport.close()
-    return ShellResult(shaper.result(), None if timed_out else process.returncode, timed_out)
+    stopped = timed_out or over_limit is not None
+    return ShellResult(shaper.result(), None if stopped else process.returncode, timed_out, over_limit)
+
+
+async def _exit_or_overflow(process: asyncio.subprocess.Process, watcher: asyncio.Task[int] | None) -> int | None:
+    """Waits for the command to exit (None) or the workspace to pass its ceiling (what it holds)."""
+    if watcher is None:
+        await process.wait()
+        return None
+    exited = asyncio.ensure_future(process.wait())
+    try:
+        await asyncio.wait({exited, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        exited.cancel()
+    return watcher.result() if watcher.done() and not exited.done() else None
 
 
 def _timeout(arguments: dict[str, Any]) -> float:
@@ -161,29 +240,49 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     command = require_str(arguments, "command")
     assert command is not None
     timeout = _timeout(arguments)
-    sandbox = context.workspace.sandbox
+    workspace = context.workspace
+    sandbox = workspace.sandbox
     env = command_environment(context.bash_env_allow)
+    bound = await workspace.bash_ceiling()
+    watch = None if bound is None else SizeWatch(workspace.root, bound[0], bound[0] - bound[1])
     result = await run_shell(
         command,
-        cwd=str(context.workspace.root),
+        cwd=str(workspace.root),
         time_limit=timeout,
         env=env if sandbox is None else sandbox.environment(env),
         limits=context.output_limits,
         sandbox=sandbox,
+        watch=watch,
     )
     output = result.output.text.rstrip("\n")
-    if result.timed_out:
+    if result.over_limit is not None:
+        status = (
+            f"[stopped: the workspace passed its size limit of {workspace.max_bytes:,} bytes "
+            f"(AGENT_WORKSPACE_MAX_BYTES), holding {result.over_limit:,}; the command and its child processes "
+            "were killed. Remove files to bring it back under the limit: deleting always works]"
+        )
+    elif result.timed_out:
         status = f"[timed out after {timeout:g} s; the command and its child processes were killed]"
     elif result.exit_code is not None and result.exit_code < 0:
         status = f"[killed by signal {-result.exit_code}]"
     else:
         status = f"[exit code {result.exit_code}]"
+    if result.memory_kills and sandbox is not None:
+        status += (
+            f" [{result.memory_kills} of its processes killed: together they passed the call's memory bound of "
+            f"{sandbox.bounds.max_memory_bytes >> 20} MiB (AGENT_BASH_MAX_MEMORY_BYTES)]"
+        )
+    if watch is not None and result.over_limit is None and (watch.file_bytes == 0 or "File too large" in output):
+        status += (
+            f" [no file may grow past the {watch.file_bytes:,} bytes the workspace had left under its size limit "
+            f"of {workspace.max_bytes:,} (AGENT_WORKSPACE_MAX_BYTES); removing files always works]"
+        )
     body = f"{output}\n{status}" if output else f"(no output)\n{status}"
     # A command that ran and failed is a result, not a tool error; one that never finished is.
     shaped = result.output
     return ToolOutput(
         body,
-        is_error=result.timed_out,
+        is_error=result.timed_out or result.over_limit is not None,
         line_count=shaped.lines,
         byte_count=shaped.bytes,
         truncated=shaped.truncated,

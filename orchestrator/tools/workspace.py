@@ -228,21 +228,35 @@ class Workspace:
         self.rules = rules
         # How bash runs here (orchestrator/tools/sandbox.py); None runs it without a sandbox.
         self.sandbox = sandbox
-        # Past this size the tools that change files refuse (issue #24); None: no limit.
+        # The size limit (issue #24): no tool may take the workspace past it, and one over it may
+        # always be brought back under (issue #49, item 6); None: no limit.
         self.max_bytes = max_bytes
 
-    async def refuse_when_full(self) -> None:
-        """Raises a ToolError naming the size and the limit while the workspace is over its limit."""
-        if self.max_bytes is None:
+    def refuse_growth(self, growth: int) -> None:
+        """Raises a ToolError when a change that adds ``growth`` bytes would leave the workspace over
+        its limit. A change that does not grow it (a deletion, a smaller content) always passes, even
+        over the limit: that is how a full workspace is brought back under it. Walks the disk when
+        the kept figure is stale: call it from a worker thread."""
+        if self.max_bytes is None or growth <= 0:
             return
-        used = await usage.bytes_of(self.root)
-        if used > self.max_bytes:
-            usage.forget(self.root)  # over the limit, every call looks again: files may have gone since
+        used = usage.current_bytes(self.root)
+        if used + growth > self.max_bytes:
+            usage.forget(self.root)  # refused: the next call looks again, files may have gone since
+            state = "over" if used > self.max_bytes else "under"
             raise ToolError(
-                f"the workspace holds {used:,} bytes, over its limit of {self.max_bytes:,} "
-                "(AGENT_WORKSPACE_MAX_BYTES); remove files (an apply_patch that only deletes files still runs) before "
-                "changing or adding any. Reading still works."
+                f"this change adds {growth:,} bytes to a workspace that holds {used:,}, {state} its limit of "
+                f"{self.max_bytes:,} (AGENT_WORKSPACE_MAX_BYTES), which it would pass; remove files or shrink them "
+                "first (deleting, and writing a file smaller than it was, always work). Reading still works."
             )
+
+    async def bash_ceiling(self) -> tuple[int, int] | None:
+        """What a command may fill the workspace to, and what it holds now: the limit, or what it
+        holds when it is already over (a command may then shrink it, never grow it). None: no limit."""
+        if self.max_bytes is None:
+            return None
+        usage.forget(self.root)
+        used = await usage.bytes_of(self.root)
+        return max(self.max_bytes, used), used
 
     def refuse_read_only(self, relative: str, shown: str) -> None:
         """Raises a ToolError when the canonical path ``relative`` lies in the server's code."""

@@ -155,25 +155,27 @@ def test_the_rest_thread_shows_its_workspace(server, fake_api, workspace, mutati
     assert shown["bytes"] >= 1000 and shown["createdAt"]
 
 
-def test_over_its_size_limit_a_workspace_refuses_changes_but_not_reads(server, fake_api, workspace, mutating_on):
+def test_at_its_size_limit_a_workspace_refuses_growth_but_not_reads(server, fake_api, workspace, mutating_on):
     olive = _person("olive")
     with override_settings(AGENT_WORKSPACE_MAX_BYTES=5000):
-        big = tool_turn("file_write", {"path": "big.txt", "content": "y" * 8000})
+        big = tool_turn("file_write", {"path": "big.txt", "content": "y" * 4000})
         after = [
-            tool_turn("file_write", {"path": "more.txt", "content": "z"}),
-            tool_turn("bash", {"command": "echo hi > more.txt"}),
+            tool_turn("file_write", {"path": "more.txt", "content": "z" * 4000}),
+            tool_turn("bash", {"command": "head -c 8000 /dev/zero > more.bin"}),
             tool_turn("file_read", {"path": "big.txt", "limit": 1}),
         ]
         _run(server, fake_api, olive, "t-olive", "r1", [big, *after])
         results = _tool_results(fake_api, 5)
-        assert "over its limit of 5,000" in results[1] and "over its limit" in results[2]
+        assert "limit of 5,000" in results[1] and "size limit" in results[2]
         assert "yyyy" in results[3]
         place = place_of(owner_id=User.objects.get(username="olive").pk, thread_pk=None)
         assert not (place.path / "more.txt").exists()
+        assert (place.path / "more.bin").stat().st_size <= 1000  # the room the workspace had left
         # Once the file is removed, writes work again.
         (place.path / "big.txt").unlink()
-        _run(server, fake_api, olive, "t-olive", "r2", [tool_turn("file_write", {"path": "more.txt", "content": "z"})])
-        assert (place.path / "more.txt").read_text() == "z"
+        write = tool_turn("file_write", {"path": "more.txt", "content": "z" * 4000})
+        _run(server, fake_api, olive, "t-olive", "r2", [write])
+        assert (place.path / "more.txt").read_text() == "z" * 4000
 
 
 def test_a_directory_template_is_copied_and_its_outward_link_stays_a_refused_link(tmp_path, db):

@@ -42,6 +42,9 @@ from tests.procs import ROOT
         ("AGENT_BASH_ENV_ALLOW", "GOOD_NAME,bad-name"),
         ("AGENT_BASH_ENV_ALLOW", "ONE,,TWO"),
         ("AGENT_BASH_ENV_ALLOW", "LANG,AGUI_TOKEN"),
+        ("AGUI_MAX_BODY_BYTES_PER_USER", "1048576"),  # below one whole body (AGUI_MAX_BODY_BYTES)
+        ("AGUI_MAX_BODY_BYTES_PER_USER", "lots"),
+        ("AGENT_BASH_CGROUP", "maybe"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):
