@@ -84,7 +84,7 @@ post_save.connect(ENABLED_AGENTS.forget, sender=Agent, dispatch_uid="agui-enable
 post_delete.connect(ENABLED_AGENTS.forget, sender=Agent, dispatch_uid="agui-enabled-agents-deleted")
 
 
-async def _reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
+async def reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
     """Whether the caller may use the thread (run, hydrate, resume): the shared token always; a
     user's token only on their own threads or a new one (a race is refused by run_open)."""
     if caller.user_id is None:
@@ -104,7 +104,7 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         return error_response(400, "invalid_input", exc.message, exc.field)
     if not await ENABLED_AGENTS.exists(agent_name):
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
-    if not await _reaches_thread(caller, decoded.model.thread_id):
+    if not await reaches_thread(caller, decoded.model.thread_id):
         # Another user's thread looks like no thread at all, so ids do not leak; nothing is written.
         return error_response(404, "unknown_thread", "no such thread")
     inp = decoded.model

@@ -15,6 +15,7 @@ LAZY_API = URLResolver(RoutePattern("api/", is_endpoint=False), "threads.api_url
 urlpatterns = [
     path("", home, name="home"),
     path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
+    path(settings.COPILOTKIT_PATH.lstrip("/") + "/", include("agui.copilotkit.urls")),
     path("admin/", admin.site.urls),
     LAZY_API,
     path("metrics", metrics, name="metrics"),

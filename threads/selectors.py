@@ -67,6 +67,10 @@ def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | Non
     return runs.order_by("-started_at").first()
 
 
+def run_by_pk(*, run_pk: uuid.UUID) -> Run | None:
+    return Run.objects.select_related("thread__agent").filter(pk=run_pk).first()
+
+
 def thread_latest_run(*, thread: Thread) -> Run | None:
     return Run.objects.select_related("thread").filter(thread=thread).order_by("-started_at").first()
 
