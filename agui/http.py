@@ -95,14 +95,17 @@ async def token_admits(authorization: str) -> bool:
 type AguiView = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 
 
-def agui_endpoint(method: str, hint: str) -> Callable[[AguiView], Callable[..., Coroutine[Any, Any, HttpResponseBase]]]:
+def agui_endpoint(
+    method: str | tuple[str, ...], hint: str
+) -> Callable[[AguiView], Callable[..., Coroutine[Any, Any, HttpResponseBase]]]:
     """The checks every AG-UI view makes first, in this order: the method (405, with ``hint`` to
     say what to send instead), then the caller's token (401). The view gets the ``Caller``."""
+    methods = (method,) if isinstance(method, str) else method
 
     def decorate(view: AguiView) -> Callable[..., Coroutine[Any, Any, HttpResponseBase]]:
         @functools.wraps(view)
         async def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            if request.method != method:
+            if request.method not in methods:
                 return error_response(405, "method_not_allowed", hint)
             caller = await authenticate(request)
             if not isinstance(caller, Caller):

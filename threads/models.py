@@ -17,7 +17,10 @@ class Thread(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="threads"
     )
+    # Its name in a thread list: the first user message, shortened, until its owner renames it.
     title = models.CharField(max_length=200, blank=True)
+    # Left out of its owner's thread list (CopilotKit's useThreads) unless archived ones are asked for.
+    archived = models.BooleanField(default=False)
     # The shared-state document of the thread (AG-UI STATE_SNAPSHOT), kept
     # across runs and restarts.
     state = models.JSONField(default=dict, blank=True)

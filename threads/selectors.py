@@ -9,6 +9,7 @@ needs so a list costs the same few queries whatever its length.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -228,6 +229,49 @@ def thread_detail(*, user: AbstractBaseUser | AnonymousUser, agui_thread_id: str
         .filter(agui_thread_id=agui_thread_id)
         .first()
     )
+
+
+@dataclass(slots=True, frozen=True)
+class ThreadPage:
+    threads: Sequence[Thread]  # each with ``last_run_at``, the start of its latest run (None before one)
+    more: bool  # threads follow the last of these
+
+
+def thread_page(
+    *,
+    owner_id: int | None,
+    agent: str | None,
+    include_archived: bool,
+    after: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> ThreadPage:
+    """One user's threads (``owner_id`` None: the threads nobody owns, the shared token's), newest
+    activity first, the ``limit`` after ``after`` (the last of the page before: its activity time
+    and id, which break ties so pages neither skip nor repeat a thread)."""
+    threads = Thread.objects.filter(owner_id=owner_id) if owner_id is not None else Thread.objects.filter(owner=None)
+    if agent:
+        threads = threads.filter(agent__name=agent)
+    if not include_archived:
+        threads = threads.filter(archived=False)
+    if after is not None:
+        updated, pk = after
+        threads = threads.filter(Q(updated_at__lt=updated) | Q(updated_at=updated, id__lt=pk))
+    latest = Run.objects.filter(thread=OuterRef("pk")).order_by("-started_at").values("started_at")[:1]
+    rows = list(
+        threads.select_related("agent")
+        .defer(*THREAD_LIST_LEAVES_OUT)
+        .annotate(last_run_at=Subquery(latest))
+        .order_by("-updated_at", "-id")[: limit + 1]
+    )
+    return ThreadPage(threads=rows[:limit], more=len(rows) > limit)
+
+
+def thread_events(*, thread: Thread) -> list[LoggedEvent]:
+    """The AG-UI events of every run of the thread, run after run in the order they started."""
+    events: list[LoggedEvent] = []
+    for run in Run.objects.filter(thread=thread).order_by("started_at").values_list("pk", flat=True):
+        events += run_events_after(run=run, after=0)
+    return events
 
 
 def run_list(*, thread: Thread) -> QuerySet[Run]:

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from agui import views as agui_views
-from agui.copilotkit import views
+from agui.copilotkit import threads, views
 
 # The paths of @copilotkit/runtime 1.75's router (dist/v2/runtime/core/fetch-router.mjs).
 urlpatterns = [
@@ -10,4 +10,10 @@ urlpatterns = [
     path("agent/<slug:agent_name>/run", agui_views.run, name="copilotkit-run"),
     path("agent/<slug:agent_name>/connect", views.connect, name="copilotkit-connect"),
     path("agent/<slug:agent_name>/stop/<str:thread_id>", views.stop, name="copilotkit-stop"),
+    path("threads", threads.thread_list, name="copilotkit-threads"),
+    path("threads/<str:thread_id>", threads.thread_update, name="copilotkit-thread"),
+    path("threads/<str:thread_id>/archive", threads.thread_archive, name="copilotkit-thread-archive"),
+    path("threads/<str:thread_id>/messages", threads.thread_messages, name="copilotkit-thread-messages"),
+    path("threads/<str:thread_id>/events", threads.thread_events, name="copilotkit-thread-events"),
+    path("threads/<str:thread_id>/state", threads.thread_state, name="copilotkit-thread-state"),
 ]
