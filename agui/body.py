@@ -50,7 +50,7 @@ async def body_admitted(scope: dict[str, Any]) -> bool:
         return True
     if declares_over(scope, settings.AGUI_MAX_BODY_BYTES):
         return False
-    return await token_admits(header(scope, b"authorization"))
+    return await token_admits(header(scope, b"authorization"), header(scope, b"cookie"))
 
 
 class GatedReceive:

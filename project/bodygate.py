@@ -23,18 +23,16 @@ cap and refused the same way.
 from __future__ import annotations
 
 import json
-from importlib import import_module
 from typing import Any
 
 from django.conf import settings
-from django.contrib import auth
 from django.core.exceptions import RequestAborted
-from django.http import HttpRequest
 from django.http.cookie import parse_cookie
 
 from agui.body import declares_over, has_body, header, read_capped
 from agui.http import token_admits
 from threads.dbthread import on_db_thread
+from threads.selectors import session_user_id
 
 # The admin's login form is about 200 bytes (a CSRF token, a user name, a password, a "next" URL).
 STRANGER_BODY_MAX_BYTES = 16 * 1024
@@ -59,13 +57,8 @@ def _cookies(scope: dict[str, Any]) -> dict[str, str]:
 
 def session_user_active(*, session_key: str) -> bool:
     """Whether ``session_key`` is the session of a logged-in, active user, by Django's own checks
-    (``auth.get_user``: a session whose password hash no longer matches is flushed, as the
-    authentication middleware would flush it)."""
-    engine = import_module(settings.SESSION_ENGINE)
-    request = HttpRequest()
-    request.session = engine.SessionStore(session_key)
-    user = auth.get_user(request)
-    return bool(user.is_authenticated and user.is_active)
+    (threads/selectors.py ``session_user_id``)."""
+    return session_user_id(session_key=session_key) is not None
 
 
 async def strangers_body(scope: dict[str, Any], receive: Any) -> bytes | None:

@@ -331,6 +331,7 @@ CORS_ALLOW_HEADERS = ["authorization", "content-type", "last-event-id", "accept"
 CORS_EXPOSE_HEADERS = ["content-type"]
 
 ROOT_URLCONF = "project.urls"
+LOGIN_REDIRECT_URL = "/"
 ASGI_APPLICATION = "project.asgi.application"
 
 TEMPLATES = [

@@ -12,13 +12,16 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, F, IntegerField, Max, Model, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
@@ -53,6 +56,16 @@ def api_token_user_id(*, key: str) -> int | None:
     """The id of the active user whose API (DRF) token ``key`` is, or None."""
     found = Token.objects.filter(key=key, user__is_active=True).values_list("user_id", flat=True).first()
     return None if found is None else int(found)
+
+
+def session_user_id(*, session_key: str) -> int | None:
+    """The id of the active user signed in with the Django session ``session_key`` (Django's own
+    login views made it), or None. Django's ``get_user`` checks the session's backend and its
+    password hash, so a session outlived by a password change or a deactivation is refused."""
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    user = get_user(request)
+    return int(user.pk) if user.is_authenticated and user.is_active else None
 
 
 def thread_reachable(*, agui_thread_id: str, user_id: int) -> bool:
