@@ -25,6 +25,7 @@ from runhost.requests import Start
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.services.runs import RunNotCancellable
+from vocabulary import agui as ev
 
 # What the runtime's /info says of a runtime with a thread store and no CopilotKit Intelligence
 # (get-runtime-info.mjs resolveThreadEndpointInfo): list and inspect are the REST thread routes,
@@ -136,9 +137,8 @@ async def stop(request: HttpRequest, caller: Caller, agent_name: str, thread_id:
         await HOST.cancel(run)
     except RunNotCancellable:
         return JsonResponse({"stopped": False, "message": f"No active run for thread '{thread_id}'."})
-    return JsonResponse(
-        {"stopped": True, "interrupt": {"type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}}
-    )
+    # What the runtime answers (handle-stop.mjs), whose client shows it as the run's end.
+    return JsonResponse({"stopped": True, "interrupt": ev.run_error("Run stopped by user", "STOPPED")})
 
 
 def _stop_run_id(body: bytes) -> str | HttpResponseBase | None:
