@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ag_ui.core import UserMessage
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
@@ -13,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from agents.models import Agent
 from agents.refreshed import Refreshed
 from agents.runtime import mcp_servers_of, provider_for
+from agui.attachments import attachments_refusal
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
@@ -29,6 +31,12 @@ from threads.dbthread import on_db_thread
 from threads.services.runs import RunNotCancellable
 
 log = logging.getLogger(__name__)
+
+
+def _user_message(decoded: DecodedInput, message_id: str) -> UserMessage:
+    found = next(m for m in decoded.model.messages if m.id == message_id)
+    assert isinstance(found, UserMessage)
+    return found
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -109,6 +117,8 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         return error_response(404, "unknown_thread", "no such thread")
     inp = decoded.model
     message = _new_user_message(decoded)
+    if message is not None and (refused := attachments_refusal(_user_message(decoded, message["id"]))):
+        return error_response(refused.status, refused.code, refused.message, refused.field)
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
     results = client_tool_results(decoded)
     if (inp.resume or results) and await HOST.thread_status(inp.thread_id) is ThreadStatus.WAITING:
