@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from agents.models import Agent
 from agents.refreshed import Refreshed
 from agents.runtime import mcp_servers_of, provider_for
-from agui.attachments import attachments_refusal
+from agui.attachments import attachments_refusal, uploads_named, uploads_refusal
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
@@ -117,8 +117,16 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         return error_response(404, "unknown_thread", "no such thread")
     inp = decoded.model
     message = _new_user_message(decoded)
-    if message is not None and (refused := attachments_refusal(_user_message(decoded, message["id"]))):
-        return error_response(refused.status, refused.code, refused.message, refused.field)
+    uploaded: dict[str, tuple[str, bytes]] = {}
+    if message is not None:
+        user_message = _user_message(decoded, message["id"])
+        if refused := attachments_refusal(user_message):
+            return error_response(refused.status, refused.code, refused.message, refused.field)
+        if named := uploads_named(user_message):
+            found = await on_db_thread(selectors.attachments_of, ids=set(named.values()), owner_id=caller.user_id)
+            if refused := uploads_refusal(user_message, found):
+                return error_response(refused.status, refused.code, refused.message, refused.field)
+            uploaded = {url: (found[pk].media_type, bytes(found[pk].data)) for url, pk in named.items()}
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
     results = client_tool_results(decoded)
     if (inp.resume or results) and await HOST.thread_status(inp.thread_id) is ThreadStatus.WAITING:
@@ -139,7 +147,7 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         # A new message (which supersedes any open question, or joins the run in flight on a busy
         # thread: runhost/host.py), or a hydrate when there is none.
         asked = (
-            build_request(decoded, message, request_id=inp.run_id)
+            build_request(decoded, message, request_id=inp.run_id, uploaded=uploaded)
             if message is not None
             else no_message_request(decoded)
         )

@@ -313,3 +313,21 @@ class Workspace(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class Attachment(models.Model):
+    """A file a user uploaded for a message (CopilotKit's useAttachments ``onUpload``). A message
+    names it by its URL (agui/attachments.py); the model is sent its data. It goes with the thread
+    whose messages name it, and is only ever its owner's."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    media_type = models.CharField(max_length=100)
+    size = models.PositiveIntegerField()
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.media_type}, {self.size} bytes"

@@ -9,7 +9,7 @@ needs so a list costs the same few queries whatever its length.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib import import_module
@@ -31,7 +31,7 @@ from agents.workspaces import Place, place_of
 from threads import leases
 from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.logframes import LoggedEvent, events_of
-from threads.models import Approval, EventFrame, Message, Run, SubAgentTask, Thread, Workspace
+from threads.models import Approval, Attachment, EventFrame, Message, Run, SubAgentTask, Thread, Workspace
 
 # The largest primary key a database integer holds; SQLite raises on a larger lookup rather than finding nothing.
 _MAX_INT_KEY = 2**63 - 1
@@ -285,6 +285,16 @@ def thread_events(*, thread: Thread) -> list[LoggedEvent]:
     for run in Run.objects.filter(thread=thread).order_by("started_at").values_list("pk", flat=True):
         events += run_events_after(run=run, after=0)
     return events
+
+
+def attachments_of(*, ids: Collection[uuid.UUID], owner_id: int | None) -> dict[uuid.UUID, Attachment]:
+    """The owner's uploaded files among ``ids`` (None: the shared token's), by id."""
+    found = (
+        Attachment.objects.filter(pk__in=ids, owner_id=owner_id)
+        if owner_id is not None
+        else (Attachment.objects.filter(pk__in=ids, owner=None))
+    )
+    return {attachment.pk: attachment for attachment in found}
 
 
 def run_list(*, thread: Thread) -> QuerySet[Run]:

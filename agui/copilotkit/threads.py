@@ -17,6 +17,7 @@ import orjson
 from django.core import signing
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
+from agui.attachments import attachments_named
 from agui.body import request_body
 from agui.decode import InputError, check_path_ids
 from agui.http import Caller, agui_endpoint, error_response
@@ -151,7 +152,8 @@ async def thread_update(request: HttpRequest, caller: Caller, thread_id: str) ->
     if request.method == "DELETE":
         if await HOST.thread_status(thread_id) is ThreadStatus.RUNNING:
             return error_response(409, "thread_busy", "a run is working on the thread: stop it first")
-        await on_db_thread(thread_delete, thread=thread)
+        transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
+        await on_db_thread(thread_delete, thread=thread, attachment_ids=attachments_named(transcript))
         STATE_CACHE.forget(thread_id)
         return JsonResponse({"threadId": thread_id, "deleted": True})
     name, archived = body.get("name"), body.get("archived")

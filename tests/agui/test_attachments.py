@@ -71,3 +71,81 @@ def test_a_refused_attachment_says_why_and_stores_nothing(server, fake_api, part
     assert refused.status_code == status, refused.text
     assert refused.json()["error"]["code"] == code
     assert not Thread.objects.exists() and not Message.objects.exists() and not fake_api.requests
+
+
+def _person(name):
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    key = Token.objects.create(user=User.objects.create_user(name)).key
+    return {"Authorization": f"Token {key}"}
+
+
+def _upload(server, headers, data, media_type):
+    return httpx.post(
+        f"{server.url}/copilotkit/attachments",
+        content=data,
+        headers={**headers, "Content-Type": media_type},
+        timeout=30,
+    )
+
+
+@override_settings(ATTACHMENT_MAX_BYTES=25)
+def test_an_uploaded_file_reaches_the_model_by_its_address_and_goes_with_its_thread(server, fake_api):
+    from threads.models import Attachment
+
+    olive, sam = _person("olive"), _person("sam")
+    picture = b"\x89PNG\r\n\x1a\n" + b"\1" * 8
+    uploaded = _upload(server, olive, picture, "image/png")
+    assert uploaded.status_code == 201, uploaded.text
+    source = uploaded.json()
+    assert source["type"] == "url" and source["mimeType"] == "image/png"
+    # Its owner reads it back; nobody else finds it.
+    assert httpx.get(source["value"], headers=olive).content == picture
+    assert httpx.get(source["value"], headers=sam).status_code == 404
+    part = {"type": "image", "source": {k: source[k] for k in ("type", "value", "mimeType")}}
+    # Another user cannot send it to their model: nothing is stored.
+    body = v1(run_input("t-sam", "r1", user([{"type": "text", "text": "whose?"}, part], "u-sam")))
+    taken = httpx.post(
+        f"{server.url}/copilotkit/agent/coder/run",
+        content=orjson.dumps(body),
+        headers={**sam, "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert taken.status_code == 400 and taken.json()["error"]["code"] == "unknown_attachment"
+    assert not Thread.objects.exists()
+
+    fake_api.script([text_turn(["A tiny picture."])])
+    body = v1(run_input("t-up", "r1", user([{"type": "text", "text": "what is it?"}, part], "u1")))
+    ran = httpx.post(
+        f"{server.url}/copilotkit/agent/coder/run",
+        content=orjson.dumps(body),
+        headers={**olive, "Content-Type": "application/json"},
+        timeout=30,
+    )
+    server.drain()
+    assert ran.status_code == 200 and b"RUN_FINISHED" in ran.content
+    sent = fake_api.requests[0].body["messages"][0]["content"]
+    data = base64.b64encode(picture).decode()
+    assert {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}} in sent
+    # The stored message keeps the address, not the bytes; deleting the thread removes the file.
+    assert Message.objects.get(message_id="u1").body["content"][1] == part
+    deleted = httpx.request(
+        "DELETE", f"{server.url}/copilotkit/threads/t-up", headers={**olive, "Content-Type": "application/json"}
+    )
+    assert deleted.status_code == 200 and not Attachment.objects.exists()
+
+
+@override_settings(ATTACHMENT_MAX_BYTES=25)
+def test_an_upload_of_the_wrong_type_or_size_is_refused_and_not_kept(server):
+    from threads.models import Attachment
+
+    for data, media_type, status in (
+        (b"<svg/>", "image/svg+xml", 415),
+        (b"x" * 26, "text/plain", 413),
+        (b"", "text/plain", 400),
+    ):
+        refused = _upload(server, {"Authorization": "Bearer test-token"}, data, media_type)
+        assert refused.status_code == status, (media_type, refused.text)
+    assert not Attachment.objects.exists()
+    assert _upload(server, {}, b"x", "text/plain").status_code == 401
