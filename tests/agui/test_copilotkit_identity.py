@@ -153,3 +153,27 @@ def test_a_session_post_without_the_csrf_header_is_refused_and_stores_nothing(se
 def test_a_token_sent_beside_a_session_decides_alone(server, signed_in):
     page = signed_in("petra")
     assert page.get("/copilotkit/threads", headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+
+def test_an_app_on_an_allowed_origin_may_call_the_routes_with_its_token(server, settings):
+    settings.CORS_ALLOWED_ORIGINS = ["https://app.example.com"]
+    for path, method in (
+        ("/copilotkit/info", "GET"),
+        ("/copilotkit/threads/t-1", "PATCH"),
+        ("/copilotkit/threads/t-1", "DELETE"),
+    ):
+        preflight = httpx.options(
+            f"{server.url}{path}",
+            headers={
+                "Origin": "https://app.example.com",
+                "Access-Control-Request-Method": method,
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
+        assert preflight.headers["access-control-allow-origin"] == "https://app.example.com", path
+        assert method in preflight.headers["access-control-allow-methods"]
+    other = httpx.options(
+        f"{server.url}/copilotkit/info",
+        headers={"Origin": "https://evil.example.com", "Access-Control-Request-Method": "GET"},
+    )
+    assert "access-control-allow-origin" not in other.headers
