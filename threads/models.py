@@ -33,6 +33,10 @@ class Thread(models.Model):
             models.Index(fields=["agent", "-updated_at"]),
             # The API's thread list for a user who is not staff: their threads, newest first.
             models.Index(fields=["owner", "-updated_at"], name="thread_owner_updated"),
+            # CopilotKit's thread list (agui/copilotkit/threads.py): a user's threads of an agent, not
+            # archived, newest activity first, the id breaking ties. Without it the agent's index was
+            # taken, and a list read every user's threads of that agent: 40 ms with 110,000 threads.
+            models.Index(fields=["owner", "agent", "archived", "-updated_at", "-id"], name="thread_owner_list"),
         ]
 
     def __str__(self) -> str:
