@@ -51,7 +51,7 @@ async def body_sender(scope: dict[str, Any]) -> str | None:
     token the server takes and declares no more than the cap. None: it is not read."""
     if declares_over(scope, settings.AGUI_MAX_BODY_BYTES):
         return None
-    return await token_sender(header(scope, b"authorization"))
+    return await token_sender(header(scope, b"authorization"), header(scope, b"cookie"))
 
 
 class GatedReceive:

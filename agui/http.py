@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponseBase, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse, parse_cookie
+from django.middleware.csrf import CsrfViewMiddleware
 
 from runhost.registry import Followed
 from threads.dbthread import on_db_thread
-from threads.selectors import api_token_user_id
+from threads.selectors import api_token_user_id, session_user_id
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -31,10 +32,12 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
 @dataclass(slots=True, frozen=True)
 class Caller:
     """Who sent an AG-UI request. ``user_id`` None: the shared AGUI_TOKEN, the single-user (or
-    operator's) key, which reaches every thread. Otherwise a user's own API token: the threads that
-    user starts are theirs, and nobody else's can be reached with it."""
+    operator's) key, which reaches every thread. Otherwise a user, by their own API token or their
+    Django session (``signed_in``): the threads that user starts are theirs, and nobody else's can
+    be reached."""
 
     user_id: int | None
+    signed_in: bool = False
 
     def reaches(self, owner_id: int | None) -> bool:
         return self.user_id is None or owner_id == self.user_id
@@ -56,9 +59,20 @@ def _is_shared_token(token: str) -> bool:
     return hmac.compare_digest(token.encode(), settings.AGUI_TOKEN.encode())
 
 
+def _session_key(request_cookies: str) -> str:
+    return parse_cookie(request_cookies).get(settings.SESSION_COOKIE_NAME, "")
+
+
 async def authenticate(request: HttpRequest) -> Caller | JsonResponse:
     """The caller of an AG-UI route, or the 401 to send. Accepts the shared AGUI_TOKEN and a user's
-    API (DRF) token, each as ``Bearer`` or ``Token``. The shared token costs no database query."""
+    API (DRF) token, each as ``Bearer`` or ``Token``, and without an Authorization header the
+    Django session of a signed-in user (a page this server serves). The shared token costs no
+    database query. An Authorization header, when sent, decides alone: a wrong token is a 401
+    even beside a good session."""
+    if not request.headers.get("Authorization") and (key := request.COOKIES.get(settings.SESSION_COOKIE_NAME, "")):
+        user_id = await on_db_thread(session_user_id, session_key=key)
+        if user_id is not None:
+            return Caller(user_id=user_id, signed_in=True)
     token = _presented_token(request)
     if isinstance(token, JsonResponse):
         return token
@@ -91,10 +105,14 @@ def user_sender(user_id: int) -> str:
     return f"user:{user_id}"
 
 
-async def token_sender(authorization: str) -> str | None:
+async def token_sender(authorization: str, cookies: str = "") -> str | None:
     """Who an Authorization header value names, when it carries a token this server takes (the
-    shared one, or an active user's API token): decided before a byte of the body is read
-    (agui/body.py). None: no token the server takes."""
+    shared one, or an active user's API token), or without one the signed-in user whose session
+    the cookies carry: decided before a byte of the body is read (agui/body.py). None: nobody the
+    server takes."""
+    if not authorization and (key := _session_key(cookies)):
+        session_user = await on_db_thread(session_user_id, session_key=key)
+        return None if session_user is None else user_sender(session_user)
     scheme, _, token = authorization.partition(" ")
     token = token.strip()
     if scheme.lower() not in ("bearer", "token") or not token:
@@ -105,26 +123,51 @@ async def token_sender(authorization: str) -> str | None:
     return None if user_id is None else user_sender(user_id)
 
 
-async def token_admits(authorization: str) -> bool:
-    """Whether an Authorization header value carries a token this server takes."""
-    return await token_sender(authorization) is not None
+async def token_admits(authorization: str, cookies: str = "") -> bool:
+    """Whether the request carries a token this server takes, or a signed-in user's session."""
+    return await token_sender(authorization, cookies) is not None
+
+
+class _JsonCsrf(CsrfViewMiddleware):
+    """Django's own CSRF check (the token in the X-CSRFToken header against the csrftoken cookie,
+    the Origin and Referer checks, CSRF_TRUSTED_ORIGINS), refusing with this API's JSON error."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> HttpResponse:
+        return error_response(
+            403, "csrf_failed", f"CSRF check failed ({reason}): send the csrftoken cookie's value as X-CSRFToken"
+        )
+
+
+_CSRF = _JsonCsrf(lambda request: HttpResponse())
+
+
+def csrf_refusal(request: HttpRequest) -> HttpResponse | None:
+    """None when the request passes Django's CSRF check, else the 403 to send. Safe methods pass."""
+    return _CSRF.process_view(request, lambda request: HttpResponse(), (), {})
 
 
 type AguiView = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 
 
-def agui_endpoint(method: str, hint: str) -> Callable[[AguiView], Callable[..., Coroutine[Any, Any, HttpResponseBase]]]:
+def agui_endpoint(
+    method: str | tuple[str, ...], hint: str
+) -> Callable[[AguiView], Callable[..., Coroutine[Any, Any, HttpResponseBase]]]:
     """The checks every AG-UI view makes first, in this order: the method (405, with ``hint`` to
-    say what to send instead), then the caller's token (401). The view gets the ``Caller``."""
+    say what to send instead), then the caller (401), then for a caller signed in by a session
+    cookie Django's CSRF check on anything but a GET (403): a cookie goes with any page's request,
+    a token only with the requests of whoever holds it. The view gets the ``Caller``."""
+    methods = (method,) if isinstance(method, str) else method
 
     def decorate(view: AguiView) -> Callable[..., Coroutine[Any, Any, HttpResponseBase]]:
         @functools.wraps(view)
         async def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            if request.method != method:
+            if request.method not in methods:
                 return error_response(405, "method_not_allowed", hint)
             caller = await authenticate(request)
             if not isinstance(caller, Caller):
                 return caller
+            if caller.signed_in and (refused := csrf_refusal(request)):
+                return refused
             return await view(request, caller, *args, **kwargs)
 
         return checked

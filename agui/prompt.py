@@ -8,6 +8,8 @@ on; a part the model cannot read is named in the text rather than dropped.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Mapping
 from typing import Any
 
 from ag_ui.core import DataSource, DocumentPart, ImagePart, TextPart, UrlSource, UserMessage
@@ -39,8 +41,16 @@ def no_message_request(decoded: DecodedInput) -> RunRequest:
     )
 
 
-def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: str) -> RunRequest:
-    """The user's message as the model will see it: context first, then text, images, documents."""
+def build_request(
+    decoded: DecodedInput,
+    message: dict[str, Any],
+    request_id: str,
+    uploaded: Mapping[str, tuple[str, bytes]] | None = None,
+) -> RunRequest:
+    """The user's message as the model will see it: context first, then text, images, documents.
+    ``uploaded``: the files uploaded here that its parts name, by URL (media type and bytes): the
+    model is sent their data, never their address."""
+    uploaded = uploaded or {}
     user = next(m for m in decoded.model.messages if m.id == message["id"])
     assert isinstance(user, UserMessage)
     texts: list[str] = []
@@ -52,6 +62,9 @@ def build_request(decoded: DecodedInput, message: dict[str, Any], request_id: st
             texts.append(part.text)
             continue
         source = part.source
+        if isinstance(source, UrlSource) and source.value in uploaded:
+            media_type, data = uploaded[source.value]
+            source = DataSource(type="data", value=base64.b64encode(data).decode(), mime_type=media_type)
         if isinstance(part, ImagePart) and isinstance(source, DataSource):
             images.append(Image(media_type=source.mime_type, data=source.value))
         elif isinstance(part, ImagePart) and isinstance(source, UrlSource):

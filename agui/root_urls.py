@@ -11,6 +11,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import include, path
 
-urlpatterns = [path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls"))]
+urlpatterns = [
+    path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
+    path(settings.COPILOTKIT_PATH.lstrip("/") + "/", include("agui.copilotkit.urls")),
+]
 
 handler404 = "agui.http.not_found"

@@ -262,6 +262,9 @@ class StateCache:
         self._docs.move_to_end(thread_id)
         return doc
 
+    def forget(self, thread_id: str) -> None:
+        self._docs.pop(thread_id, None)
+
     def put(self, thread_id: str, document: dict[str, Any]) -> None:
         self._docs[thread_id] = document
         self._docs.move_to_end(thread_id)

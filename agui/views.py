@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ag_ui.core import UserMessage
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
@@ -13,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from agents.models import Agent
 from agents.refreshed import Refreshed
 from agents.runtime import mcp_servers_of, provider_for
+from agui.attachments import attachments_refusal, uploads_named, uploads_refusal
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
@@ -29,6 +31,12 @@ from threads.dbthread import on_db_thread
 from threads.services.runs import RunNotCancellable
 
 log = logging.getLogger(__name__)
+
+
+def _user_message(decoded: DecodedInput, message_id: str) -> UserMessage:
+    found = next(m for m in decoded.model.messages if m.id == message_id)
+    assert isinstance(found, UserMessage)
+    return found
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -84,7 +92,7 @@ post_save.connect(ENABLED_AGENTS.forget, sender=Agent, dispatch_uid="agui-enable
 post_delete.connect(ENABLED_AGENTS.forget, sender=Agent, dispatch_uid="agui-enabled-agents-deleted")
 
 
-async def _reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
+async def reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
     """Whether the caller may use the thread (run, hydrate, resume): the shared token always; a
     user's token only on their own threads or a new one (a race is refused by run_open)."""
     if caller.user_id is None:
@@ -104,11 +112,21 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         return error_response(400, "invalid_input", exc.message, exc.field)
     if not await ENABLED_AGENTS.exists(agent_name):
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
-    if not await _reaches_thread(caller, decoded.model.thread_id):
+    if not await reaches_thread(caller, decoded.model.thread_id):
         # Another user's thread looks like no thread at all, so ids do not leak; nothing is written.
         return error_response(404, "unknown_thread", "no such thread")
     inp = decoded.model
     message = _new_user_message(decoded)
+    uploaded: dict[str, tuple[str, bytes]] = {}
+    if message is not None:
+        user_message = _user_message(decoded, message["id"])
+        if refused := attachments_refusal(user_message):
+            return error_response(refused.status, refused.code, refused.message, refused.field)
+        if named := uploads_named(user_message):
+            found = await on_db_thread(selectors.attachments_of, ids=set(named.values()), owner_id=caller.user_id)
+            if refused := uploads_refusal(user_message, found):
+                return error_response(refused.status, refused.code, refused.message, refused.field)
+            uploaded = {url: (found[pk].media_type, bytes(found[pk].data)) for url, pk in named.items()}
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
     results = client_tool_results(decoded)
     if (inp.resume or results) and await HOST.thread_status(inp.thread_id) is ThreadStatus.WAITING:
@@ -129,7 +147,7 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         # A new message (which supersedes any open question, or joins the run in flight on a busy
         # thread: runhost/host.py), or a hydrate when there is none.
         asked = (
-            build_request(decoded, message, request_id=inp.run_id)
+            build_request(decoded, message, request_id=inp.run_id, uploaded=uploaded)
             if message is not None
             else no_message_request(decoded)
         )

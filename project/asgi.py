@@ -304,7 +304,8 @@ async def _lifespan(receive: Any, send: Any) -> None:
             return
 
 
-_AGUI_PREFIX = settings.AGUI_PATH + "/"
+# CopilotKit's runtime routes (agui/copilotkit/) are AG-UI streams too: the same lean handler.
+_AGUI_PREFIXES = (settings.AGUI_PATH + "/", settings.COPILOTKIT_PATH + "/")
 
 
 async def _not_found(send: Any, message: str) -> None:
@@ -326,12 +327,15 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         await django_app(scope, receive, send)
         return
-    is_agui = scope["path"].startswith(_AGUI_PREFIX)
+    is_agui = scope["path"].startswith(_AGUI_PREFIXES)
     if settings.AGUI_PORT and is_agui != _on_agui_port(scope):
         if is_agui:
             await _not_found(send, "AG-UI is served on a port of its own, not this one")
         else:
-            await _not_found(send, f"this port serves only the AG-UI routes under {settings.AGUI_PATH}/")
+            await _not_found(
+                send,
+                f"this port serves only the AG-UI routes under {settings.AGUI_PATH}/ and {settings.COPILOTKIT_PATH}/",
+            )
         return
     if is_agui:
         await agui_app(scope, receive, send)

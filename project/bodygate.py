@@ -24,19 +24,13 @@ cap and refused the same way.
 from __future__ import annotations
 
 import json
-from importlib import import_module
 from typing import Any
 
-from django.conf import settings
-from django.contrib import auth
 from django.core.exceptions import RequestAborted
-from django.http import HttpRequest
-from django.http.cookie import parse_cookie
 
 from agui import inflight
 from agui.body import declares_over, has_body, header, read_capped
-from agui.http import token_sender, user_sender
-from threads.dbthread import on_db_thread
+from agui.http import token_sender
 
 # The admin's login form is about 200 bytes (a CSRF token, a user name, a password, a "next" URL).
 STRANGER_BODY_MAX_BYTES = 16 * 1024
@@ -46,34 +40,9 @@ _API_PREFIX = "/api/"
 
 async def known_sender(scope: dict[str, Any]) -> str | None:
     """The sender the request's headers name, when this server knows them (see the module's
-    docstring), as the body ledger counts them (agui/inflight.py); else None."""
-    authorization = header(scope, b"authorization")
-    if authorization:
-        sender = await token_sender(authorization)
-        if sender is not None:
-            return sender
-    session_key = _cookies(scope).get(settings.SESSION_COOKIE_NAME, "")
-    if not session_key:
-        return None
-    user_id = await on_db_thread(session_user_id, session_key=session_key)
-    return None if user_id is None else user_sender(user_id)
-
-
-def _cookies(scope: dict[str, Any]) -> dict[str, str]:
-    # HTTP/2 may split the cookies over several headers; they are one list.
-    values = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if bytes(k).lower() == b"cookie"]
-    return parse_cookie("; ".join(values))
-
-
-def session_user_id(*, session_key: str) -> int | None:
-    """The id of the logged-in, active user whose session ``session_key`` is, by Django's own checks
-    (``auth.get_user``: a session whose password hash no longer matches is flushed, as the
-    authentication middleware would flush it); else None."""
-    engine = import_module(settings.SESSION_ENGINE)
-    request = HttpRequest()
-    request.session = engine.SessionStore(session_key)
-    user = auth.get_user(request)
-    return int(user.pk) if user.is_authenticated and user.is_active else None
+    docstring), as the body ledger counts them (agui/inflight.py); else None. An Authorization
+    header decides alone; without one, a signed-in session."""
+    return await token_sender(header(scope, b"authorization"), header(scope, b"cookie"))
 
 
 async def strangers_body(scope: dict[str, Any], receive: Any) -> bytes | None:

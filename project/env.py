@@ -160,6 +160,19 @@ def env_names(name: str, *, refused: tuple[str, ...] = (), env: Mapping[str, str
     return tuple(dict.fromkeys(names))
 
 
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
+
+
+def env_media_types(name: str, default: str, env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """A comma-separated list of media types (``image/png``), exact, no wildcards; lower-cased."""
+    value = env_str(name, default, env)
+    types = [item.strip().lower() for item in value.split(",") if item.strip()]
+    for item in types:
+        if not _MEDIA_TYPE.fullmatch(item):
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a media type like image/png (no wildcards)")
+    return frozenset(types)
+
+
 def env_forwarded_allow_ips(
     name: str, default: str = "127.0.0.1,::1", env: Mapping[str, str] | None = None
 ) -> list[str]:

@@ -25,6 +25,7 @@ from project.env import (
     env_forwarded_allow_ips,
     env_host,
     env_int,
+    env_media_types,
     env_names,
     env_origins,
     env_route_prefix,
@@ -85,9 +86,23 @@ AGUI_ALLOWED_ORIGINS = env_origins("AGUI_ALLOWED_ORIGINS")
 AGUI_PATH = env_route_prefix("AGUI_PATH", "/agui")
 if AGUI_PATH.split("/")[1] in ("admin", "api", "metrics", "static"):
     raise ImproperlyConfigured(f"AGUI_PATH={AGUI_PATH!r} collides with the server's own routes")
+# CopilotKit's runtime routes (agui/copilotkit/): a browser's CopilotKitProvider points its runtimeUrl here.
+COPILOTKIT_PATH = env_route_prefix("COPILOTKIT_PATH", "/copilotkit")
+if COPILOTKIT_PATH.split("/")[1] in ("admin", "api", "metrics", "static"):
+    raise ImproperlyConfigured(f"COPILOTKIT_PATH={COPILOTKIT_PATH!r} collides with the server's own routes")
+if (COPILOTKIT_PATH + "/").startswith(AGUI_PATH + "/") or (AGUI_PATH + "/").startswith(COPILOTKIT_PATH + "/"):
+    raise ImproperlyConfigured(f"COPILOTKIT_PATH={COPILOTKIT_PATH!r} and AGUI_PATH={AGUI_PATH!r} overlap")
 AGUI_PORT = env_int("AGUI_PORT", 0, minimum=0, maximum=65535)
 if AGUI_PORT and AGUI_PORT == PORT:
     raise ImproperlyConfigured(f"AGUI_PORT={AGUI_PORT} is PORT too; give the AG-UI listener a port of its own")
+# Attachments of a user message (AG-UI 1.0 image and document parts, CopilotKit's useAttachments):
+# each at most ATTACHMENT_MAX_BYTES decoded, at most ATTACHMENTS_MAX_COUNT a message, of the types the
+# model reads (agui/attachments.py). The body cap (AGUI_MAX_BODY_BYTES) bounds them all together.
+ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
+ATTACHMENTS_MAX_COUNT = env_int("ATTACHMENTS_MAX_COUNT", 10, minimum=0, maximum=1000)
+ATTACHMENT_TYPES = env_media_types(
+    "ATTACHMENT_TYPES", "image/png,image/jpeg,image/gif,image/webp,application/pdf,text/plain"
+)
 AGUI_HUMAN_IN_THE_LOOP = env_bool("AGUI_HUMAN_IN_THE_LOOP", True)
 AGUI_FRONTEND_TOOLS = env_bool("AGUI_FRONTEND_TOOLS", True)
 TLS_CERT_FILE = env_file("TLS_CERT_FILE")
@@ -313,11 +328,12 @@ MIDDLEWARE = [
 AGUI_MIDDLEWARE = ["corsheaders.middleware.CorsMiddleware"]
 
 CORS_ALLOWED_ORIGINS = AGUI_ALLOWED_ORIGINS
-CORS_URLS_REGEX = rf"^{re.escape(AGUI_PATH)}/.*$"
+CORS_URLS_REGEX = rf"^({re.escape(AGUI_PATH)}|{re.escape(COPILOTKIT_PATH)})(/.*)?$"
 CORS_ALLOW_HEADERS = ["authorization", "content-type", "last-event-id", "accept"]
 CORS_EXPOSE_HEADERS = ["content-type"]
 
 ROOT_URLCONF = "project.urls"
+LOGIN_REDIRECT_URL = "/"
 ASGI_APPLICATION = "project.asgi.application"
 
 TEMPLATES = [

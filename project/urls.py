@@ -15,7 +15,11 @@ LAZY_API = URLResolver(RoutePattern("api/", is_endpoint=False), "threads.api_url
 urlpatterns = [
     path("", home, name="home"),
     path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
+    path(settings.COPILOTKIT_PATH.lstrip("/") + "/", include("agui.copilotkit.urls")),
     path("admin/", admin.site.urls),
+    # Django's own sign-in and sign-out: a page this server serves calls the CopilotKit routes
+    # with the session they make (agui/http.py authenticate).
+    path("accounts/", include("django.contrib.auth.urls")),
     LAZY_API,
     path("metrics", metrics, name="metrics"),
 ]

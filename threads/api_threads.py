@@ -44,7 +44,8 @@ def _visible_thread(request: Request, thread_id: str) -> Thread:
 
 class ThreadOutput(serializers.Serializer[Thread]):
     threadId = serializers.CharField(source="agui_thread_id", help_text="The AG-UI thread id, its address here.")
-    title = serializers.CharField()
+    title = serializers.CharField(help_text="Its name: the first user message, shortened, until its owner renames it.")
+    archived = serializers.BooleanField(help_text="Archived by its owner: left out of their thread list.")
     agent = serializers.CharField(source="agent.name")
     owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
     messageCount = serializers.IntegerField(source="message_count")

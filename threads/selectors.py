@@ -9,15 +9,19 @@ needs so a list costs the same few queries whatever its length.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, F, IntegerField, Max, Model, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.http import HttpRequest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
@@ -27,7 +31,7 @@ from orchestrator.tools import usage
 from threads import leases
 from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.logframes import LoggedEvent, events_of
-from threads.models import Approval, EventFrame, Message, Run, SubAgentTask, Thread, Workspace
+from threads.models import Approval, Attachment, EventFrame, Message, Run, SubAgentTask, Thread, Workspace
 
 # The largest primary key a database integer holds; SQLite raises on a larger lookup rather than finding nothing.
 _MAX_INT_KEY = 2**63 - 1
@@ -54,6 +58,16 @@ def api_token_user_id(*, key: str) -> int | None:
     return None if found is None else int(found)
 
 
+def session_user_id(*, session_key: str) -> int | None:
+    """The id of the active user signed in with the Django session ``session_key`` (Django's own
+    login views made it), or None. Django's ``get_user`` checks the session's backend and its
+    password hash, so a session outlived by a password change or a deactivation is refused."""
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    user = get_user(request)
+    return int(user.pk) if user.is_authenticated and user.is_active else None
+
+
 def thread_reachable(*, agui_thread_id: str, user_id: int) -> bool:
     """Whether the user may use this AG-UI thread: theirs, or not started yet (it will be theirs)."""
     owners = list(Thread.objects.filter(agui_thread_id=agui_thread_id).values_list("owner_id", flat=True)[:1])
@@ -65,6 +79,10 @@ def run_get(*, agui_run_id: str, agui_thread_id: str | None = None) -> Run | Non
     if agui_thread_id is not None:
         runs = runs.filter(thread__agui_thread_id=agui_thread_id)
     return runs.order_by("-started_at").first()
+
+
+def run_by_pk(*, run_pk: uuid.UUID) -> Run | None:
+    return Run.objects.select_related("thread__agent").filter(pk=run_pk).first()
 
 
 def thread_latest_run(*, thread: Thread) -> Run | None:
@@ -224,6 +242,59 @@ def thread_detail(*, user: AbstractBaseUser | AnonymousUser, agui_thread_id: str
         .filter(agui_thread_id=agui_thread_id)
         .first()
     )
+
+
+@dataclass(slots=True, frozen=True)
+class ThreadPage:
+    threads: Sequence[Thread]  # each with ``last_run_at``, the start of its latest run (None before one)
+    more: bool  # threads follow the last of these
+
+
+def thread_page(
+    *,
+    owner_id: int | None,
+    agent: str | None,
+    include_archived: bool,
+    after: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> ThreadPage:
+    """One user's threads (``owner_id`` None: the threads nobody owns, the shared token's), newest
+    activity first, the ``limit`` after ``after`` (the last of the page before: its activity time
+    and id, which break ties so pages neither skip nor repeat a thread)."""
+    threads = Thread.objects.filter(owner_id=owner_id) if owner_id is not None else Thread.objects.filter(owner=None)
+    if agent:
+        threads = threads.filter(agent__name=agent)
+    if not include_archived:
+        threads = threads.filter(archived=False)
+    if after is not None:
+        updated, pk = after
+        threads = threads.filter(Q(updated_at__lt=updated) | Q(updated_at=updated, id__lt=pk))
+    latest = Run.objects.filter(thread=OuterRef("pk")).order_by("-started_at").values("started_at")[:1]
+    rows = list(
+        threads.select_related("agent")
+        .defer(*THREAD_LIST_LEAVES_OUT)
+        .annotate(last_run_at=Subquery(latest))
+        .order_by("-updated_at", "-id")[: limit + 1]
+    )
+    return ThreadPage(threads=rows[:limit], more=len(rows) > limit)
+
+
+def thread_events(*, thread: Thread) -> list[LoggedEvent]:
+    """The AG-UI events of every run of the thread, run after run in the order they started."""
+    events: list[LoggedEvent] = []
+    for run in Run.objects.filter(thread=thread).order_by("started_at").values_list("pk", flat=True):
+        events += run_events_after(run=run, after=0)
+    return events
+
+
+def attachments_of(*, ids: Collection[uuid.UUID], owner_id: int | None) -> dict[uuid.UUID, Attachment]:
+    """The owner's uploaded files among ``ids`` (None: the shared token's), by id."""
+    found = (
+        Attachment.objects.filter(pk__in=ids, owner_id=owner_id)
+        if owner_id is not None
+        else (Attachment.objects.filter(pk__in=ids, owner=None))
+    )
+    return {attachment.pk: attachment for attachment in found}
 
 
 def run_list(*, thread: Thread) -> QuerySet[Run]:

@@ -86,6 +86,7 @@ class ThreadAdmin(ListCheckboxes, AppList):
     list_display = (
         "agui_thread_id",
         "title",
+        "archived",
         "agent",
         "owner",
         "message_count",
@@ -94,13 +95,14 @@ class ThreadAdmin(ListCheckboxes, AppList):
         "updated_at",
         "links",
     )
-    list_filter = ("agent",)
+    list_filter = ("agent", "archived")
     list_select_related = ("agent", "owner")
     list_deferred = THREAD_LIST_LEAVES_OUT
     search_fields = ("agui_thread_id", "title")
     fields = (
         "agui_thread_id",
         "title",
+        "archived",
         "agent",
         "owner",
         "created_at",

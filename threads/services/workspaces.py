@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 from django.conf import settings
@@ -12,7 +14,7 @@ from django.db import transaction
 
 from agents.workspaces import prepare
 from threads.dbthread import on_db_thread
-from threads.models import Thread, Workspace
+from threads.models import Attachment, Thread, Workspace
 from threads.selectors import IdleWorkspace, workspace_place, workspaces_idle
 
 
@@ -31,11 +33,14 @@ def _record(*, key: str) -> None:
     Workspace.objects.get_or_create(key=key)
 
 
-def thread_delete(*, thread: Thread) -> None:
-    """Deletes the thread; in ``thread`` mode its workspace goes with it (an owner's or the shared
-    workspace stays: other threads work there)."""
+def thread_delete(*, thread: Thread, attachment_ids: Collection[uuid.UUID] = ()) -> None:
+    """Deletes the thread, and the owner's uploaded files its messages name (``attachment_ids``);
+    in ``thread`` mode its workspace goes with it (an owner's or the shared workspace stays: other
+    threads work there)."""
     place = workspace_place(thread)
     with transaction.atomic():
+        if attachment_ids:
+            Attachment.objects.filter(pk__in=attachment_ids, owner_id=thread.owner_id).delete()
         thread.delete()
         if settings.AGENT_WORKSPACE_MODE == "thread" and not place.shared:
             Workspace.objects.filter(key=place.key).delete()
