@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
@@ -104,7 +105,8 @@ ADMIN_SOURCE = "the admin"
 class McpServerEntry(models.Model):
     """An MCP server the admin holds: the fields of a ``.mcp.json`` entry (agents/mcp/config.py, which
     checks it), so a server moves between the file and the admin unchanged. ``${VAR}`` in its strings
-    is expanded from the server process's environment when it starts. The values of ``env`` and
+    is expanded from the server process's environment when it starts, for the names MCP_ENV_ALLOWLIST
+    lists only (any other is refused). The values of ``env`` and
     ``headers`` may be secrets: they are never shown back (the admin shows their keys only)."""
 
     class Transport(models.TextChoices):
@@ -154,7 +156,9 @@ class McpServerEntry(models.Model):
 
     def as_config(self) -> ServerConfig:
         """The server as the pool starts it; raises ``McpConfigError`` as the file's entries do."""
-        return parse_server(self.name, self.as_entry(), source=ADMIN_SOURCE)
+        return parse_server(
+            self.name, self.as_entry(), source=ADMIN_SOURCE, variables_allowed=tuple(settings.MCP_ENV_ALLOWLIST)
+        )
 
     def clean(self) -> None:
         try:

@@ -31,6 +31,16 @@ def fake_stdio(*args: str, env: Mapping[str, str] | None = None) -> dict[str, An
     return {"command": sys.executable, "args": [str(FAKE_SERVER), *args], "env": dict(env or {})}
 
 
+def mcp_operator() -> Any:
+    """A superuser: the one who may add, change and delete MCP servers (agents/services.py)."""
+    from django.contrib.auth.models import User
+
+    user, _ = User.objects.get_or_create(
+        username="mcp-operator", defaults={"is_superuser": True, "is_staff": True, "email": "mcp@example.com"}
+    )
+    return user
+
+
 async def _stop_servers() -> None:
     from agents.mcp.pool import stop_mcp_servers
 

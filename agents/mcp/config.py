@@ -6,7 +6,9 @@
 ``type`` is ``stdio`` (the default when ``command`` is given) or ``http`` (streamable HTTP). Every
 string of ``command``, ``args``, ``env``, ``url`` and ``headers`` may hold ``${VAR}`` (or
 ``${VAR:-default}``), expanded from the Threadline process's environment when the server starts,
-so secrets stay out of the file. A file that does not parse, a server with neither ``command`` nor
+so secrets stay out of the file. An entry made in the admin may name only the variables of
+``MCP_ENV_ALLOWLIST`` (``variables_allowed``): whoever edits it there would otherwise read the server's
+whole environment through it (issue #46, item 4). A file that does not parse, a server with neither ``command`` nor
 ``url``, a field of the wrong type or a variable that is not set raises ``McpConfigError`` naming
 the file, the server and the problem.
 """
@@ -56,10 +58,16 @@ class ServerConfig:
     enabled: bool = True
     description: str = ""
     source: str = ""  # where it was configured: the file's path
+    # The variables its ``${VAR}`` may name; None: any (the file's entries, written by whoever runs
+    # the server). The admin's entries get MCP_ENV_ALLOWLIST.
+    variables_allowed: tuple[str, ...] | None = None
 
     def expanded(self, environ: Mapping[str, str] | None = None) -> ExpandedServer:
-        """The server with every ``${VAR}`` replaced from ``environ`` (default: this process's)."""
+        """The server with every ``${VAR}`` replaced from ``environ`` (default: this process's); a
+        variable outside ``variables_allowed`` is never read (``check_variables`` refused it earlier)."""
         environ = os.environ if environ is None else environ
+        if self.variables_allowed is not None:
+            environ = {name: environ[name] for name in self.variables_allowed if name in environ}
 
         def expand(value: str) -> str:
             return expand_variables(value, environ, where=f"{self.source}: server {self.name!r}")
@@ -75,6 +83,17 @@ class ServerConfig:
 
     def variables(self) -> list[tuple[str, str]]:
         """(field, variable) for each variable the server's strings refer to without a default."""
+        return [(key, match.group(1)) for key, match in self._references() if match.group(2) is None]
+
+    def refused_variables(self) -> list[tuple[str, str]]:
+        """(field, variable) for each variable the server's strings refer to, default or not, that
+        ``variables_allowed`` does not list."""
+        if self.variables_allowed is None:
+            return []
+        allowed = set(self.variables_allowed)
+        return [(key, match.group(1)) for key, match in self._references() if match.group(1) not in allowed]
+
+    def _references(self) -> list[tuple[str, re.Match[str]]]:
         strings = {
             "command": [self.command],
             "args": list(self.args),
@@ -83,13 +102,7 @@ class ServerConfig:
             "env": [v for _, v in self.env],
             "headers": [v for _, v in self.headers],
         }
-        return [
-            (key, m.group(1))
-            for key, values in strings.items()
-            for s in values
-            for m in _VARIABLE.finditer(s)
-            if m.group(2) is None
-        ]
+        return [(key, m) for key, values in strings.items() for s in values for m in _VARIABLE.finditer(s)]
 
 
 @dataclass(slots=True)
@@ -144,8 +157,10 @@ def parse_servers(document: Any, *, source: str, environ: Mapping[str, str] | No
 
 def check_variables(server: ServerConfig, environ: Mapping[str, str] | None = None) -> None:
     """Raises ``McpConfigError`` if ``server`` is enabled and one of its ``${VAR}`` (without a default)
-    is not set in ``environ`` (default: this process's environment)."""
+    is not set in ``environ`` (default: this process's environment), and, enabled or not, if one of
+    them is outside the variables it may name (an admin's entry: MCP_ENV_ALLOWLIST)."""
     environ = os.environ if environ is None else environ
+    check_allowed_variables(server)
     if not server.enabled:
         return
     for key, variable in server.variables():
@@ -156,6 +171,17 @@ def check_variables(server: ServerConfig, environ: Mapping[str, str] | None = No
             )
 
 
+def check_allowed_variables(server: ServerConfig) -> None:
+    """Raises ``McpConfigError`` naming the first variable ``server`` refers to that it may not name."""
+    for key, variable in server.refused_variables():
+        listed = ", ".join(server.variables_allowed or ()) or "none"
+        raise McpConfigError(
+            f"{server.source}: server {server.name!r}: ${{{variable}}} may not be used in an entry made here: "
+            f"only the variables MCP_ENV_ALLOWLIST names are expanded in it (now: {listed})",
+            field=key,
+        )
+
+
 def file_servers() -> list[ServerConfig]:
     """The servers of the file MCP_SERVERS names (none when it is blank)."""
     path: str = settings.MCP_SERVERS
@@ -164,7 +190,9 @@ def file_servers() -> list[ServerConfig]:
     return load_servers(Path(path))
 
 
-def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
+def parse_server(
+    name: str, entry: Any, *, source: str, variables_allowed: tuple[str, ...] | None = None
+) -> ServerConfig:
     where = f"{source}: server {name!r}"
     if not _SERVER_NAME.fullmatch(name):
         raise McpConfigError(f"{where}: a server's name is 1 to 64 letters, digits, '_' or '-'", field="name")
@@ -215,6 +243,7 @@ def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
         enabled=enabled,
         description=description,
         source=source,
+        variables_allowed=variables_allowed,
     )
 
 

@@ -14,7 +14,7 @@ from django.test import Client, override_settings
 
 from agents.models import McpServerEntry
 from agents.services import mcp_server_create
-from tests.mcp_world import fake_stdio, mcp_servers
+from tests.mcp_world import fake_stdio, mcp_operator, mcp_servers
 
 AUTH = {"Authorization": "Bearer test-token"}
 LIST = "/admin/agents/mcpserverentry/"
@@ -47,6 +47,7 @@ def _form(**fields: Any) -> dict[str, Any]:
 
 def _with_secrets() -> McpServerEntry:
     return mcp_server_create(
+        by=mcp_operator(),
         name="docs",
         transport="http",
         url="https://docs.example/mcp",
@@ -55,6 +56,7 @@ def _with_secrets() -> McpServerEntry:
     )
 
 
+@override_settings(MCP_ENV_ALLOWLIST=("HOME",))
 def test_a_server_is_added_from_the_admin(operator) -> None:
     response = operator.post(ADD, _form(args='["--fast"]', env='{"TOKEN": "${HOME}"}'))
     assert response.status_code == 302
@@ -73,6 +75,7 @@ def test_a_server_is_added_from_the_admin(operator) -> None:
         ({"name": "a__b"}, "name", "may not hold '__'"),
     ],
 )
+@override_settings(MCP_ENV_ALLOWLIST=("NOT_SET_ANYWHERE",))
 def test_a_bad_entry_is_a_form_error(operator, fields: dict[str, str], field: str, said: str) -> None:
     response = operator.post(ADD, _form(**fields))
     assert response.status_code == 200
@@ -130,7 +133,13 @@ def test_a_viewer_without_the_change_permission_sees_keys_only(client: Client, t
 def test_the_files_servers_appear_read_only_with_status_tools_and_last_error(server, operator, tmp_path: Path) -> None:
     servers = {"filed": fake_stdio(), "gone": {"command": str(tmp_path / "no-such-program")}}
     with mcp_servers(server, tmp_path, servers, MCP_RESTART_BACKOFF_SECONDS=30.0):
-        mcp_server_create(name="desk", transport="stdio", command=fake_stdio()["command"], args=fake_stdio()["args"])
+        mcp_server_create(
+            by=mcp_operator(),
+            name="desk",
+            transport="stdio",
+            command=fake_stdio()["command"],
+            args=fake_stdio()["args"],
+        )
         httpx.get(f"{server.url}/agui/info", headers=AUTH)  # the pool is brought in line
         response = operator.get(LIST)
     page = response.content.decode()
