@@ -75,9 +75,24 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServerEntry
-        fields = ("name", "transport", "command", "args", "env", "cwd", "url", "headers", "enabled", "description")
+        fields = (
+            "name",
+            "transport",
+            "command",
+            "args",
+            "env",
+            "cwd",
+            "paths",
+            "network",
+            "workspace",
+            "url",
+            "headers",
+            "enabled",
+            "description",
+        )
         widgets = {
             "args": forms.Textarea(attrs={"rows": 2, "cols": 80, "style": "font-family: monospace"}),
+            "paths": forms.Textarea(attrs={"rows": 2, "cols": 80, "style": "font-family: monospace"}),
             "description": forms.Textarea(attrs={"rows": 2, "cols": 80}),
         }
 
@@ -90,6 +105,9 @@ class McpServerForm(forms.ModelForm):
     def clean_args(self) -> Any:
         return self.cleaned_data.get("args") or []
 
+    def clean_paths(self) -> Any:
+        return self.cleaned_data.get("paths") or []
+
     def fields_for_service(self) -> McpServerFields:
         data = self.cleaned_data
         return McpServerFields(
@@ -99,6 +117,9 @@ class McpServerForm(forms.ModelForm):
             args=data["args"],
             env=data["env"],
             cwd=data["cwd"],
+            paths=data["paths"],
+            network=data["network"],
+            workspace=data["workspace"],
             url=data["url"],
             headers=data["headers"],
             enabled=data["enabled"],
@@ -189,7 +210,7 @@ class McpServerAdmin(admin.ModelAdmin):
             secrets = ("env_keys", "header_keys")  # a read-only page would show the values
         fieldsets: list[Any] = [
             (None, {"fields": ("name", "transport", "enabled", "description"), "description": SUPERUSER_ONLY}),
-            ("stdio", {"fields": ("command", "args", secrets[0], "cwd")}),
+            ("stdio", {"fields": ("command", "args", secrets[0], "cwd", "paths", "network", "workspace")}),
             ("http", {"fields": ("url", secrets[1])}),
         ]
         if obj is not None:

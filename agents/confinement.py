@@ -169,31 +169,44 @@ def bash_choice() -> BashChoice:
 def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     if settings.AGENT_BASH_SANDBOX == "off":
         return BashChoice(True, None, "bash runs WITHOUT a sandbox (AGENT_BASH_SANDBOX=off)")
+    sandbox = confined_sandbox(network=settings.AGENT_BASH_NETWORK == "on")
+    if isinstance(sandbox, str):
+        return _not_offered(sandbox)
+    where = "with network access" if sandbox.network else "no network"
+    return BashChoice(
+        True, sandbox, f"bash runs in a bubblewrap sandbox ({sandbox.bwrap}, {where}, {sandbox.describe()})"
+    )
+
+
+def confined_sandbox(*, network: bool) -> Sandbox | str:
+    """The sandbox of the settings, around AGENT_WORKSPACE, with or without network, once a command
+    in it was seen to hold no capability; else why there can be none. bash runs in it, and so does a
+    stdio MCP server (agents/mcp/sandboxing.py, issue #46): one mechanism."""
+    return _confined_sandbox(_settings_key(), network)
+
+
+@functools.lru_cache(maxsize=8)
+def _confined_sandbox(key: tuple[object, ...], network: bool) -> Sandbox | str:
     layout = unhideable_layout()
     if layout is not None:
-        return _not_offered(layout)
+        return layout
     search_path = os.environ.get("PATH", os.defpath)
     bwrap = shutil.which("bwrap", path=search_path)
     if bwrap is None:
-        return _not_offered("bubblewrap (bwrap) is missing; install Debian's bubblewrap")
+        return "bubblewrap (bwrap) is missing; install Debian's bubblewrap"
     run_as = setpriv = None
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv", path=search_path)
         if setpriv is None:
-            return _not_offered("the server runs as root and setpriv (util-linux) is missing to drop to a plain user")
+            return "the server runs as root and setpriv (util-linux) is missing to drop to a plain user"
         run_as = int(settings.AGENT_SANDBOX_UID)
     bounds = SandboxBounds(
         settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES, settings.AGENT_BASH_SCRATCH_BYTES
     )
     workspace = Path(settings.AGENT_WORKSPACE).resolve()
-    sandbox = Sandbox(
-        bwrap, workspace, network=settings.AGENT_BASH_NETWORK == "on", run_as=run_as, setpriv=setpriv, bounds=bounds
-    )
+    sandbox = Sandbox(bwrap, workspace, network=network, run_as=run_as, setpriv=setpriv, bounds=bounds)
     failure = probe_sandbox(sandbox)
-    if failure is not None:
-        return _not_offered(failure)
-    where = "with network access" if sandbox.network else "no network"
-    return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({bwrap}, {where}, {sandbox.describe()})")
+    return sandbox if failure is None else failure
 
 
 def _not_offered(why: str) -> BashChoice:

@@ -128,7 +128,24 @@ class McpServerEntry(models.Model):
         help_text="stdio: its environment (besides PATH, HOME and the locale), a JSON object of strings.",
     )
     cwd = models.CharField(
-        "working directory", max_length=500, blank=True, help_text="stdio: where it runs; blank: AGENT_WORKSPACE."
+        "working directory",
+        max_length=500,
+        blank=True,
+        help_text="stdio: where its code or package lives; it runs there and sees it read-only.",
+    )
+    paths = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            "stdio: further paths of the host it sees besides the system's directories and its working directory, "
+            'a JSON list of absolute paths, read-only, or read-write with ":rw" (["/srv/notes:rw"]). Never the data '
+            "dir, the server's checkout, the workspaces or the database."
+        ),
+    )
+    network = models.BooleanField(default=True, help_text="stdio: whether it may use the network.")
+    workspace = models.BooleanField(
+        default=False,
+        help_text="stdio: whether it sees the shared workspace, read-write (AGENT_WORKSPACE_MODE=shared only).",
     )
     url = models.CharField("URL", max_length=2000, blank=True, help_text="http: the server's MCP endpoint.")
     headers = models.JSONField(default=dict, blank=True, help_text="http: request headers, a JSON object of strings.")
@@ -148,7 +165,9 @@ class McpServerEntry(models.Model):
     def as_entry(self) -> dict[str, Any]:
         """The server as a ``.mcp.json`` entry (with its secrets: never to be shown)."""
         entry: dict[str, Any] = {"type": self.transport, "enabled": self.enabled}
-        for key in ("command", "args", "env", "cwd", "url", "headers", "description"):
+        if self.transport == STDIO:
+            entry |= {"network": self.network, "workspace": self.workspace}
+        for key in ("command", "args", "env", "cwd", "paths", "url", "headers", "description"):
             value = getattr(self, key)
             if value not in ("", [], {}, None):
                 entry[key] = value

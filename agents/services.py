@@ -25,6 +25,9 @@ class McpServerFields(TypedDict, total=False):
     args: list[str]
     env: dict[str, str]
     cwd: str
+    paths: list[str]
+    network: bool
+    workspace: bool
     url: str
     headers: dict[str, str]
     enabled: bool

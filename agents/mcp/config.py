@@ -1,16 +1,19 @@
 """The MCP servers an operator configures, in the ``.mcp.json`` shape users already write.
 
-``{"mcpServers": {"<name>": {"command": ..., "args": [...], "env": {...}}
+``{"mcpServers": {"<name>": {"command": ..., "args": [...], "env": {...}, "cwd": ..., "paths": [...]}
                   "<name>": {"type": "http", "url": ..., "headers": {...}}}}``
 
-``type`` is ``stdio`` (the default when ``command`` is given) or ``http`` (streamable HTTP). Every
-string of ``command``, ``args``, ``env``, ``url`` and ``headers`` may hold ``${VAR}`` (or
-``${VAR:-default}``), expanded from the Threadline process's environment when the server starts,
-so secrets stay out of the file. An entry made in the admin may name only the variables of
-``MCP_ENV_ALLOWLIST`` (``variables_allowed``): whoever edits it there would otherwise read the server's
-whole environment through it (issue #46, item 4). A file that does not parse, a server with neither ``command`` nor
-``url``, a field of the wrong type or a variable that is not set raises ``McpConfigError`` naming
-the file, the server and the problem.
+``type`` is ``stdio`` (the default when ``command`` is given) or ``http`` (streamable HTTP). A stdio
+server runs in the sandbox that holds bash (agents/mcp/sandboxing.py), seeing of the host the system's
+directories, its ``cwd`` read-only and its ``paths`` (absolute, read-only, or read-write with a
+``:rw`` suffix); ``"workspace": true`` gives it the workspace too, ``"network": false`` takes its
+network away. Every string of ``command``, ``args``, ``env``, ``cwd``, ``paths``, ``url`` and
+``headers`` may hold ``${VAR}`` (or ``${VAR:-default}``), expanded from the Threadline process's
+environment when the server starts, so secrets stay out of the file. An entry made in the admin may
+name only the variables of ``MCP_ENV_ALLOWLIST`` (``variables_allowed``): whoever edits it there
+would otherwise read the server's whole environment through it (issue #46, item 4). A file that does
+not parse, a server with neither ``command`` nor ``url``, a field of the wrong type or a variable
+that is not set raises ``McpConfigError`` naming the file, the server and the problem.
 """
 
 from __future__ import annotations
@@ -31,7 +34,23 @@ HTTP = "http"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # A server's name becomes part of its tools' names: what the model API accepts in a tool name.
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "enabled", "description"}
+_KNOWN_KEYS = {
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "paths",
+    "network",
+    "workspace",
+    "url",
+    "headers",
+    "enabled",
+    "description",
+}
+_STDIO_ONLY = ("paths", "network", "workspace")
+READ_WRITE = ":rw"
+READ_ONLY = ":ro"
 
 
 class McpConfigError(ImproperlyConfigured):
@@ -53,6 +72,9 @@ class ServerConfig:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     cwd: str = ""
+    paths: tuple[str, ...] = ()  # as written: "/opt/x" (read-only), "/opt/x:ro" or "/var/lib/x:rw"
+    network: bool = True
+    workspace: bool = False  # whether the server sees the (shared) workspace, read-write
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     enabled: bool = True
@@ -77,6 +99,7 @@ class ServerConfig:
             args=[expand(arg) for arg in self.args],
             env={key: expand(value) for key, value in self.env},
             cwd=expand(self.cwd),
+            paths=[expand(path) for path in self.paths],
             url=expand(self.url),
             headers={key: expand(value) for key, value in self.headers},
         )
@@ -98,6 +121,7 @@ class ServerConfig:
             "command": [self.command],
             "args": list(self.args),
             "cwd": [self.cwd],
+            "paths": list(self.paths),
             "url": [self.url],
             "env": [v for _, v in self.env],
             "headers": [v for _, v in self.headers],
@@ -113,6 +137,7 @@ class ExpandedServer:
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = ""
+    paths: list[str] = field(default_factory=list)
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -225,6 +250,21 @@ def parse_server(
     cwd = entry.get("cwd", "")
     if not isinstance(cwd, str):
         raise McpConfigError(f'{where}: "cwd" must be a string', field="cwd")
+    given = [key for key in _STDIO_ONLY if key in entry]
+    if kind == HTTP and given:
+        raise McpConfigError(f'{where}: "{given[0]}" is for stdio servers (a process Threadline runs)', field=given[0])
+    paths = entry.get("paths", [])
+    if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+        raise McpConfigError(f'{where}: "paths" must be a list of strings', field="paths")
+    for path in paths:
+        bare = path.removesuffix(READ_WRITE).removesuffix(READ_ONLY)
+        if not (bare.startswith("/") or bare.startswith("${")):
+            raise McpConfigError(
+                f'{where}: "paths": {path!r} is not an absolute path (add ":rw" to make one writable)', field="paths"
+            )
+    for key in ("network", "workspace"):
+        if not isinstance(entry.get(key, False), bool):
+            raise McpConfigError(f'{where}: "{key}" must be true or false', field=key)
     enabled = entry.get("enabled", True)
     if not isinstance(enabled, bool):
         raise McpConfigError(f'{where}: "enabled" must be true or false', field="enabled")
@@ -238,6 +278,9 @@ def parse_server(
         args=tuple(args) if kind == STDIO else (),
         env=tuple(env.items()),
         cwd=cwd,
+        paths=tuple(paths),
+        network=entry.get("network", True),
+        workspace=entry.get("workspace", False),
         url=str(url) if kind == HTTP else "",
         headers=tuple(headers.items()),
         enabled=enabled,

@@ -33,7 +33,14 @@ def admin_servers(server: Any) -> Iterator[None]:
 def _create(name: str, **fields: Any) -> Any:
     fake = fake_stdio()
     return mcp_server_create(
-        by=mcp_operator(), name=name, transport="stdio", command=fake["command"], args=fake["args"], **fields
+        by=mcp_operator(),
+        name=name,
+        transport="stdio",
+        command=fake["command"],
+        args=fake["args"],
+        cwd=fake["cwd"],
+        paths=fake["paths"],
+        **fields,
     )
 
 

@@ -34,6 +34,8 @@ async def test_an_edit_here_is_read_at_once_and_one_elsewhere_after_the_ttl(monk
         transport="stdio",
         command=fake["command"],
         args=fake["args"],
+        cwd=fake["cwd"],
+        paths=fake["paths"],
     )
     assert await _enabled_by_name() == {"desk": True}  # this process's edit: its signal makes it read again
     read_at = time.monotonic()

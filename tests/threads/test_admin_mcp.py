@@ -139,6 +139,8 @@ def test_the_files_servers_appear_read_only_with_status_tools_and_last_error(ser
             transport="stdio",
             command=fake_stdio()["command"],
             args=fake_stdio()["args"],
+            cwd=fake_stdio()["cwd"],
+            paths=fake_stdio()["paths"],
         )
         httpx.get(f"{server.url}/agui/info", headers=AUTH)  # the pool is brought in line
         response = operator.get(LIST)

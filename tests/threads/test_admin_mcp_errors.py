@@ -76,6 +76,8 @@ def _admin_desk() -> int:
         transport="stdio",
         command=fake_stdio()["command"],
         args=args,
+        cwd=fake_stdio()["cwd"],
+        paths=fake_stdio()["paths"],
         env={"TOKEN": ADMIN_SECRET},
     )
     return desk.pk
