@@ -75,9 +75,17 @@ def everything_stdio() -> dict[str, Any]:
 
 def writable_by_the_sandbox(path: Path) -> str:
     """``path`` (a file, made if missing) as a ``paths`` entry the sandbox's user may write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
     path.chmod(0o666)
     return f"{path}:rw"
+
+
+def hostile_stdio(*paths: str, network: bool | None = None) -> dict[str, Any]:
+    """The hostile fake (tests/fakes/hostile_mcp_server.py), shown ``paths`` besides its interpreter."""
+    home = fakes_home()
+    entry = {"command": str(PYTHON), "args": [str(home / "hostile_mcp_server.py")], "cwd": str(home)}
+    return entry | {"paths": [*_python_paths(), *paths]} | ({} if network is None else {"network": network})
 
 
 def fake_stdio(*args: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
