@@ -184,3 +184,13 @@ def _check_command(command: str, cwd: Path | None, sandbox: Sandbox, search_path
             f"its command {str(found)!r} lies outside what its sandbox shows (the system's directories, its cwd "
             f"and paths); add the directory that holds it ({found.resolve().parent}) to its paths"
         )
+
+
+def stdio_note() -> str:
+    """One line for start-up: how stdio MCP servers run, or why none can be started."""
+    if settings.MCP_SANDBOX == "off":
+        return "stdio servers run WITHOUT a sandbox, as the server's user (MCP_SANDBOX=off)"
+    sandbox = confined_sandbox(network=True)
+    if isinstance(sandbox, str):
+        return f"stdio servers are NOT started: {sandbox}; or set MCP_SANDBOX=off to run them without a sandbox"
+    return f"stdio servers run in bash's sandbox ({sandbox.describe()}), seeing only their cwd and paths"

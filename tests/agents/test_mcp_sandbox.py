@@ -152,3 +152,20 @@ async def test_a_command_its_sandbox_does_not_show_is_refused_naming_it(host: di
     venv_python = Path(django_settings.BASE_DIR) / ".venv" / "bin" / "python"
     error = await _last_error(hostile_stdio() | {"command": str(venv_python)})
     assert f"its command {str(venv_python)!r} lies outside what its sandbox shows" in error
+
+
+async def test_a_server_asking_for_the_workspace_writes_it_in_shared_mode(host: dict[str, Path], settings: Any) -> None:
+    settings.AGENT_WORKSPACE_MODE = "shared"
+    shared = host["shared"]
+    shared.parent.chmod(0o777)
+    found = await _probe(hostile_stdio() | {"workspace": True}, {"write": [str(shared)], "read": [str(host["data"])]})
+    assert found["write"] == {str(shared): "written"}
+    assert found["read"][str(host["data"])].startswith("refused: ")
+
+
+async def test_a_server_asking_for_the_workspace_is_not_started_when_each_user_has_one(
+    host: dict[str, Path], settings: Any
+) -> None:
+    settings.AGENT_WORKSPACE_MODE = "owner"
+    error = await _last_error(hostile_stdio() | {"workspace": True})
+    assert '"workspace": true gives a server the shared workspace' in error and "'owner'" in error

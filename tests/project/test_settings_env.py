@@ -42,6 +42,7 @@ from tests.procs import ROOT
         ("AGENT_BASH_ENV_ALLOW", "GOOD_NAME,bad-name"),
         ("AGENT_BASH_ENV_ALLOW", "ONE,,TWO"),
         ("AGENT_BASH_ENV_ALLOW", "LANG,AGUI_TOKEN"),
+        ("MCP_SANDBOX", "maybe"),
         ("MCP_ENV_ALLOWLIST", "GITHUB_TOKEN,bad-name"),
         ("MCP_ENV_ALLOWLIST", "GITHUB_TOKEN,DJANGO_SECRET_KEY"),
     ],

@@ -153,3 +153,12 @@ def test_the_files_servers_appear_read_only_with_status_tools_and_last_error(ser
     assert f'href="{LIST}' not in files  # nothing to open or change: the file is edited, not the admin
     admin_rows = page[: page.index('id="file-server-list"')]
     assert '<td class="field-status">up</td>' in admin_rows and '<td class="field-tool_count">9</td>' in admin_rows
+
+
+def test_what_its_sandbox_shows_a_server_is_set_in_the_admin(operator) -> None:
+    # The network box left unticked: no network.
+    assert operator.post(ADD, _form(paths='["/srv/dicts", "/var/lib/notes:rw"]', workspace="on")).status_code == 302
+    config = McpServerEntry.objects.get(name="desk").as_config()
+    assert (config.paths, config.network, config.workspace) == (("/srv/dicts", "/var/lib/notes:rw"), False, True)
+    response = operator.post(ADD, _form(name="other", paths='["srv"]'))
+    assert "is not an absolute path" in " ".join(response.context["adminform"].form.errors["paths"])
