@@ -9,6 +9,7 @@ from django.db import models
 
 from agents.mcp.config import HTTP, STDIO, McpConfigError, ServerConfig, check_variables, file_servers, parse_server
 from agents.mcp.names import is_mcp_name, is_tool_glob
+from agents.mcp.sandboxing import McpNotConfined, shown_paths
 from orchestrator.tools.catalog import KNOWN_TOOLS
 from orchestrator.tools.targets import glob_error
 
@@ -181,10 +182,17 @@ class McpServerEntry(models.Model):
 
     def clean(self) -> None:
         try:
-            check_variables(self.as_config())
+            config = self.as_config()
+            check_variables(config)
             in_file = {server.name for server in file_servers()}
         except McpConfigError as exc:
             raise ValidationError({_FORM_FIELDS.get(exc.field, exc.field) or "__all__": str(exc)}) from None
+        if config.transport == STDIO and config.enabled and settings.MCP_SANDBOX == "on":
+            # What it would be refused at its start (agents/mcp/sandboxing.py), said beside the field.
+            try:
+                shown_paths(config.expanded())
+            except McpNotConfined as exc:
+                raise ValidationError({exc.field or "__all__": f"It would not be started: {exc}."}) from None
         if self.name in in_file:
             raise ValidationError(
                 {"name": f"The MCP_SERVERS file already has a server called {self.name!r}; choose another name."}

@@ -38,7 +38,12 @@ _POSTGRES_SOCKETS = ("/run/postgresql", "/var/run/postgresql")
 
 
 class McpNotConfined(Exception):
-    """The server cannot run in its sandbox; the message says why (and it is not started)."""
+    """The server cannot run in its sandbox; the message says why (and it is not started). ``field``
+    is the entry's field at fault, if one is."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,17 +79,7 @@ def stdio_launch(config: ServerConfig, expanded: ExpandedServer, *, default_cwd:
                 "be given each user's own workspace"
             )
         workspace = Path(settings.AGENT_WORKSPACE).resolve()
-    cwd = _existing("cwd", expanded.cwd, directory=True) if expanded.cwd else None
-    shown: list[Path] = [cwd] if cwd is not None else []
-    writable: list[Path] = []
-    for written in expanded.paths:
-        if written.endswith(READ_WRITE):
-            writable.append(_existing("paths", written.removesuffix(READ_WRITE)))
-        else:
-            shown.append(_existing("paths", written.removesuffix(READ_ONLY)))
-    named = [("cwd", cwd)] if cwd is not None else []
-    for field, path in [*named, *(("paths", path) for path in (*shown[len(named) :], *writable))]:
-        _refuse_the_servers_own(field, path)
+    cwd, shown, writable = shown_paths(expanded)
     sandbox = replace(
         base,
         workspace=workspace,
@@ -100,14 +95,34 @@ def stdio_launch(config: ServerConfig, expanded: ExpandedServer, *, default_cwd:
     return Launch(argv[0], argv[1:], env, None)
 
 
+def shown_paths(expanded: ExpandedServer) -> tuple[Path | None, list[Path], list[Path]]:
+    """The server's ``cwd`` (None when it names none), what its sandbox shows read-only (the ``cwd``
+    and its read-only ``paths``) and read-write, each resolved. Raises ``McpNotConfined``, naming the
+    field, for a path that is not there or that would show what no server may see."""
+    cwd = _existing("cwd", expanded.cwd, directory=True) if expanded.cwd else None
+    shown: list[Path] = [cwd] if cwd is not None else []
+    writable: list[Path] = []
+    for written in expanded.paths:
+        if written.endswith(READ_WRITE):
+            writable.append(_existing("paths", written.removesuffix(READ_WRITE)))
+        else:
+            shown.append(_existing("paths", written.removesuffix(READ_ONLY)))
+    named = [("cwd", cwd)] if cwd is not None else []
+    for field, path in [*named, *(("paths", path) for path in (*shown[len(named) :], *writable))]:
+        _refuse_the_servers_own(field, path)
+    return cwd, shown, writable
+
+
 def _existing(field: str, written: str, *, directory: bool = False) -> Path:
     path = Path(written)
     if not path.is_absolute():
-        raise McpNotConfined(f"its {field} {written!r} is not an absolute path")
+        raise McpNotConfined(f"its {field} {written!r} is not an absolute path", field=field)
     resolved = path.resolve()  # what bwrap binds: a link's target, which is what is checked
     if not (resolved.is_dir() if directory else resolved.exists()):
         what = "directory" if directory else "file or directory"
-        raise McpNotConfined(f"its {field} {written!r} is not an existing {what}, so its sandbox cannot show it")
+        raise McpNotConfined(
+            f"its {field} {written!r} is not an existing {what}, so its sandbox cannot show it", field=field
+        )
     return resolved
 
 
@@ -141,7 +156,8 @@ def _refuse_the_servers_own(field: str, path: Path) -> None:
         if inside or holds_unhideable:
             raise McpNotConfined(
                 f"its {field} {str(path)!r} would show {what} ({place}), which no MCP server may see; "
-                "give it a directory of its own (its package, or data of its own)"
+                "give it a directory of its own (its package, or data of its own)",
+                field=field,
             )
 
 

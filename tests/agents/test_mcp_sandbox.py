@@ -169,3 +169,15 @@ async def test_a_server_asking_for_the_workspace_is_not_started_when_each_user_h
     settings.AGENT_WORKSPACE_MODE = "owner"
     error = await _last_error(hostile_stdio() | {"workspace": True})
     assert '"workspace": true gives a server the shared workspace' in error and "'owner'" in error
+
+
+async def test_a_path_that_holds_the_servers_own_directories_shows_them_empty(
+    host: dict[str, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "dicts.txt").write_text("words\n")
+    tmp_path.chmod(0o755)
+    reads = [tmp_path / "dicts.txt", host["data"], host["data"].parent, host["other_user"], host["shared"]]
+    found = await _probe(hostile_stdio(str(tmp_path)), {"read": [str(path) for path in reads]})
+    assert found["read"].pop(str(tmp_path / "dicts.txt")) == "read: words\n"
+    assert found["read"].pop(str(host["data"].parent)) == "listed: "
+    assert all(what.startswith("refused: ") for what in found["read"].values()), found["read"]

@@ -4,6 +4,7 @@ servers are listed read-only, each with its status, its tools and its last error
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -155,10 +156,25 @@ def test_the_files_servers_appear_read_only_with_status_tools_and_last_error(ser
     assert '<td class="field-status">up</td>' in admin_rows and '<td class="field-tool_count">9</td>' in admin_rows
 
 
-def test_what_its_sandbox_shows_a_server_is_set_in_the_admin(operator) -> None:
+def test_what_its_sandbox_shows_a_server_is_set_in_the_admin(operator, tmp_path: Path) -> None:
+    dicts, notes = tmp_path / "dicts", tmp_path / "notes"
+    dicts.mkdir()
+    notes.mkdir()
+    paths = json.dumps([str(dicts), f"{notes}:rw"])
     # The network box left unticked: no network.
-    assert operator.post(ADD, _form(paths='["/srv/dicts", "/var/lib/notes:rw"]', workspace="on")).status_code == 302
+    assert operator.post(ADD, _form(paths=paths, workspace="on")).status_code == 302
     config = McpServerEntry.objects.get(name="desk").as_config()
-    assert (config.paths, config.network, config.workspace) == (("/srv/dicts", "/var/lib/notes:rw"), False, True)
+    assert (config.paths, config.network, config.workspace) == ((str(dicts), f"{notes}:rw"), False, True)
     response = operator.post(ADD, _form(name="other", paths='["srv"]'))
     assert "is not an absolute path" in " ".join(response.context["adminform"].form.errors["paths"])
+
+
+def test_a_path_no_server_may_see_is_a_form_error(operator, tmp_path: Path) -> None:
+    from django.conf import settings
+
+    response = operator.post(ADD, _form(cwd=str(settings.DATA_DIR)))
+    (error,) = response.context["adminform"].form.errors["cwd"]
+    assert "It would not be started: its cwd" in error and "THREADLINE_DATA_DIR" in error
+    response = operator.post(ADD, _form(paths=json.dumps([str(tmp_path / "not-there")])))
+    assert "is not an existing file or directory" in response.context["adminform"].form.errors["paths"][0]
+    assert not McpServerEntry.objects.exists()
