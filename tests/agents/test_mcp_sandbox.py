@@ -128,6 +128,12 @@ async def test_an_entry_naming_what_no_server_may_see_is_not_started(host: dict[
         await pool.stop()
 
 
+def _readable_file(path: Path, text: str) -> None:
+    path.write_text(text)
+    for place in (path, path.parent):
+        place.chmod(0o755)
+
+
 async def _last_error(config: dict[str, Any]) -> str:
     pool = McpPool()
     await pool.reconcile(parse_servers({"mcpServers": {"desk": config}}, source="test"))
@@ -174,8 +180,7 @@ async def test_a_server_asking_for_the_workspace_is_not_started_when_each_user_h
 async def test_a_path_that_holds_the_servers_own_directories_shows_them_empty(
     host: dict[str, Path], tmp_path: Path
 ) -> None:
-    (tmp_path / "dicts.txt").write_text("words\n")
-    tmp_path.chmod(0o755)
+    _readable_file(tmp_path / "dicts.txt", "words\n")
     reads = [tmp_path / "dicts.txt", host["data"], host["data"].parent, host["other_user"], host["shared"]]
     found = await _probe(hostile_stdio(str(tmp_path)), {"read": [str(path) for path in reads]})
     assert found["read"].pop(str(tmp_path / "dicts.txt")) == "read: words\n"
