@@ -73,8 +73,11 @@ async def test_a_hostile_server_reaches_no_secret_and_nothing_of_the_servers(hos
     reads = [host["data"], host["other_user"], host["shared"], database, checkout / "manage.py", checkout / ".venv"]
     reads += [Path(f"/proc/{os.getpid()}/environ"), Path.home() / ".profile"]
     config = hostile_stdio(writable_by_the_sandbox(host["allowed"]))
-    found = await _probe(config, {"env": sorted(SECRETS), "read": [str(path) for path in reads]})
+    status = "/proc/self/status"
+    found = await _probe(config, {"env": sorted(SECRETS), "read": [status, *(str(path) for path in reads)]})
     assert found["uid"] == django_settings.AGENT_SANDBOX_UID
+    held = [line for line in found["read"].pop(status).splitlines() if line.startswith("Cap")]
+    assert len(held) == 5 and all(line.endswith("0000000000000000") for line in held), held  # no capability
     assert found["env"] == dict.fromkeys(SECRETS)
     for path, what in found["read"].items():
         assert what.startswith("refused: "), (path, what)
