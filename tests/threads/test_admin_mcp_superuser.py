@@ -93,27 +93,28 @@ def test_a_reference_to_the_secret_key_is_refused_naming_it(
     assert not McpServerEntry.objects.exists()
 
 
-def test_a_listed_variable_is_expanded_in_an_admin_entry(operator: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_a_listed_variable_is_expanded_in_an_admin_entry(
+    operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TEAM_TOKEN", "team-token-1")
+    monkeypatch.setenv("DEPLOY_KEY", "deploy-key-2")
     with override_settings(MCP_ENV_ALLOWLIST=("TEAM_TOKEN",)):
+        refused = operator.post(ADD, _form(env='{"TOKEN": "${TEAM_TOKEN}", "KEY": "${DEPLOY_KEY}"}'))
+        assert "${DEPLOY_KEY} may not be used" in " ".join(refused.context["adminform"].form.errors["env"])
         assert operator.post(ADD, _form(env='{"TOKEN": "${TEAM_TOKEN}"}')).status_code == 302
         config = McpServerEntry.objects.get(name="desk").as_config()
     assert config.expanded().env == {"TOKEN": "team-token-1"}
 
 
-def test_an_entry_stored_with_a_variable_not_listed_is_not_started(
-    transactional_db: None, monkeypatch: pytest.MonkeyPatch, settings: object
+def test_a_stored_admin_entry_naming_an_unlisted_variable_is_not_started_where_the_files_expands(
+    transactional_db: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DJANGO_SECRET_KEY", "the-servers-secret-key")
     # Written before MCP_ENV_ALLOWLIST lost the name, or by hand: the pool still never expands it.
     McpServerEntry.objects.create(name="desk", command="desk-server", env={"KEY": "${DJANGO_SECRET_KEY}"})
     with override_settings(MCP_SERVERS="", MCP_ENV_ALLOWLIST=()):
         assert configured_servers() == []
-
-
-def test_the_files_entries_still_expand_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANY_NAME_AT_ALL", "from-the-environment")
-    document = {"mcpServers": {"desk": {"command": "desk-server", "env": {"TOKEN": "${ANY_NAME_AT_ALL}"}}}}
-    with override_settings(MCP_ENV_ALLOWLIST=()):
-        (config,) = parse_servers(document, source="mcp.json")
-    assert config.expanded().env == {"TOKEN": "from-the-environment"}
+        # The file is written by whoever runs the server: its entries expand from the whole environment.
+        document = {"mcpServers": {"filed": {"command": "filed-server", "env": {"KEY": "${DJANGO_SECRET_KEY}"}}}}
+        (filed,) = parse_servers(document, source="mcp.json")
+    assert filed.expanded().env == {"KEY": "the-servers-secret-key"}
