@@ -1,5 +1,6 @@
 """How the tools are confined, from the settings: the server's own files no tool may touch, its code
-no tool may change, and the sandbox bash runs in (issues #11 and #23)."""
+no tool may change, and the sandbox bash runs in (issues #11 and #23), which stdio MCP servers run in
+too (agents/mcp/sandboxing.py, issue #46)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The bubblewrap sandbox bash runs in (issues #11 and #23).
+"""The bubblewrap sandbox bash runs in (issues #11 and #23), and stdio MCP servers too (#46: one
+mechanism; such a server has no workspace unless its entry asks, and is shown the paths its entry
+names, ``shown`` read-only and ``writable`` read-write, at their own paths).
 
 What the command sees: the system's own directories read-only (``/usr``, ``/etc``, ``/opt`` and the
 ``/bin``, ``/lib`` links), a fresh ``/dev``, a ``/proc`` of its own PID namespace (the server's
