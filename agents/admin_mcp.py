@@ -23,9 +23,11 @@ from agents.mcp.config import McpConfigError, ServerConfig, file_servers
 from agents.mcp.pool import ServerStatus, server_statuses
 from agents.models import McpServerEntry
 from agents.services import (
+    SUPERUSER_ONLY,
     McpServerFields,
     agents_naming,
     in_use_message,
+    may_edit_mcp_servers,
     mcp_server_create,
     mcp_server_delete,
     mcp_server_update,
@@ -57,7 +59,8 @@ class McpServerForm(forms.ModelForm):
         help_text=(
             'stdio: its environment, a JSON object of strings ({"TOKEN": "${GITHUB_TOKEN}"}), besides PATH, '
             'HOME and the locale. Stored values are never shown: "" keeps the stored value, a key removed is '
-            "dropped. Prefer ${VAR}, expanded from the server process's environment, to a secret here."
+            "dropped. ${VAR} is expanded from the server process's environment for the names "
+            "MCP_ENV_ALLOWLIST lists, and refused for any other."
         ),
     )
     headers = SecretValuesField(
@@ -65,15 +68,31 @@ class McpServerForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 4, "cols": 80, "style": "font-family: monospace"}),
         help_text=(
             'http: request headers, a JSON object of strings ({"Authorization": "Bearer ${DOCS_KEY}"}). '
-            'Stored values are never shown: "" keeps the stored value, a key removed is dropped.'
+            'Stored values are never shown: "" keeps the stored value, a key removed is dropped. ${VAR} as '
+            "in the environment."
         ),
     )
 
     class Meta:
         model = McpServerEntry
-        fields = ("name", "transport", "command", "args", "env", "cwd", "url", "headers", "enabled", "description")
+        fields = (
+            "name",
+            "transport",
+            "command",
+            "args",
+            "env",
+            "cwd",
+            "paths",
+            "network",
+            "workspace",
+            "url",
+            "headers",
+            "enabled",
+            "description",
+        )
         widgets = {
             "args": forms.Textarea(attrs={"rows": 2, "cols": 80, "style": "font-family: monospace"}),
+            "paths": forms.Textarea(attrs={"rows": 2, "cols": 80, "style": "font-family: monospace"}),
             "description": forms.Textarea(attrs={"rows": 2, "cols": 80}),
         }
 
@@ -86,6 +105,9 @@ class McpServerForm(forms.ModelForm):
     def clean_args(self) -> Any:
         return self.cleaned_data.get("args") or []
 
+    def clean_paths(self) -> Any:
+        return self.cleaned_data.get("paths") or []
+
     def fields_for_service(self) -> McpServerFields:
         data = self.cleaned_data
         return McpServerFields(
@@ -95,6 +117,9 @@ class McpServerForm(forms.ModelForm):
             args=data["args"],
             env=data["env"],
             cwd=data["cwd"],
+            paths=data["paths"],
+            network=data["network"],
+            workspace=data["workspace"],
             url=data["url"],
             headers=data["headers"],
             enabled=data["enabled"],
@@ -164,6 +189,17 @@ class McpServerAdmin(admin.ModelAdmin):
     _STATUS = ("Status in this server process", {"fields": ("status", "tool_list", "last_error")})
     _STATUS_WITHOUT_ERROR = ("Status in this server process", {"fields": ("status", "tool_list")})
 
+    # Adding, changing or deleting a server runs a command on the server (issue #46, item 4): a
+    # superuser's act, whatever permissions a staff user was given; the services check it again.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return may_edit_mcp_servers(request.user) and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return may_edit_mcp_servers(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return may_edit_mcp_servers(request.user) and super().has_delete_permission(request, obj)
+
     def get_list_display(self, request: HttpRequest) -> Any:
         shown = super().get_list_display(request)
         return shown if sees_errors(request) else tuple(field for field in shown if field != "last_error")
@@ -173,8 +209,8 @@ class McpServerAdmin(admin.ModelAdmin):
         if obj is not None and not self.has_change_permission(request, obj):
             secrets = ("env_keys", "header_keys")  # a read-only page would show the values
         fieldsets: list[Any] = [
-            (None, {"fields": ("name", "transport", "enabled", "description")}),
-            ("stdio", {"fields": ("command", "args", secrets[0], "cwd")}),
+            (None, {"fields": ("name", "transport", "enabled", "description"), "description": SUPERUSER_ONLY}),
+            ("stdio", {"fields": ("command", "args", secrets[0], "cwd", "paths", "network", "workspace")}),
             ("http", {"fields": ("url", secrets[1])}),
         ]
         if obj is not None:
@@ -237,9 +273,9 @@ class McpServerAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: McpServerEntry, form: Any, change: bool) -> None:
         fields = form.fields_for_service()
         if change:
-            mcp_server_update(server=obj, **fields)
+            mcp_server_update(server=obj, by=request.user, **fields)
         else:
-            created = mcp_server_create(**fields)
+            created = mcp_server_create(by=request.user, **fields)
             obj.pk, obj._state.adding = created.pk, False
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
@@ -252,8 +288,8 @@ class McpServerAdmin(admin.ModelAdmin):
         return deleted, counts, perms_needed, protected
 
     def delete_model(self, request: HttpRequest, obj: McpServerEntry) -> None:
-        mcp_server_delete(server=obj)
+        mcp_server_delete(server=obj, by=request.user)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServerEntry]) -> None:
         for server in queryset:
-            mcp_server_delete(server=server)
+            mcp_server_delete(server=server, by=request.user)

@@ -1,5 +1,6 @@
 """How the tools are confined, from the settings: the server's own files no tool may touch, its code
-no tool may change, and the sandbox bash runs in (issues #11 and #23)."""
+no tool may change, and the sandbox bash runs in (issues #11 and #23), which stdio MCP servers run in
+too (agents/mcp/sandboxing.py, issue #46)."""
 
 from __future__ import annotations
 
@@ -172,38 +173,51 @@ def bash_choice() -> BashChoice:
 def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     if settings.AGENT_BASH_SANDBOX == "off":
         return BashChoice(True, None, "bash runs WITHOUT a sandbox (AGENT_BASH_SANDBOX=off)")
+    sandbox = confined_sandbox(network=settings.AGENT_BASH_NETWORK == "on")
+    if isinstance(sandbox, str):
+        return _not_offered(sandbox)
+    where = "with network access" if sandbox.network else "no network"
+    return BashChoice(
+        True, sandbox, f"bash runs in a bubblewrap sandbox ({sandbox.bwrap}, {where}, {sandbox.describe()})"
+    )
+
+
+def confined_sandbox(*, network: bool) -> Sandbox | str:
+    """The sandbox of the settings, around AGENT_WORKSPACE, with or without network, once a command
+    in it was seen to hold no capability; else why there can be none. bash runs in it, and so does a
+    stdio MCP server (agents/mcp/sandboxing.py, issue #46): one mechanism."""
+    return _confined_sandbox(_settings_key(), network)
+
+
+@functools.lru_cache(maxsize=8)
+def _confined_sandbox(key: tuple[object, ...], network: bool) -> Sandbox | str:
     layout = unhideable_layout()
     if layout is not None:
-        return _not_offered(layout)
+        return layout
     search_path = os.environ.get("PATH", os.defpath)
     bwrap = shutil.which("bwrap", path=search_path)
     if bwrap is None:
-        return _not_offered("bubblewrap (bwrap) is missing; install Debian's bubblewrap")
+        return "bubblewrap (bwrap) is missing; install Debian's bubblewrap"
     run_as = setpriv = None
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv", path=search_path)
         if setpriv is None:
-            return _not_offered("the server runs as root and setpriv (util-linux) is missing to drop to a plain user")
+            return "the server runs as root and setpriv (util-linux) is missing to drop to a plain user"
         run_as = int(settings.AGENT_SANDBOX_UID)
     bounds = SandboxBounds(
         settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES, settings.AGENT_BASH_SCRATCH_BYTES
     )
     workspace = Path(settings.AGENT_WORKSPACE).resolve()
-    sandbox = Sandbox(
-        bwrap, workspace, network=settings.AGENT_BASH_NETWORK == "on", run_as=run_as, setpriv=setpriv, bounds=bounds
-    )
+    sandbox = Sandbox(bwrap, workspace, network=network, run_as=run_as, setpriv=setpriv, bounds=bounds)
     failure = probe_sandbox(sandbox)
     if failure is not None:
-        return _not_offered(failure)
+        return failure
     parents = _call_cgroups(bounds)
     if isinstance(parents, str) and settings.AGENT_BASH_CGROUP == "require":
-        return _not_offered(f"AGENT_BASH_CGROUP=require and no cgroup can bound a call's processes together: {parents}")
+        return f"AGENT_BASH_CGROUP=require and no cgroup can bound a call's processes together: {parents}"
     if isinstance(parents, str):
-        sandbox = dataclasses.replace(sandbox, no_cgroup=parents)
-    else:
-        sandbox = dataclasses.replace(sandbox, cgroups=parents)
-    where = "with network access" if sandbox.network else "no network"
-    return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({bwrap}, {where}, {sandbox.describe()})")
+        return dataclasses.replace(sandbox, no_cgroup=parents)
+    return dataclasses.replace(sandbox, cgroups=parents)
 
 
 def _call_cgroups(bounds: SandboxBounds) -> cgroups.CgroupParents | str:

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from agents.mcp.config import HTTP, STDIO, McpConfigError, ServerConfig, check_variables, file_servers, parse_server
 from agents.mcp.names import is_mcp_name, is_tool_glob
+from agents.mcp.sandboxing import McpNotConfined, shown_paths
 from orchestrator.tools.catalog import KNOWN_TOOLS
 from orchestrator.tools.targets import glob_error
 
@@ -104,7 +106,8 @@ ADMIN_SOURCE = "the admin"
 class McpServerEntry(models.Model):
     """An MCP server the admin holds: the fields of a ``.mcp.json`` entry (agents/mcp/config.py, which
     checks it), so a server moves between the file and the admin unchanged. ``${VAR}`` in its strings
-    is expanded from the server process's environment when it starts. The values of ``env`` and
+    is expanded from the server process's environment when it starts, for the names MCP_ENV_ALLOWLIST
+    lists only (any other is refused). The values of ``env`` and
     ``headers`` may be secrets: they are never shown back (the admin shows their keys only)."""
 
     class Transport(models.TextChoices):
@@ -126,7 +129,24 @@ class McpServerEntry(models.Model):
         help_text="stdio: its environment (besides PATH, HOME and the locale), a JSON object of strings.",
     )
     cwd = models.CharField(
-        "working directory", max_length=500, blank=True, help_text="stdio: where it runs; blank: AGENT_WORKSPACE."
+        "working directory",
+        max_length=500,
+        blank=True,
+        help_text="stdio: where its code or package lives; it runs there and sees it read-only.",
+    )
+    paths = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            "stdio: further paths of the host it sees besides the system's directories and its working directory, "
+            'a JSON list of absolute paths, read-only, or read-write with ":rw" (["/srv/notes:rw"]). Never the data '
+            "dir, the server's checkout, the workspaces or the database."
+        ),
+    )
+    network = models.BooleanField(default=True, help_text="stdio: whether it may use the network.")
+    workspace = models.BooleanField(
+        default=False,
+        help_text="stdio: whether it sees the shared workspace, read-write (AGENT_WORKSPACE_MODE=shared only).",
     )
     url = models.CharField("URL", max_length=2000, blank=True, help_text="http: the server's MCP endpoint.")
     headers = models.JSONField(default=dict, blank=True, help_text="http: request headers, a JSON object of strings.")
@@ -146,7 +166,9 @@ class McpServerEntry(models.Model):
     def as_entry(self) -> dict[str, Any]:
         """The server as a ``.mcp.json`` entry (with its secrets: never to be shown)."""
         entry: dict[str, Any] = {"type": self.transport, "enabled": self.enabled}
-        for key in ("command", "args", "env", "cwd", "url", "headers", "description"):
+        if self.transport == STDIO:
+            entry |= {"network": self.network, "workspace": self.workspace}
+        for key in ("command", "args", "env", "cwd", "paths", "url", "headers", "description"):
             value = getattr(self, key)
             if value not in ("", [], {}, None):
                 entry[key] = value
@@ -154,14 +176,23 @@ class McpServerEntry(models.Model):
 
     def as_config(self) -> ServerConfig:
         """The server as the pool starts it; raises ``McpConfigError`` as the file's entries do."""
-        return parse_server(self.name, self.as_entry(), source=ADMIN_SOURCE)
+        return parse_server(
+            self.name, self.as_entry(), source=ADMIN_SOURCE, variables_allowed=tuple(settings.MCP_ENV_ALLOWLIST)
+        )
 
     def clean(self) -> None:
         try:
-            check_variables(self.as_config())
+            config = self.as_config()
+            check_variables(config)
             in_file = {server.name for server in file_servers()}
         except McpConfigError as exc:
             raise ValidationError({_FORM_FIELDS.get(exc.field, exc.field) or "__all__": str(exc)}) from None
+        if config.transport == STDIO and config.enabled and settings.MCP_SANDBOX == "on":
+            # What it would be refused at its start (agents/mcp/sandboxing.py), said beside the field.
+            try:
+                shown_paths(config.expanded())
+            except McpNotConfined as exc:
+                raise ValidationError({exc.field or "__all__": f"It would not be started: {exc}."}) from None
         if self.name in in_file:
             raise ValidationError(
                 {"name": f"The MCP_SERVERS file already has a server called {self.name!r}; choose another name."}

@@ -144,9 +144,11 @@ def env_origins(name: str, env: Mapping[str, str] | None = None) -> list[str]:
     return origins
 
 
-def env_names(name: str, *, refused: tuple[str, ...] = (), env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+def env_names(
+    name: str, *, refused: tuple[str, ...] = (), reaches: str = "bash", env: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
     """A comma-separated list of environment variable names (letters, digits and ``_``, not starting
-    with a digit), none of them in ``refused``; blank: none."""
+    with a digit), none of them in ``refused`` (which never reach ``reaches``); blank: none."""
     value = env_str(name, "", env)
     if not value.strip():
         return ()
@@ -155,7 +157,9 @@ def env_names(name: str, *, refused: tuple[str, ...] = (), env: Mapping[str, str
         if not _VARIABLE_NAME.fullmatch(item):
             raise ImproperlyConfigured(f"{name}: {item!r} is not an environment variable name (A-Z, a-z, 0-9, _)")
         if item in refused:
-            raise ImproperlyConfigured(f"{name}: {item} is one of Threadline's own credentials and never reaches bash")
+            raise ImproperlyConfigured(
+                f"{name}: {item} is one of Threadline's own credentials and never reaches {reaches}"
+            )
         names.append(item)
     return tuple(dict.fromkeys(names))
 

@@ -224,10 +224,15 @@ AGENT_BASH_CGROUP = env_choice("AGENT_BASH_CGROUP", "auto", ("auto", "require", 
 AGENT_BASH_SCRATCH_BYTES = env_int("AGENT_BASH_SCRATCH_BYTES", 512 << 20, minimum=1 << 20, maximum=1 << 40)
 # The server's environment variables bash sees besides PATH, HOME, the locale (LANG, LANGUAGE, LC_*),
 # TERM and TZ: an allowlist, so a credential the server holds under any name stays out (issue #49, item 9).
-AGENT_BASH_ENV_ALLOW = env_names(
-    "AGENT_BASH_ENV_ALLOW",
-    refused=("ANTHROPIC_API_KEY", "AGUI_TOKEN", "DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "BRAVE_API_KEY"),
+_OWN_CREDENTIALS = (
+    "ANTHROPIC_API_KEY",
+    "AGUI_TOKEN",
+    "DJANGO_SECRET_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "BRAVE_API_KEY",
 )
+AGENT_BASH_ENV_ALLOW = env_names("AGENT_BASH_ENV_ALLOW", refused=_OWN_CREDENTIALS)
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)
 FRONTEND_TOOL_TIMEOUT_SECONDS = env_float("FRONTEND_TOOL_TIMEOUT_SECONDS", 600.0, minimum=1.0)
 # A sub-agent's own iteration cap and wall-clock timeout (the sub_agent tool; nesting stops at depth 2).
@@ -262,6 +267,13 @@ MCP_RESTART_BACKOFF_SECONDS = env_float("MCP_RESTART_BACKOFF_SECONDS", 1.0, mini
 MCP_RESTART_BACKOFF_MAX_SECONDS = env_float("MCP_RESTART_BACKOFF_MAX_SECONDS", 60.0, minimum=0.01)
 # The largest message a stdio MCP server may send (a call's answer over it fails, saying so).
 MCP_MAX_MESSAGE_BYTES = env_int("MCP_MAX_MESSAGE_BYTES", 64 * 1024 * 1024, minimum=65536)
+# The variables a ``${VAR}`` in an MCP server entry made in the admin may name (issue #46, item 4):
+# whoever edits an entry there would otherwise read the server's whole environment through it. The
+# MCP_SERVERS file's entries, written by whoever runs the server, expand from the environment.
+# stdio MCP servers run in bash's sandbox, seeing only what their entry names (issue #46, item 3); a
+# server that cannot is not started, saying why. "off" runs them unconfined, as the server's user.
+MCP_SANDBOX = env_choice("MCP_SANDBOX", "on", ("on", "off"))
+MCP_ENV_ALLOWLIST = env_names("MCP_ENV_ALLOWLIST", refused=_OWN_CREDENTIALS, reaches="an MCP server")
 
 # The web tools. web_search (Brave Search) is offered only with a key; web_fetch always, and both
 # ask before each call unless a permission rule allows the domain.

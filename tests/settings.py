@@ -22,10 +22,11 @@ os.environ.pop("DATABASE_URL", None)
 os.environ.pop("REDIS_URL", None)
 # No MCP servers unless a test configures some (a .mcp.json in the checkout is not the suite's).
 os.environ["MCP_SERVERS"] = "off"
-# bash runs in bubblewrap; where it is missing (a laptop; .ci/run installs it) the suite's runs use bash
-# without it, and tests/agents/test_tools_sandbox.py skips, saying so.
+# bash runs in bubblewrap, and so do stdio MCP servers; where it is missing (a laptop; .ci/run installs
+# it) the suite's runs use both without it, and tests/agents/test_tools_sandbox.py skips, saying so.
 if shutil.which("bwrap") is None:
     os.environ["AGENT_BASH_SANDBOX"] = "off"
+    os.environ["MCP_SANDBOX"] = "off"  # so do stdio MCP servers; tests/agents/test_mcp_sandbox.py skips
 
 from project.settings import *
 from project.settings import DATABASES

@@ -1,14 +1,19 @@
 """The MCP servers an operator configures, in the ``.mcp.json`` shape users already write.
 
-``{"mcpServers": {"<name>": {"command": ..., "args": [...], "env": {...}}
+``{"mcpServers": {"<name>": {"command": ..., "args": [...], "env": {...}, "cwd": ..., "paths": [...]}
                   "<name>": {"type": "http", "url": ..., "headers": {...}}}}``
 
-``type`` is ``stdio`` (the default when ``command`` is given) or ``http`` (streamable HTTP). Every
-string of ``command``, ``args``, ``env``, ``url`` and ``headers`` may hold ``${VAR}`` (or
-``${VAR:-default}``), expanded from the Threadline process's environment when the server starts,
-so secrets stay out of the file. A file that does not parse, a server with neither ``command`` nor
-``url``, a field of the wrong type or a variable that is not set raises ``McpConfigError`` naming
-the file, the server and the problem.
+``type`` is ``stdio`` (the default when ``command`` is given) or ``http`` (streamable HTTP). A stdio
+server runs in the sandbox that holds bash (agents/mcp/sandboxing.py), seeing of the host the system's
+directories, its ``cwd`` read-only and its ``paths`` (absolute, read-only, or read-write with a
+``:rw`` suffix); ``"workspace": true`` gives it the workspace too, ``"network": false`` takes its
+network away. Every string of ``command``, ``args``, ``env``, ``cwd``, ``paths``, ``url`` and
+``headers`` may hold ``${VAR}`` (or ``${VAR:-default}``), expanded from the Threadline process's
+environment when the server starts, so secrets stay out of the file. An entry made in the admin may
+name only the variables of ``MCP_ENV_ALLOWLIST`` (``variables_allowed``): whoever edits it there
+would otherwise read the server's whole environment through it (issue #46, item 4). A file that does
+not parse, a server with neither ``command`` nor ``url``, a field of the wrong type or a variable
+that is not set raises ``McpConfigError`` naming the file, the server and the problem.
 """
 
 from __future__ import annotations
@@ -29,7 +34,23 @@ HTTP = "http"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # A server's name becomes part of its tools' names: what the model API accepts in a tool name.
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "enabled", "description"}
+_KNOWN_KEYS = {
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "paths",
+    "network",
+    "workspace",
+    "url",
+    "headers",
+    "enabled",
+    "description",
+}
+_STDIO_ONLY = ("paths", "network", "workspace")
+READ_WRITE = ":rw"
+READ_ONLY = ":ro"
 
 
 class McpConfigError(ImproperlyConfigured):
@@ -51,15 +72,24 @@ class ServerConfig:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     cwd: str = ""
+    paths: tuple[str, ...] = ()  # as written: "/opt/x" (read-only), "/opt/x:ro" or "/var/lib/x:rw"
+    network: bool = True
+    workspace: bool = False  # whether the server sees the (shared) workspace, read-write
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     enabled: bool = True
     description: str = ""
     source: str = ""  # where it was configured: the file's path
+    # The variables its ``${VAR}`` may name; None: any (the file's entries, written by whoever runs
+    # the server). The admin's entries get MCP_ENV_ALLOWLIST.
+    variables_allowed: tuple[str, ...] | None = None
 
     def expanded(self, environ: Mapping[str, str] | None = None) -> ExpandedServer:
-        """The server with every ``${VAR}`` replaced from ``environ`` (default: this process's)."""
+        """The server with every ``${VAR}`` replaced from ``environ`` (default: this process's); a
+        variable outside ``variables_allowed`` is never read (``check_variables`` refused it earlier)."""
         environ = os.environ if environ is None else environ
+        if self.variables_allowed is not None:
+            environ = {name: environ[name] for name in self.variables_allowed if name in environ}
 
         def expand(value: str) -> str:
             return expand_variables(value, environ, where=f"{self.source}: server {self.name!r}")
@@ -69,27 +99,34 @@ class ServerConfig:
             args=[expand(arg) for arg in self.args],
             env={key: expand(value) for key, value in self.env},
             cwd=expand(self.cwd),
+            paths=[expand(path) for path in self.paths],
             url=expand(self.url),
             headers={key: expand(value) for key, value in self.headers},
         )
 
     def variables(self) -> list[tuple[str, str]]:
         """(field, variable) for each variable the server's strings refer to without a default."""
+        return [(key, match.group(1)) for key, match in self._references() if match.group(2) is None]
+
+    def refused_variables(self) -> list[tuple[str, str]]:
+        """(field, variable) for each variable the server's strings refer to, default or not, that
+        ``variables_allowed`` does not list."""
+        if self.variables_allowed is None:
+            return []
+        allowed = set(self.variables_allowed)
+        return [(key, match.group(1)) for key, match in self._references() if match.group(1) not in allowed]
+
+    def _references(self) -> list[tuple[str, re.Match[str]]]:
         strings = {
             "command": [self.command],
             "args": list(self.args),
             "cwd": [self.cwd],
+            "paths": list(self.paths),
             "url": [self.url],
             "env": [v for _, v in self.env],
             "headers": [v for _, v in self.headers],
         }
-        return [
-            (key, m.group(1))
-            for key, values in strings.items()
-            for s in values
-            for m in _VARIABLE.finditer(s)
-            if m.group(2) is None
-        ]
+        return [(key, m) for key, values in strings.items() for s in values for m in _VARIABLE.finditer(s)]
 
 
 @dataclass(slots=True)
@@ -100,6 +137,7 @@ class ExpandedServer:
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = ""
+    paths: list[str] = field(default_factory=list)
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -144,8 +182,10 @@ def parse_servers(document: Any, *, source: str, environ: Mapping[str, str] | No
 
 def check_variables(server: ServerConfig, environ: Mapping[str, str] | None = None) -> None:
     """Raises ``McpConfigError`` if ``server`` is enabled and one of its ``${VAR}`` (without a default)
-    is not set in ``environ`` (default: this process's environment)."""
+    is not set in ``environ`` (default: this process's environment), and, enabled or not, if one of
+    them is outside the variables it may name (an admin's entry: MCP_ENV_ALLOWLIST)."""
     environ = os.environ if environ is None else environ
+    check_allowed_variables(server)
     if not server.enabled:
         return
     for key, variable in server.variables():
@@ -156,6 +196,17 @@ def check_variables(server: ServerConfig, environ: Mapping[str, str] | None = No
             )
 
 
+def check_allowed_variables(server: ServerConfig) -> None:
+    """Raises ``McpConfigError`` naming the first variable ``server`` refers to that it may not name."""
+    for key, variable in server.refused_variables():
+        listed = ", ".join(server.variables_allowed or ()) or "none"
+        raise McpConfigError(
+            f"{server.source}: server {server.name!r}: ${{{variable}}} may not be used in an entry made here: "
+            f"only the variables MCP_ENV_ALLOWLIST names are expanded in it (now: {listed})",
+            field=key,
+        )
+
+
 def file_servers() -> list[ServerConfig]:
     """The servers of the file MCP_SERVERS names (none when it is blank)."""
     path: str = settings.MCP_SERVERS
@@ -164,7 +215,9 @@ def file_servers() -> list[ServerConfig]:
     return load_servers(Path(path))
 
 
-def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
+def parse_server(
+    name: str, entry: Any, *, source: str, variables_allowed: tuple[str, ...] | None = None
+) -> ServerConfig:
     where = f"{source}: server {name!r}"
     if not _SERVER_NAME.fullmatch(name):
         raise McpConfigError(f"{where}: a server's name is 1 to 64 letters, digits, '_' or '-'", field="name")
@@ -197,6 +250,21 @@ def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
     cwd = entry.get("cwd", "")
     if not isinstance(cwd, str):
         raise McpConfigError(f'{where}: "cwd" must be a string', field="cwd")
+    given = [key for key in _STDIO_ONLY if key in entry]
+    if kind == HTTP and given:
+        raise McpConfigError(f'{where}: "{given[0]}" is for stdio servers (a process Threadline runs)', field=given[0])
+    paths = entry.get("paths", [])
+    if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+        raise McpConfigError(f'{where}: "paths" must be a list of strings', field="paths")
+    for path in paths:
+        bare = path.removesuffix(READ_WRITE).removesuffix(READ_ONLY)
+        if not (bare.startswith("/") or bare.startswith("${")):
+            raise McpConfigError(
+                f'{where}: "paths": {path!r} is not an absolute path (add ":rw" to make one writable)', field="paths"
+            )
+    for key in ("network", "workspace"):
+        if not isinstance(entry.get(key, False), bool):
+            raise McpConfigError(f'{where}: "{key}" must be true or false', field=key)
     enabled = entry.get("enabled", True)
     if not isinstance(enabled, bool):
         raise McpConfigError(f'{where}: "enabled" must be true or false', field="enabled")
@@ -210,11 +278,15 @@ def parse_server(name: str, entry: Any, *, source: str) -> ServerConfig:
         args=tuple(args) if kind == STDIO else (),
         env=tuple(env.items()),
         cwd=cwd,
+        paths=tuple(paths),
+        network=entry.get("network", True),
+        workspace=entry.get("workspace", False),
         url=str(url) if kind == HTTP else "",
         headers=tuple(headers.items()),
         enabled=enabled,
         description=description,
         source=source,
+        variables_allowed=variables_allowed,
     )
 
 

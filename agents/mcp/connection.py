@@ -34,8 +34,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from agents.mcp.config import HTTP, ServerConfig
-from agents.mcp.environment import server_environment
 from agents.mcp.redaction import redact, secret_values
+from agents.mcp.sandboxing import stdio_launch
 from agents.mcp.stdio import OVERSIZED, stdio_transport
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,8 @@ class McpServer:
         stderr_path: Path | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ):
-        """``cwd``: where a stdio server runs when its configuration names no ``cwd``; ``stderr_path``:
+        """``cwd``: where a stdio server runs when its configuration names no ``cwd`` and MCP_SANDBOX=off
+        (in its sandbox it starts in its scratch /tmp); ``stderr_path``:
         where its stderr goes (its tail is shown as the last error when it fails to start);
         ``max_message_bytes``: the largest message of a stdio server that is read."""
         self.config = config
@@ -332,12 +333,8 @@ class McpServer:
                 async with client, streamable_http_client(expanded.url, http_client=client) as streams:
                     yield streams[0], streams[1]
             else:
-                params = StdioServerParameters(
-                    command=expanded.command,
-                    args=expanded.args,
-                    env=server_environment(expanded.env),
-                    cwd=expanded.cwd or self.default_cwd or None,
-                )
+                launch = stdio_launch(self.config, expanded, default_cwd=self.default_cwd)
+                params = StdioServerParameters(command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd)
                 with self._stderr() as errlog:
                     async with stdio_transport(
                         params, errlog=errlog, max_message_bytes=self.max_message_bytes

@@ -24,7 +24,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 
-from agents.mcp.config import McpConfigError, ServerConfig, file_servers
+from agents.mcp.config import McpConfigError, ServerConfig, check_allowed_variables, file_servers
 from agents.mcp.names import Clash, unique_names
 from agents.models import McpServerEntry
 from agents.refreshed import Refreshed
@@ -189,7 +189,9 @@ def configured_servers() -> list[ServerConfig]:
             log.error("MCP server %r of the admin is not started: MCP_SERVERS has one of that name", entry.name)
             continue
         try:
-            servers.append(entry.as_config())
+            config = entry.as_config()
+            check_allowed_variables(config)  # an entry saved before MCP_ENV_ALLOWLIST was narrowed
+            servers.append(config)
         except McpConfigError as exc:
             log.error("MCP server %r of the admin is not started: %s", entry.name, exc)
     return servers

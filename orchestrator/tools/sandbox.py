@@ -1,4 +1,6 @@
-"""The bubblewrap sandbox bash runs in (issues #11 and #23).
+"""The bubblewrap sandbox bash runs in (issues #11 and #23), and stdio MCP servers too (#46: one
+mechanism; such a server has no workspace unless its entry asks, and is shown the paths its entry
+names, ``shown`` read-only and ``writable`` read-write, at their own paths).
 
 What the command sees: the system's own directories read-only (``/usr``, ``/etc``, ``/opt`` and the
 ``/bin``, ``/lib`` links), a fresh ``/dev``, a ``/proc`` of its own PID namespace (the server's
@@ -33,10 +35,10 @@ kills bwrap, and with it every process of the namespace."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.tools.cgroups import CgroupParents
@@ -89,7 +91,9 @@ class SandboxBounds:
 @dataclass(slots=True, frozen=True)
 class Sandbox:
     bwrap: str  # the bwrap executable
-    workspace: Path
+    # Bound read-write, and where the command starts; None: no workspace (a stdio MCP server that
+    # asked for none, issue #46), the command starts in ``workdir`` or its scratch /tmp.
+    workspace: Path | None
     hidden: tuple[Path, ...] = ()  # directories replaced by empty ones
     network: bool = False
     # The uid (and gid) the command becomes when the server is root, and the setpriv that makes it
@@ -102,14 +106,39 @@ class Sandbox:
     # bounds only, for the reason in ``no_cgroup``.
     cgroups: CgroupParents | None = None
     no_cgroup: str = ""
+    # Further paths of the host shown at their own paths, wherever they lie (a stdio MCP server's
+    # ``cwd`` and ``paths``): read-only, or read-write. A hidden directory inside one stays hidden.
+    shown: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    workdir: Path | None = None  # where the command starts, when not in the workspace
 
     def for_workspace(self, workspace: Path, hidden: tuple[Path, ...], read_only: tuple[Path, ...]) -> Sandbox:
         """The same sandbox around another workspace."""
-        return dataclasses.replace(self, workspace=workspace, hidden=hidden, read_only=read_only)
+        return replace(self, workspace=workspace, hidden=hidden, read_only=read_only)
 
     def argv(self, command: str, *, file_bytes: int | None = None) -> list[str]:
         """bwrap's command line for ``/bin/bash -c command`` in the workspace; ``file_bytes``: how
         large a file the command may write (``RLIMIT_FSIZE``), None for no bound."""
+        prologue = self._prologue(file_bytes)
+        return [*self._setup(), "/bin/bash", "-c", f'{prologue} && exec /bin/bash -c "$1"', "bash", command]
+
+    def exec_argv(self, program: Sequence[str]) -> list[str]:
+        """bwrap's command line for the program ``program[0]`` with its arguments (looked up in the
+        sandbox's ``PATH``), under the same bounds as a command."""
+        return [*self._setup(), "/bin/bash", "-c", f'{self._prologue(None)} && exec "$@"', "bash", *program]
+
+    def _prologue(self, file_bytes: int | None) -> str:
+        # The bounds are set by the sandbox's first bash, then the command replaces it: set from
+        # inside, RLIMIT_NPROC counts this sandbox's processes (in its user namespace) or the
+        # sandbox user's, never the server's own.
+        # It also makes the home, so the home is the sandbox user's own.
+        bounds = f"ulimit -H -S -u {self.bounds.max_processes} -v {max(1, self.bounds.max_memory_bytes // 1024)}"
+        if file_bytes is not None:
+            bounds += f" -f {file_size_blocks(file_bytes)} && {IGNORE_FILE_SIZE_SIGNAL}"
+        return f"mkdir -p -m 0700 {SCRATCH_HOME} && {bounds}"
+
+    def _setup(self) -> list[str]:
+        """bwrap and its options, up to the program it runs."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv.append("--unshare-cgroup-try")
         if self.run_as is None:
@@ -120,44 +149,37 @@ class Sandbox:
         argv += ["--dev", "/dev", "--proc", "/proc"]
         for scratch in SCRATCH_DIRS:
             argv += ["--perms", "01777", "--size", str(self.bounds.scratch_bytes), "--tmpfs", scratch]
-        # The directories above the workspace, made in the sandbox's own root as plain 0755 ones
-        # (bwrap would copy the host's modes, and a 0700 /root would shut the sandbox user out).
-        for parent in reversed(self.workspace.parents[:-1]):
-            if not any(parent.is_relative_to(name) for name in SYSTEM_DIRS):
-                argv += ["--perms", "0755", "--dir", str(parent)]
-        # Mounts apply in order: a parent before what lies inside it, so the workspace can sit in a
-        # hidden directory (or a hidden one in the workspace) and each ends up as meant.
-        mounts: list[tuple[Path, list[str]]] = [(self.workspace, ["--bind", str(self.workspace), str(self.workspace)])]
-        mounts += [
-            (path, ["--tmpfs", str(path)]) for path in self.hidden if path != self.workspace and self._shown(path)
-        ]
-        # Between a hidden directory and the workspace it holds, plain 0755 directories in the empty
-        # one, so the sandbox user can reach its workspace by its path (and nothing else is there).
-        for path in self.hidden:
-            if path != self.workspace and self.workspace.is_relative_to(path) and self._shown(path):
-                mounts += [
-                    (inner, ["--perms", "0755", "--dir", str(inner)])
-                    for inner in self.workspace.parents
-                    if inner != path and inner.is_relative_to(path)
-                ]
-        mounts += [(path, ["--ro-bind", str(path), str(path)]) for path in self.read_only]
-        for _, mount in sorted(mounts, key=lambda item: len(item[0].parts)):
-            argv += mount
-        argv += ["--chdir", str(self.workspace)]
+        bound: list[tuple[Path, str]] = [(self.workspace, "--bind")] if self.workspace is not None else []
+        bound += [(path, "--ro-bind") for path in self.shown] + [(path, "--bind") for path in self.writable]
+        bound_paths = {path for path, _ in bound}
+        # Mounts apply in order: a parent before what lies inside it (and at one depth, a directory
+        # made before a mount over it), so a bound path can sit in a hidden directory (or a hidden
+        # one in a bound path) and each ends up as meant.
+        mounts: list[tuple[Path, int, list[str]]] = []
+        # The directories above each bound path, made in the sandbox's own root (or in an empty
+        # hidden one) as plain 0755 ones: bwrap would copy the host's modes, and a 0700 /root would
+        # shut the sandbox user out. Nothing else of a hidden directory is there.
+        covered = [path for path in self.hidden if path not in bound_paths and self._shown(path)]
+        for path, _ in bound:
+            for parent in path.parents[:-1]:
+                in_covered = any(parent != hidden and parent.is_relative_to(hidden) for hidden in covered)
+                if in_covered or not any(parent.is_relative_to(name) for name in SYSTEM_DIRS):
+                    mounts.append((parent, 0, ["--perms", "0755", "--dir", str(parent)]))
+        mounts += [(path, 1, ["--tmpfs", str(path)]) for path in covered]
+        mounts += [(path, 2, [how, str(path), str(path)]) for path, how in bound]
+        mounts += [(path, 2, ["--ro-bind", str(path), str(path)]) for path in self.read_only]
+        seen: set[tuple[str, ...]] = set()
+        for _, _, mount in sorted(mounts, key=lambda item: (len(item[0].parts), item[1])):
+            if tuple(mount) not in seen:
+                seen.add(tuple(mount))
+                argv += mount
+        workdir = self.workdir or self.workspace or Path("/tmp")
+        argv += ["--chdir", str(workdir)]
         if self.run_as is not None:
             assert self.setpriv is not None
             ids = str(self.run_as)
             argv += [self.setpriv, f"--reuid={ids}", f"--regid={ids}", "--clear-groups", "--bounding-set=-all"]
             argv += ["--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--"]
-        # The bounds are set by the sandbox's first bash, then the command replaces it: set from
-        # inside, RLIMIT_NPROC counts this sandbox's processes (in its user namespace) or the
-        # sandbox user's, never the server's own.
-        # It also makes the home, so the home is the sandbox user's own.
-        bounds = f"ulimit -H -S -u {self.bounds.max_processes} -v {max(1, self.bounds.max_memory_bytes // 1024)}"
-        if file_bytes is not None:
-            bounds += f" -f {file_size_blocks(file_bytes)} && {IGNORE_FILE_SIZE_SIGNAL}"
-        home = f"mkdir -p -m 0700 {SCRATCH_HOME}"
-        argv += ["/bin/bash", "-c", f'{home} && {bounds} && exec /bin/bash -c "$1"', "bash", command]
         return argv
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
@@ -172,7 +194,13 @@ class Sandbox:
 
     def _shown(self, path: Path) -> bool:
         """Whether ``path`` lies in what the sandbox shows of the host; elsewhere it is absent anyway."""
-        return path.is_relative_to(self.workspace) or any(path.is_relative_to(name) for name in SYSTEM_DIRS)
+        roots: tuple[str | Path, ...] = (
+            *SYSTEM_DIRS,
+            *self.shown,
+            *self.writable,
+            *([self.workspace] if self.workspace else []),
+        )
+        return any(path.is_relative_to(root) for root in roots)
 
     def describe(self) -> str:
         who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"

@@ -17,7 +17,7 @@ from agents.services import McpServerInUse, mcp_server_create, mcp_server_delete
 from tests import api_world as world
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
-from tests.mcp_world import _stop_servers, fake_stdio, mcp_servers, mcp_tool_names
+from tests.mcp_world import _stop_servers, fake_stdio, mcp_operator, mcp_servers, mcp_tool_names
 
 AUTH = {"Authorization": "Bearer test-token"}
 
@@ -32,7 +32,16 @@ def admin_servers(server: Any) -> Iterator[None]:
 
 def _create(name: str, **fields: Any) -> Any:
     fake = fake_stdio()
-    return mcp_server_create(name=name, transport="stdio", command=fake["command"], args=fake["args"], **fields)
+    return mcp_server_create(
+        by=mcp_operator(),
+        name=name,
+        transport="stdio",
+        command=fake["command"],
+        args=fake["args"],
+        cwd=fake["cwd"],
+        paths=fake["paths"],
+        **fields,
+    )
 
 
 def _run(server: Any, thread_id: str) -> dict[str, Any]:
@@ -69,7 +78,7 @@ def test_an_admin_edit_applies_on_the_next_run(server, fake_api, admin_servers) 
     desk = _create("desk")
     fake_api.script([text_turn(["one"]), text_turn(["two"])])
     _run(server, "t-mcp-admin-edit-1")
-    mcp_server_update(server=desk, enabled=False)
+    mcp_server_update(server=desk, by=mcp_operator(), enabled=False)
     _run(server, "t-mcp-admin-edit-2")
     assert "mcp__desk__ok" in mcp_tool_names(fake_api.requests[0].body)
     assert mcp_tool_names(fake_api.requests[1].body) == []
@@ -107,11 +116,11 @@ def test_a_server_an_agent_names_is_not_deleted_and_a_rename_follows_into_the_ag
     coder.mcp_servers = ["desk"]
     coder.save()
     with pytest.raises(McpServerInUse, match="coder name the MCP server 'desk'"):
-        mcp_server_delete(server=desk)
-    mcp_server_update(server=desk, name="counter")
+        mcp_server_delete(server=desk, by=mcp_operator())
+    mcp_server_update(server=desk, by=mcp_operator(), name="counter")
     coder.refresh_from_db()
     assert coder.mcp_servers == ["counter"]
     coder.mcp_servers = []
     coder.save()
-    mcp_server_delete(server=desk)
+    mcp_server_delete(server=desk, by=mcp_operator())
     assert not Agent.objects.get(name="coder").mcp_servers

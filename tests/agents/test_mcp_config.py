@@ -39,6 +39,17 @@ def test_the_claude_code_shape_is_read():
     assert _parse({"x": {"command": "run", "args": ["${MISSING:-fallback}"]}})[0].expanded({}).args == ["fallback"]
 
 
+def test_a_stdio_entry_says_what_its_sandbox_shows_it():
+    (notes,) = _parse(
+        {"notes": {"command": "run", "paths": ["/srv/dicts", "${NOTES}:rw"], "network": False, "workspace": True}},
+        {"NOTES": "/var/lib/notes"},
+    )
+    assert (notes.network, notes.workspace) == (False, True)
+    assert notes.expanded({"NOTES": "/var/lib/notes"}).paths == ["/srv/dicts", "/var/lib/notes:rw"]
+    (plain,) = _parse({"plain": {"command": "run"}})
+    assert (plain.paths, plain.network, plain.workspace) == ((), True, False)  # network on by default
+
+
 @pytest.mark.parametrize(
     ("servers", "problem"),
     [
@@ -49,9 +60,14 @@ def test_the_claude_code_shape_is_read():
         ({"s": {"url": "ftp://x"}}, "server 's': \"url\" must be an http:// or https:// URL"),
         ({"a__b": {"command": "x"}}, "server 'a__b': a server's name may not hold '__'"),
         ({"s": {"command": "x", "comand": "y"}}, "server 's': unknown field(s) comand"),
+        ({"s": {"command": "x", "paths": "/srv"}}, "server 's': \"paths\" must be a list of strings"),
+        ({"s": {"command": "x", "paths": ["srv:rw"]}}, "server 's': \"paths\": 'srv:rw' is not an absolute path"),
+        ({"s": {"command": "x", "network": "off"}}, "server 's': \"network\" must be true or false"),
+        ({"s": {"url": "https://x", "paths": []}}, "server 's': \"paths\" is for stdio servers"),
     ],
 )
 def test_a_bad_entry_is_named(servers, problem):
+    """Including what its sandbox shows a stdio server (issue #46)."""
     with pytest.raises(McpConfigError) as raised:
         _parse(servers)
     assert str(raised.value).startswith("/etc/mcp.json: ") and problem in str(raised.value)

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from agents.mcp.pool import CONFIGURED_SERVERS
 from agents.models import McpServerEntry
 from agents.services import mcp_server_create
-from tests.mcp_world import fake_stdio
+from tests.mcp_world import fake_stdio, mcp_operator
 
 
 async def _enabled_by_name() -> dict[str, bool]:
@@ -29,7 +29,13 @@ async def test_an_edit_here_is_read_at_once_and_one_elsewhere_after_the_ttl(monk
     assert await _enabled_by_name() == {}
     fake = fake_stdio()
     desk = await sync_to_async(mcp_server_create)(
-        name="desk", transport="stdio", command=fake["command"], args=fake["args"]
+        by=await sync_to_async(mcp_operator)(),
+        name="desk",
+        transport="stdio",
+        command=fake["command"],
+        args=fake["args"],
+        cwd=fake["cwd"],
+        paths=fake["paths"],
     )
     assert await _enabled_by_name() == {"desk": True}  # this process's edit: its signal makes it read again
     read_at = time.monotonic()

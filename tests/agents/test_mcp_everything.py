@@ -123,7 +123,7 @@ def test_the_servers_environment_holds_none_of_threadlines_secrets(
     # Its own env, ${VAR} expanded: the value the server saw is the expanded one, which its results
     # never show (issue #49 item 2: a server's secrets never reach the events or the model).
     assert '"ISSUE_TOKEN": "[redacted]"' in env and "the-servers-own-7" not in env
-    assert '"PATH"' in env and '"HOME"' in env
+    assert '"PATH"' in env and '"HOME": "/tmp/home"' in env  # its own, in its sandbox (issue #46)
     for name, value in secrets.items():
         if name != "TEAM_TOKEN":
             assert name not in env and value not in env, name

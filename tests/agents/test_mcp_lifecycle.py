@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from agents.mcp.config import parse_servers
 from agents.mcp.connection import McpServer, Timeouts
 from agents.mcp.pool import McpPool
-from tests.mcp_world import fake_stdio
+from tests.mcp_world import fake_stdio, processes_naming
 
 
 def _config(name: str, *args: str):
@@ -29,7 +28,11 @@ async def _until(check, what: str) -> None:
 
 
 def _alive(pid: int) -> bool:
-    return os.path.exists(f"/proc/{pid}")
+    """Whether ``pid`` runs: a zombie has ended (one whose parent died waits for whoever reaps orphans)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _received(record: Path) -> list[dict]:
@@ -59,12 +62,15 @@ async def test_a_cancelled_call_is_cancelled_on_the_server(tmp_path: Path) -> No
 async def test_stopping_the_pool_stops_every_server(tmp_path: Path, settings) -> None:
     settings.DATA_DIR = tmp_path
     pool = McpPool()
-    await pool.reconcile([_config("one"), _config("two")])
+    # The server's own pid is its sandbox's (a PID namespace of its own): the host's are found by name.
+    markers = {name: f"--marker={tmp_path.name}-{name}" for name in ("one", "two")}
+    await pool.reconcile([_config(name, marker) for name, marker in markers.items()])
     pids = []
     for name in ("one", "two"):
         result = await pool.servers[name].call("ok", {})
-        pids.append(int(result.content[0].text.rsplit(" ", 1)[1]))
-    assert all(_alive(pid) for pid in pids)
+        assert result.content[0].text.startswith("fine")
+        pids += list(processes_naming(markers[name]))
+    assert len(pids) >= 2 and all(_alive(pid) for pid in pids)
     await pool.stop()
     assert not pool.servers
     assert not any(_alive(pid) for pid in pids)

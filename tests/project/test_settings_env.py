@@ -50,6 +50,9 @@ from tests.procs import ROOT
         ("AGUI_MAX_BODY_BYTES_PER_USER", "1048576"),  # below one whole body (AGUI_MAX_BODY_BYTES)
         ("AGUI_MAX_BODY_BYTES_PER_USER", "lots"),
         ("AGENT_BASH_CGROUP", "maybe"),
+        ("MCP_SANDBOX", "maybe"),
+        ("MCP_ENV_ALLOWLIST", "GITHUB_TOKEN,bad-name"),
+        ("MCP_ENV_ALLOWLIST", "GITHUB_TOKEN,DJANGO_SECRET_KEY"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):

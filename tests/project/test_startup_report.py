@@ -1,4 +1,4 @@
-"""Start-up says how bash runs (or that it is not offered) and warns when the workspace holds the
+"""Start-up says how bash and stdio MCP servers run (or that they cannot) and warns when the workspace holds the
 data dir (issue #11, items 1 and 2), and what connection cap it serves under (issue #27)."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ def test_start_up_reports_bash_and_a_data_dir_inside_the_workspace(tmp_path: Pat
         server.stop()
     log = server.log.read_text()
     assert "bash:           bash is NOT offered: bubblewrap (bwrap) is missing" in log
+    assert "MCP:            stdio servers are NOT started: bubblewrap (bwrap) is missing" in log  # issue #46
     assert f"the workspace {workspace} contains the data dir {data_dir}" in log
 
 

@@ -4,6 +4,7 @@ servers are listed read-only, each with its status, its tools and its last error
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.test import Client, override_settings
 
 from agents.models import McpServerEntry
 from agents.services import mcp_server_create
-from tests.mcp_world import fake_stdio, mcp_servers
+from tests.mcp_world import fake_stdio, mcp_operator, mcp_servers
 
 AUTH = {"Authorization": "Bearer test-token"}
 LIST = "/admin/agents/mcpserverentry/"
@@ -47,6 +48,7 @@ def _form(**fields: Any) -> dict[str, Any]:
 
 def _with_secrets() -> McpServerEntry:
     return mcp_server_create(
+        by=mcp_operator(),
         name="docs",
         transport="http",
         url="https://docs.example/mcp",
@@ -55,6 +57,7 @@ def _with_secrets() -> McpServerEntry:
     )
 
 
+@override_settings(MCP_ENV_ALLOWLIST=("HOME",))
 def test_a_server_is_added_from_the_admin(operator) -> None:
     response = operator.post(ADD, _form(args='["--fast"]', env='{"TOKEN": "${HOME}"}'))
     assert response.status_code == 302
@@ -73,6 +76,7 @@ def test_a_server_is_added_from_the_admin(operator) -> None:
         ({"name": "a__b"}, "name", "may not hold '__'"),
     ],
 )
+@override_settings(MCP_ENV_ALLOWLIST=("NOT_SET_ANYWHERE",))
 def test_a_bad_entry_is_a_form_error(operator, fields: dict[str, str], field: str, said: str) -> None:
     response = operator.post(ADD, _form(**fields))
     assert response.status_code == 200
@@ -130,7 +134,15 @@ def test_a_viewer_without_the_change_permission_sees_keys_only(client: Client, t
 def test_the_files_servers_appear_read_only_with_status_tools_and_last_error(server, operator, tmp_path: Path) -> None:
     servers = {"filed": fake_stdio(), "gone": {"command": str(tmp_path / "no-such-program")}}
     with mcp_servers(server, tmp_path, servers, MCP_RESTART_BACKOFF_SECONDS=30.0):
-        mcp_server_create(name="desk", transport="stdio", command=fake_stdio()["command"], args=fake_stdio()["args"])
+        mcp_server_create(
+            by=mcp_operator(),
+            name="desk",
+            transport="stdio",
+            command=fake_stdio()["command"],
+            args=fake_stdio()["args"],
+            cwd=fake_stdio()["cwd"],
+            paths=fake_stdio()["paths"],
+        )
         httpx.get(f"{server.url}/agui/info", headers=AUTH)  # the pool is brought in line
         response = operator.get(LIST)
     page = response.content.decode()
@@ -142,3 +154,27 @@ def test_the_files_servers_appear_read_only_with_status_tools_and_last_error(ser
     assert f'href="{LIST}' not in files  # nothing to open or change: the file is edited, not the admin
     admin_rows = page[: page.index('id="file-server-list"')]
     assert '<td class="field-status">up</td>' in admin_rows and '<td class="field-tool_count">9</td>' in admin_rows
+
+
+def test_what_its_sandbox_shows_a_server_is_set_in_the_admin(operator, tmp_path: Path) -> None:
+    dicts, notes = tmp_path / "dicts", tmp_path / "notes"
+    dicts.mkdir()
+    notes.mkdir()
+    paths = json.dumps([str(dicts), f"{notes}:rw"])
+    # The network box left unticked: no network.
+    assert operator.post(ADD, _form(paths=paths, workspace="on")).status_code == 302
+    config = McpServerEntry.objects.get(name="desk").as_config()
+    assert (config.paths, config.network, config.workspace) == ((str(dicts), f"{notes}:rw"), False, True)
+    response = operator.post(ADD, _form(name="other", paths='["srv"]'))
+    assert "is not an absolute path" in " ".join(response.context["adminform"].form.errors["paths"])
+
+
+def test_a_path_no_server_may_see_is_a_form_error(operator, tmp_path: Path) -> None:
+    from django.conf import settings
+
+    response = operator.post(ADD, _form(cwd=str(settings.DATA_DIR)))
+    (error,) = response.context["adminform"].form.errors["cwd"]
+    assert "It would not be started: its cwd" in error and "THREADLINE_DATA_DIR" in error
+    response = operator.post(ADD, _form(paths=json.dumps([str(tmp_path / "not-there")])))
+    assert "is not an existing file or directory" in response.context["adminform"].form.errors["paths"][0]
+    assert not McpServerEntry.objects.exists()

@@ -21,7 +21,7 @@ from agents.services import mcp_server_create
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import eventually
-from tests.mcp_world import fake_stdio, mcp_servers
+from tests.mcp_world import fake_stdio, mcp_operator, mcp_servers
 
 AUTH = {"Authorization": "Bearer test-token"}
 LIST = "/admin/agents/mcpserverentry/"
@@ -71,7 +71,14 @@ def _both_down_and_told(server: Any) -> dict[str, str]:
 def _admin_desk() -> int:
     args = fake_stdio("--leak-at-start", "TOKEN")["args"]
     desk = mcp_server_create(
-        name="desk", transport="stdio", command=fake_stdio()["command"], args=args, env={"TOKEN": ADMIN_SECRET}
+        by=mcp_operator(),
+        name="desk",
+        transport="stdio",
+        command=fake_stdio()["command"],
+        args=args,
+        cwd=fake_stdio()["cwd"],
+        paths=fake_stdio()["paths"],
+        env={"TOKEN": ADMIN_SECRET},
     )
     return desk.pk
 

@@ -15,6 +15,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from uvicorn.supervisors import Multiprocess
 
 from agents.confinement import bash_choice, startup_warnings
+from agents.mcp.sandboxing import stdio_note
 from agents.models import Agent
 from project.fdlimit import FILES_BESIDES_CONNECTIONS
 from project.server import raise_file_limit, uvicorn_options
@@ -96,6 +97,7 @@ class Command(BaseCommand):
             f"  Processes:      {workers}",
             f"  Connections:    {_connections_line(file_limit)}",
             f"  bash:           {bash_choice().note}",
+            f"  MCP:            {stdio_note()}",
             *(f"  WARNING:        {warning}" for warning in startup_warnings()),
             f"  Admin:          {base}/admin/",
             "",
