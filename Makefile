@@ -18,7 +18,7 @@ find_python = $(shell for c in $$PYTHON python3.13 python3.12 python3 \
 	$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
 	[ -n "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; done)
 
-.PHONY: run test lint install install-test clean bench example
+.PHONY: run test lint install install-test clean bench example docs
 
 $(PY):
 	@base="$(find_python)"; \
@@ -62,6 +62,11 @@ lint: install-test
 	$(PY) -m ruff format --check orchestrator agents agui threads project runhost vocabulary bench tests
 	$(PY) -m mypy .
 
+# The documentation site (mkdocs.yml, docs/*.md) into site/, offline and with warnings as errors;
+# open site/index.html. The test suite builds it the same way (tests/project/test_docs_build.py).
+docs: $(TEST_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 # The CopilotKit example against a local Threadline: both servers in this terminal,
 # the page at http://127.0.0.1:$(EXAMPLE_PORT)/ (Ctrl-C stops both).
 example: install $(EXAMPLE_STAMP)
@@ -94,4 +99,4 @@ bench: install-test
 	else echo "PostgreSQL at $(BENCH_DATABASE_URL) is not reachable: the PostgreSQL bench did not run"; fi
 
 clean:
-	rm -rf $(VENV) tests/clients/node_modules $(EXAMPLE)/node_modules $(EXAMPLE)/dist
+	rm -rf $(VENV) site tests/clients/node_modules $(EXAMPLE)/node_modules $(EXAMPLE)/dist

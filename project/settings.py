@@ -1,6 +1,6 @@
 """Settings, read from the environment and validated at start-up.
 
-Each variable is described once, in README.md's Configuration table (tests/project/test_configuration_table.py
+Each variable is described once, in docs/configuration.md's table (tests/project/test_configuration_table.py
 keeps the two in step); a comment here says only why a setting is read or bounded as it is."""
 
 from __future__ import annotations

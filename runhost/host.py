@@ -53,7 +53,7 @@ from threads.waits import ClaimAs, Claimed, Missing, wait_answer, wait_claim_due
 log = logging.getLogger(__name__)
 
 # RUN_ERROR's code when the request stored nothing because the database stayed contended: its
-# sender should send the same request again (README, Errors).
+# sender should send the same request again (docs/protocol.md, Errors).
 RETRY = "retry"
 # RUN_ERROR's code when what the request sent is stored but this stream cannot follow its run: its
 # sender should reattach to the thread, not send it again.

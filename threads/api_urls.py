@@ -1,4 +1,4 @@
-"""The REST API under /api/ (README: REST API). Lists are paginated (?page=, ?page_size=)."""
+"""The REST API under /api/ (docs/rest-api.md). Lists are paginated (?page=, ?page_size=)."""
 
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView

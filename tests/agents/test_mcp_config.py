@@ -171,11 +171,11 @@ def test_a_stdio_servers_environment_is_its_own_plus_the_basics():
     }
 
 
-def test_the_shape_example_in_the_readme_parses():
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("```json", readme.index("## MCP servers")) + len("```json")
-    document = json.loads(readme[start : readme.index("```", start)])
+def test_the_shape_example_on_the_mcp_page_parses():
+    page = (ROOT / "docs" / "mcp.md").read_text()
+    start = page.index("```json") + len("```json")
+    document = json.loads(page[start : page.index("```", start)])
     assert {
         server.name
-        for server in parse_servers(document, source="README", environ={"GITHUB_TOKEN": "x", "DOCS_KEY": "y"})
+        for server in parse_servers(document, source="docs/mcp.md", environ={"GITHUB_TOKEN": "x", "DOCS_KEY": "y"})
     }

@@ -426,7 +426,7 @@ THEME = {
 @pytest.mark.parametrize("version", ["1", "0"])
 def test_a_sub_agent_without_a_tool_list_is_offered_its_parents_tools_but_the_threads_own(server, fake_api, version):
     """No allowed_tools: the parent's whole set, less
-    what belongs to the thread and its person (README, departures): ask_user, todo_write,
+    what belongs to the thread and its person (docs/differences.md): ask_user, todo_write,
     grounding_report and the client's tools; and less sub_agent at the depth cap."""
     fake_api.script(
         [tool_turn("sub_agent", {"task": "LEVEL-ONE: look around"}, id="toolu_one"), text_turn(["All seen."])]

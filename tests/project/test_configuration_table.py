@@ -1,5 +1,5 @@
-"""README's configuration table is the one description of each setting: every environment variable
-project/settings.py reads has its row there."""
+"""The configuration page's table (docs/configuration.md) is the one description of each setting: every
+environment variable project/settings.py reads has its row there."""
 
 from __future__ import annotations
 
@@ -28,17 +28,16 @@ def _variables_read(path: Path) -> set[str]:
 
 
 def _documented() -> set[str]:
-    """The variables named in the first column of README's Configuration table."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    """The variables named in the first column of the configuration page's table."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
     names: set[str] = set()
-    for line in section.splitlines():
+    for line in page.splitlines():
         if line.startswith("| `"):
             names.update(re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split(" | ", 1)[0]))
     return names
 
 
-def test_every_variable_the_settings_read_has_a_row_in_the_readme():
+def test_every_variable_the_settings_read_has_a_row_in_the_configuration_page():
     read = _variables_read(ROOT / "project" / "settings.py")
     assert len(read) > 40  # the reader still finds them
     assert sorted(read - _documented()) == []
