@@ -267,12 +267,12 @@ MCP_RESTART_BACKOFF_SECONDS = env_float("MCP_RESTART_BACKOFF_SECONDS", 1.0, mini
 MCP_RESTART_BACKOFF_MAX_SECONDS = env_float("MCP_RESTART_BACKOFF_MAX_SECONDS", 60.0, minimum=0.01)
 # The largest message a stdio MCP server may send (a call's answer over it fails, saying so).
 MCP_MAX_MESSAGE_BYTES = env_int("MCP_MAX_MESSAGE_BYTES", 64 * 1024 * 1024, minimum=65536)
-# The variables a ``${VAR}`` in an MCP server entry made in the admin may name (issue #46, item 4):
-# whoever edits an entry there would otherwise read the server's whole environment through it. The
-# MCP_SERVERS file's entries, written by whoever runs the server, expand from the environment.
 # stdio MCP servers run in bash's sandbox, seeing only what their entry names (issue #46, item 3); a
 # server that cannot is not started, saying why. "off" runs them unconfined, as the server's user.
 MCP_SANDBOX = env_choice("MCP_SANDBOX", "on", ("on", "off"))
+# The variables a ``${VAR}`` in an MCP server entry made in the admin may name (issue #46, item 4):
+# whoever edits an entry there would otherwise read the server's whole environment through it. The
+# MCP_SERVERS file's entries, written by whoever runs the server, expand from the environment.
 MCP_ENV_ALLOWLIST = env_names("MCP_ENV_ALLOWLIST", refused=_OWN_CREDENTIALS, reaches="an MCP server")
 
 # The web tools. web_search (Brave Search) is offered only with a key; web_fetch always, and both

@@ -23,14 +23,13 @@ from threads.api_runs import RunOutput
 from threads.api_subagents import SubAgentTaskListOutput
 from threads.models import Run, SubAgentTask, Thread
 from threads.selectors import (
-    WorkspaceInfo,
     run_list,
     thread_detail,
     thread_get_visible,
     thread_list,
     thread_subagent_tasks,
-    workspace_info,
 )
+from threads.workspace_reads import WorkspaceInfo, workspace_info
 
 THREAD_ID = OpenApiParameter("thread_id", str, OpenApiParameter.PATH, description="The AG-UI thread id.")
 

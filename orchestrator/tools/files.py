@@ -12,6 +12,7 @@ import stat
 import uuid
 from dataclasses import dataclass
 
+from orchestrator.tools import usage
 from orchestrator.tools.errors import ToolError
 from orchestrator.tools.workspace import CallGuard, Located, keep_owner
 
@@ -64,7 +65,8 @@ def apply_changes(changes: list[Change]) -> None:
     for change in changes:
         change.target.workspace.refuse_read_only(change.target.relative, change.target.shown)
     if changes:
-        changes[0].target.workspace.refuse_growth(sum(_growth(change) for change in changes))
+        workspace = changes[0].target.workspace
+        usage.refuse_growth(workspace.root, workspace.max_bytes, sum(_growth(change) for change in changes))
     staged: list[tuple[str, Located]] = []
     try:
         for change in changes:

@@ -243,7 +243,7 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     workspace = context.workspace
     sandbox = workspace.sandbox
     env = command_environment(context.bash_env_allow)
-    bound = await workspace.bash_ceiling()
+    bound = await usage.bash_ceiling(workspace.root, workspace.max_bytes)
     watch = None if bound is None else SizeWatch(workspace.root, bound[0], bound[0] - bound[1])
     result = await run_shell(
         command,

@@ -13,6 +13,8 @@ import stat
 import time
 from pathlib import Path
 
+from orchestrator.tools.errors import ToolError
+
 FRESH_SECONDS = 1.0
 # While a command runs: at most this often, and never more than a fifth of a core on the walk
 # (a walk that takes 30 ms is repeated every 150 ms; one of a small workspace every 20 ms).
@@ -81,3 +83,33 @@ async def watch_until_over(root: Path, ceiling: int) -> int:
 def forget(root: Path) -> None:
     """Drops the kept figure (after files were removed, the next call walks again)."""
     _known.pop(root, None)
+
+
+def refuse_growth(root: Path, limit: int | None, growth: int) -> None:
+    """Raises a ToolError when a change that adds ``growth`` bytes would leave the workspace at
+    ``root`` over its ``limit`` (None: no limit; issue #24). A change that does not grow it (a
+    deletion, a smaller content) always passes, even over the limit: that is how a full workspace is
+    brought back under it (issue #49, item 6). Walks the disk when the kept figure is stale: call it
+    from a worker thread."""
+    if limit is None or growth <= 0:
+        return
+    used = current_bytes(root)
+    if used + growth > limit:
+        forget(root)  # refused: the next call looks again, files may have gone since
+        state = "over" if used > limit else "under"
+        raise ToolError(
+            f"this change adds {growth:,} bytes to a workspace that holds {used:,}, {state} its limit of "
+            f"{limit:,} (AGENT_WORKSPACE_MAX_BYTES), which it would pass; remove files or shrink them "
+            "first (deleting, and writing a file smaller than it was, always work). Reading still works."
+        )
+
+
+async def bash_ceiling(root: Path, limit: int | None) -> tuple[int, int] | None:
+    """What a command may fill the workspace at ``root`` to, and what it holds now: the limit, or
+    what it holds when it is already over (a command may then shrink it, never grow it). None: no
+    limit."""
+    if limit is None:
+        return None
+    forget(root)
+    used = await bytes_of(root)
+    return max(limit, used), used

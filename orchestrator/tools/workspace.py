@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from orchestrator.tools import usage
 from orchestrator.tools.errors import ToolError
 from orchestrator.tools.pathguard import AllowAll, PathGuard, PathRules
 from orchestrator.tools.protected import Protected, ProtectedPath, refused_as_protected
@@ -231,32 +230,6 @@ class Workspace:
         # The size limit (issue #24): no tool may take the workspace past it, and one over it may
         # always be brought back under (issue #49, item 6); None: no limit.
         self.max_bytes = max_bytes
-
-    def refuse_growth(self, growth: int) -> None:
-        """Raises a ToolError when a change that adds ``growth`` bytes would leave the workspace over
-        its limit. A change that does not grow it (a deletion, a smaller content) always passes, even
-        over the limit: that is how a full workspace is brought back under it. Walks the disk when
-        the kept figure is stale: call it from a worker thread."""
-        if self.max_bytes is None or growth <= 0:
-            return
-        used = usage.current_bytes(self.root)
-        if used + growth > self.max_bytes:
-            usage.forget(self.root)  # refused: the next call looks again, files may have gone since
-            state = "over" if used > self.max_bytes else "under"
-            raise ToolError(
-                f"this change adds {growth:,} bytes to a workspace that holds {used:,}, {state} its limit of "
-                f"{self.max_bytes:,} (AGENT_WORKSPACE_MAX_BYTES), which it would pass; remove files or shrink them "
-                "first (deleting, and writing a file smaller than it was, always work). Reading still works."
-            )
-
-    async def bash_ceiling(self) -> tuple[int, int] | None:
-        """What a command may fill the workspace to, and what it holds now: the limit, or what it
-        holds when it is already over (a command may then shrink it, never grow it). None: no limit."""
-        if self.max_bytes is None:
-            return None
-        usage.forget(self.root)
-        used = await usage.bytes_of(self.root)
-        return max(self.max_bytes, used), used
 
     def refuse_read_only(self, relative: str, shown: str) -> None:
         """Raises a ToolError when the canonical path ``relative`` lies in the server's code."""

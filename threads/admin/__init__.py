@@ -23,9 +23,10 @@ from threads.admin.liveness import Liveness
 from threads.admin.rows import SHAPE_PK, AppList
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.models import Message, QueuedMessage, Run, Session, SubAgentTask, Thread
-from threads.selectors import THREAD_LIST_LEAVES_OUT, count_of, workspace_info
+from threads.selectors import THREAD_LIST_LEAVES_OUT, count_of
 from threads.services.runs import LIVE_STATUSES, RunNotCancellable, run_cancel
 from threads.services.workspaces import thread_delete
+from threads.workspace_reads import workspace_info
 
 TIMELINE_PAGE_SIZE = 200  # timeline entries (assembled messages, tool calls, ...) per page
 LIVE_POLL_MILLISECONDS = 2000

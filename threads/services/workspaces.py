@@ -15,7 +15,7 @@ from django.db import transaction
 from agents.workspaces import prepare
 from threads.dbthread import on_db_thread
 from threads.models import Attachment, Thread, Workspace
-from threads.selectors import IdleWorkspace, workspace_place, workspaces_idle
+from threads.workspace_reads import IdleWorkspace, workspace_place, workspaces_idle
 
 
 async def workspace_open(thread: Thread) -> Path:

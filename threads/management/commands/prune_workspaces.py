@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from threads.selectors import workspaces_idle
 from threads.services.workspaces import workspaces_prune
+from threads.workspace_reads import workspaces_idle
 
 
 class Command(BaseCommand):
