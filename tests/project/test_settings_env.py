@@ -42,6 +42,10 @@ from tests.procs import ROOT
         ("AGENT_BASH_ENV_ALLOW", "GOOD_NAME,bad-name"),
         ("AGENT_BASH_ENV_ALLOW", "ONE,,TWO"),
         ("AGENT_BASH_ENV_ALLOW", "LANG,AGUI_TOKEN"),
+        ("BUDGET_USER_DAILY_USD", "lots"),
+        ("BUDGET_USER_MONTHLY_USD", "-5"),
+        ("BUDGET_AGENT_DAILY_USD", "nan"),
+        ("BUDGET_AGENT_MONTHLY_USD", "inf"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):
