@@ -143,6 +143,8 @@ def test_a_users_own_cap_in_the_admin_overrides_the_default(server, fake_api, co
     server.drain()
     assert stream.events[-1]["type"] == "RUN_FINISHED"
     assert len(fake_api.requests) == 1
+    (cap,) = Thread.objects.get(agui_thread_id="t-own-cap").state["budget"]["caps"]
+    assert (cap["name"], cap["limitUsd"], cap["spentUsd"]) == ("user_daily", 5.0, pytest.approx(2.0, abs=0.01))
 
 
 def test_the_shared_token_is_one_user_across_its_threads(server, fake_api, coder):

@@ -117,3 +117,21 @@ def test_a_compactions_summary_request_is_its_own_and_unmarked(server, fake_api)
     # The call after it starts a prefix of its own (the summary), marked at its end.
     after = fake_api.requests[3].body
     assert (len(after["messages"]) - 1, 0) in _breakpoints(after)
+
+
+def test_a_sub_agents_conversation_is_a_prefix_of_its_own(server, fake_api):
+    fake_api.script(
+        [tool_turn("sub_agent", {"task": "CHILD: read the README", "role": "reader"}), text_turn(["It read it."])]
+    )
+    fake_api.script_for("CHILD", [tool_turn("file_read", {"path": "README.md"}), text_turn(["A demo project."])])
+    post_run(server.url, "coder", v1(run_input("t-cache-child", "r1", user("delegate"))))
+    server.drain()
+    requests = [request.body for request in fake_api.requests]
+    child = [body for body in requests if "CHILD" in json.dumps(body["messages"][0])]
+    parent = [body for body in requests if body not in child]
+    assert len(child) == 2 and len(parent) == 2
+    # The child's second call reads what its first sent; the parent's, what the parent's first sent.
+    for first, second in (child, parent):
+        sent = len(first["messages"])
+        assert _unmarked(second["messages"][:sent]) == _unmarked(first["messages"])
+        assert _breakpoints(second) == [(sent - 1, 0), (len(second["messages"]) - 1, 0)]
