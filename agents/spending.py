@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import F, Q, Sum
 from django.db.models.functions import Coalesce
 
-from agents.models import Agent, DailySpend, UserBudget
+from agents.models import Agent, DailySpend
 from orchestrator.budget import BudgetStanding, CapStanding
 from orchestrator.events import Usage
 from orchestrator.pricing import cost_of
@@ -54,12 +55,21 @@ def _limit(override: Decimal | None, default: float | None) -> float | None:
     return default
 
 
-def budget_caps(*, agent: Agent, user_id: int | None, user_name: str = "") -> list[Cap]:
-    """The caps on a run of ``agent`` paid for by ``user_id``: the admin's overrides, else the settings'."""
-    override = UserBudget.objects.filter(user_id=user_id).first() if user_id is not None else None
-    user_daily = override.daily_usd if override is not None else None
-    user_monthly = override.monthly_usd if override is not None else None
-    who = f"user {user_name}" if user_name else (f"user #{user_id}" if user_id is not None else SHARED_TOKEN)
+def budget_caps(*, agent: Agent, user_id: int | None) -> list[Cap]:
+    """The caps on a run of ``agent`` paid for by ``user_id``: the admin's overrides, else the settings'.
+    One query for a user (their name and their own caps together), none for the shared token."""
+    user_daily: Decimal | None = None
+    user_monthly: Decimal | None = None
+    who = SHARED_TOKEN
+    if user_id is not None:
+        row = (
+            get_user_model()
+            .objects.filter(pk=user_id)
+            .values_list("username", "budget__daily_usd", "budget__monthly_usd")
+            .first()
+        )
+        name, user_daily, user_monthly = row if row is not None else (f"#{user_id}", None, None)
+        who = f"user {name}"
     limits = [
         ("user_daily", f"the daily budget of {who}", user_daily, "BUDGET_USER_DAILY_USD"),
         ("user_monthly", f"the monthly budget of {who}", user_monthly, "BUDGET_USER_MONTHLY_USD"),

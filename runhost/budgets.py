@@ -25,14 +25,6 @@ from threads.selectors import agent_get
 log = logging.getLogger(__name__)
 
 
-def payer_name(user_id: int | None) -> str:
-    from django.contrib.auth import get_user_model
-
-    if user_id is None:
-        return ""
-    return str(get_user_model().objects.filter(pk=user_id).values_list("username", flat=True).first() or "")
-
-
 def budget_reached(*, agent_name: str, agui_thread_id: str, owner_id: int | None) -> CapStanding | None:
     """The cap a new message on the thread would start over, if one is reached. The payer is the
     thread's owner; a new thread's is the requester (``owner_id``; None: the shared token)."""
@@ -41,7 +33,7 @@ def budget_reached(*, agent_name: str, agui_thread_id: str, owner_id: int | None
         return None  # the run's opening says there is no such agent
     found = list(Thread.objects.filter(agui_thread_id=agui_thread_id).values_list("owner_id", flat=True)[:1])
     payer = found[0] if found else owner_id
-    caps = budget_caps(agent=agent, user_id=payer, user_name=payer_name(payer))
+    caps = budget_caps(agent=agent, user_id=payer)
     return spend_standing(agent=agent, user_id=payer, caps=caps, now=timezone.now()).reached()
 
 
@@ -51,7 +43,7 @@ def _settle(
     now = timezone.now()
     spend_add(agent_id=agent.pk, user_id=user_id, usages=usages, now=now)
     if caps is None:
-        caps = budget_caps(agent=agent, user_id=user_id, user_name=payer_name(user_id))
+        caps = budget_caps(agent=agent, user_id=user_id)
     return caps, spend_standing(agent=agent, user_id=user_id, caps=caps, now=now)
 
 
