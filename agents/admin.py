@@ -18,7 +18,10 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from agents import admin_mcp  # noqa: F401  (registers the MCP servers' admin)
+from agents import (
+    admin_budgets,  # noqa: F401  (registers the budgets' and spend's admin)
+    admin_mcp,  # noqa: F401  (registers the MCP servers' admin)
+)
 from agents.mcp.config import McpConfigError, file_servers
 from agents.models import Agent, McpServerEntry, PermissionRule
 from agents.permissions import Verdict, evaluate, memory_key, primary_argument, rules_for
@@ -124,6 +127,16 @@ class AgentAdmin(admin.ModelAdmin):
             {
                 "fields": ("max_iterations", "max_run_seconds", "token_budget"),
                 "description": "A run that reaches a limit pauses, never lost: the thread can continue it.",
+            },
+        ),
+        (
+            "Budget",
+            {
+                "fields": ("budget_daily_usd", "budget_monthly_usd"),
+                "description": (
+                    "What this agent may spend, all users together, in US dollars at list prices per UTC day and "
+                    "month. Blank: the BUDGET_AGENT_* settings. A run over a cap is refused (budget_exceeded)."
+                ),
             },
         ),
         ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),

@@ -72,6 +72,24 @@ class Agent(models.Model):
         blank=True,
         help_text="The MCP servers whose tools this agent gets, by name; none chosen: every enabled one.",
     )
+    budget_daily_usd = models.DecimalField(
+        "daily budget (USD)",
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="What this agent may spend a UTC day, all users together; blank: BUDGET_AGENT_DAILY_USD.",
+    )
+    budget_monthly_usd = models.DecimalField(
+        "monthly budget (USD)",
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="What this agent may spend a UTC month, all users together; blank: BUDGET_AGENT_MONTHLY_USD.",
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -298,3 +316,65 @@ def tool_error(tool: str) -> str | None:
     if is_tool_glob(tool):
         return glob_error(tool)
     return f"No tool is called {tool!r}; known: {', '.join(sorted(KNOWN_TOOLS))}, mcp__<server>__<tool>, or a glob."
+
+
+class UserBudget(models.Model):
+    """One user's own spend caps, overriding BUDGET_USER_DAILY_USD and BUDGET_USER_MONTHLY_USD."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget")
+    daily_usd = models.DecimalField(
+        "daily budget (USD)",
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="What this user may spend a UTC day; blank: BUDGET_USER_DAILY_USD.",
+    )
+    monthly_usd = models.DecimalField(
+        "monthly budget (USD)",
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="What this user may spend a UTC month; blank: BUDGET_USER_MONTHLY_USD.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "user budget"
+
+    def __str__(self) -> str:
+        return f"budget of {self.user}"
+
+
+class DailySpend(models.Model):
+    """What one user (none: the shared AGUI_TOKEN) spent with one agent on one UTC day, added to on
+    every settle of a run's spend (agents/spending.py): a cap's check sums at most a month of these
+    rows for one user or one agent, through the two indexes, whatever the number of runs."""
+
+    day = models.DateField()
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="spend"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="spend")
+    cost_usd = models.FloatField(default=0.0)
+    calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        verbose_name = "daily spend"
+        verbose_name_plural = "daily spend"
+        indexes = [
+            models.Index(fields=["user", "day"], name="dailyspend_user_day"),
+            models.Index(fields=["agent", "day"], name="dailyspend_agent_day"),
+            models.Index(fields=["day"], name="dailyspend_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.user or 'shared token'} {self.agent_id}: ${self.cost_usd:.2f}"

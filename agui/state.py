@@ -11,6 +11,7 @@ import copy
 from collections import OrderedDict
 from typing import Any
 
+from orchestrator.budget import BudgetStanding
 from orchestrator.events import COMPACTION, Usage
 from orchestrator.pricing import cost_of
 from orchestrator.providers.base import ModelInfo
@@ -28,6 +29,7 @@ SERVER_KEYS = (
     "files",
     "subAgents",
     "grounding",
+    "budget",
     "client",
 )
 
@@ -103,6 +105,28 @@ def _usage_of(stored: Any, context_window: int) -> dict[str, Any]:
     return usage
 
 
+def budget_entry(standing: BudgetStanding) -> dict[str, Any]:
+    """``/budget``: what the person may still spend (issue #48). ``leftUsd`` is what the tightest cap
+    leaves (null: nothing is capped); each cap says whose it is, its limit, what is spent and when it
+    resets (UTC, ISO 8601)."""
+    caps = [
+        {
+            "name": cap.name,
+            "limitUsd": round(cap.limit_usd, 6),
+            "spentUsd": round(cap.spent_usd, 6),
+            "leftUsd": round(cap.left_usd, 6),
+            "resetsAt": cap.resets_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        for cap in standing.caps
+    ]
+    tightest = standing.tightest()
+    return {
+        "leftUsd": None if tightest is None else round(tightest.left_usd, 6),
+        "exceeded": standing.reached() is not None,
+        "caps": caps,
+    }
+
+
 def client_part(state: Any) -> dict[str, Any]:
     """What the client sent as ``state``, less what the server owns."""
     if not isinstance(state, dict):
@@ -140,6 +164,7 @@ class ThreadState:
         doc.setdefault("files", [])
         doc.setdefault("subAgents", [])
         doc.setdefault("grounding", {})
+        doc.setdefault("budget", budget_entry(BudgetStanding()))
         doc["client"] = client_part(client_state)
         return cls({key: doc[key] for key in SERVER_KEYS})
 
@@ -170,6 +195,13 @@ class ThreadState:
                 current[key] = value
                 ops.append({"op": "replace", "path": f"/tokenUsage/{key}", "value": value})
         return ops
+
+    def budget_ops(self, standing: BudgetStanding) -> list[Op]:
+        value = budget_entry(standing)
+        if self.document.get("budget") == value:
+            return []
+        self.document["budget"] = value
+        return [{"op": "replace", "path": "/budget", "value": value}]
 
     def todo_ops(self, todos: tuple[dict[str, str], ...]) -> list[Op]:
         """Operations from the old list to the new: per changed field while the items keep

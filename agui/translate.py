@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agui.state import ThreadState
+from orchestrator.budget import BudgetStanding
 from orchestrator.events import (
     BaseListener,
     Compacted,
@@ -225,6 +226,9 @@ class AguiTranslator(BaseListener):
     def _todos(self, event: TodosChanged) -> None:
         self._state_delta(self.state.todo_ops(event.todos))
 
+    def _budget(self, event: BudgetStanding) -> None:
+        self._state_delta(self.state.budget_ops(event))
+
     def _paused(self, event: RunPaused) -> None:
         self.pause_reason = event.reason.value
 
@@ -298,6 +302,7 @@ _HANDLERS: dict[type, Callable[[AguiTranslator, Any], None]] = {
     RunPaused: AguiTranslator._paused,
     TodosChanged: AguiTranslator._todos,
     GroundingReported: AguiTranslator._grounding,
+    BudgetStanding: AguiTranslator._budget,
     Compacted: AguiTranslator._ignored,  # the compacting step already shows it; its figures go to /metrics
 }
 

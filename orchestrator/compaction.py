@@ -110,6 +110,8 @@ async def compact(
         messages=[{"role": "user", "content": render_for_summary(turns[:split])}],
         tools=[],
         max_tokens=min(max_tokens, 4096),
+        # Its own prefix, sent once: a cache entry written for it would never be read.
+        cache_conversation=False,
     )
     reply: ModelReply | None = None
     try:

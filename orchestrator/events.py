@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from orchestrator.budget import BudgetStanding
+
 
 class Phase(StrEnum):
     PLANNING = "planning"
@@ -270,6 +272,7 @@ RunEvent = (
     | TodosChanged
     | GroundingReported
     | Compacted
+    | BudgetStanding
 )
 
 

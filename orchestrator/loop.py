@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.approvals import AllowAll, Approver
+from orchestrator.budget import BudgetExceeded, BudgetStanding, SpendGate
 from orchestrator.compaction import compact, estimate_tokens
 from orchestrator.environment import environment_block
 from orchestrator.events import (
@@ -41,7 +42,7 @@ from orchestrator.modelcall import Final, Stopped, ToolCalls, call_model
 from orchestrator.providers.base import ModelError, ModelProvider, ModelRequest, TokenCount
 from orchestrator.queued import Inbox, join_queued
 from orchestrator.request import RunRequest, render_prompt
-from orchestrator.steps import CallModel, LoopConfig, Pause, Progress, Stop, next_step
+from orchestrator.steps import CallModel, LoopConfig, OverBudget, Pause, Progress, Stop, next_step
 from orchestrator.stores import SessionStore
 from orchestrator.subagents import (
     DEFAULT_SUBAGENT_LIMITS,
@@ -83,6 +84,7 @@ class ChildLoops:
     stores: SubAgentStores
     limits: SubAgentLimits
     token_budget: int  # what the delegating run has left; 0: it has no budget
+    spend: SpendGate | None = None  # the delegating run's: a child's calls count on the same caps
 
     def __call__(self, spec: ChildSpec) -> AgentLoop:
         config = dataclasses.replace(
@@ -116,6 +118,7 @@ class ChildLoops:
             task_id=spec.task_id,
             subagent_stores=self.stores,
             subagent_limits=self.limits,
+            spend=self.spend,
         )
 
 
@@ -136,10 +139,13 @@ class AgentLoop:
         subagent_stores: SubAgentStores = MemorySubAgentStore,
         subagent_limits: SubAgentLimits = DEFAULT_SUBAGENT_LIMITS,
         inbox: Inbox | None = None,
+        spend: SpendGate | None = None,
     ) -> None:
         """``depth`` and ``task_id`` place a sub-agent's loop under its parent (0 and "" for a
         top-level run); ``subagent_stores`` keeps the children's runs, ``subagent_limits`` bounds them.
-        ``inbox`` holds the messages sent while the run is in flight (none for a sub-agent)."""
+        ``inbox`` holds the messages sent while the run is in flight (none for a sub-agent).
+        ``spend`` settles what the run spent at each step and says where its spend caps stand
+        (orchestrator/budget.py); None: nothing caps it."""
         self.provider = provider
         self.tools = tools
         self.tool_context = tool_context
@@ -153,6 +159,7 @@ class AgentLoop:
         self.subagent_stores = subagent_stores
         self.subagent_limits = subagent_limits
         self.inbox = inbox
+        self.spend = spend
         self.thread_id = ""
         tool_context.on_todos = self._todos_changed
         tool_context.on_progress = self._tool_progress
@@ -189,6 +196,9 @@ class AgentLoop:
             )
             listener.on_model(self.config.model)
             ended = await self._run(request, resume)
+            if ended is not Outcome.ERROR:
+                # The last call's spend, and what is left, before the run's end is told.
+                await self._settle_spend()
         except Stopped:
             ended = Outcome.CANCELLED
         except asyncio.CancelledError:
@@ -233,11 +243,16 @@ class AgentLoop:
                 run.grounded = True  # the gate opens anyway: grounding must not stall the run
                 self.listener.on_event(PhaseChanged(Phase.GROUNDING, False))
             # The iteration boundary is the safe point: everything so far is committed.
-            match next_step(run, config, self.listener):
+            match next_step(run, config, self.listener, await self._settle_spend()):
                 case Stop():
                     return Outcome.CANCELLED
                 case Pause(reason=reason):
                     return await self._pause(reason)
+                case OverBudget(cap=cap):
+                    # An error, not a pause: the run cannot go on until the cap resets or is raised.
+                    exceeded = BudgetExceeded(cap)
+                    self.listener.on_error(exceeded, exceeded.message)
+                    return Outcome.ERROR
                 case CallModel():
                     await self._compact_if_due(run)
             model_turn = await call_model(
@@ -268,6 +283,15 @@ class AgentLoop:
             # Only when the run goes on to answer it; else the message starts the next run.
             if isinstance(next_step(run, config, self.listener), CallModel):
                 await self._read_inbox(run.turns)
+
+    async def _settle_spend(self) -> BudgetStanding | None:
+        """What the run spent so far is recorded, and where its caps stand is told (the state shows
+        what is left); None when nothing caps the run."""
+        if self.spend is None:
+            return None
+        standing = await self.spend.settle()
+        self.listener.on_event(standing)
+        return standing
 
     async def _prepare(self, request: RunRequest, resume: Resumption | None) -> Progress:
         """The conversation so far (healed, for a fresh run), the counters the run goes on with,
@@ -381,6 +405,7 @@ class AgentLoop:
                 stores=self.subagent_stores,
                 limits=self.subagent_limits,
                 token_budget=budget - run.tokens if budget else 0,
+                spend=self.spend,
             ),
         )
         turn = Turn(

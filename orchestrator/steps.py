@@ -3,7 +3,8 @@
 ``LoopConfig`` bounds a run; ``Progress`` is one run's state: the model's view of the conversation
 and every counter. ``next_step`` checks every limit, in one order, and says what the loop does at an
 iteration's boundary: ``Stop`` (a cancel), ``Pause`` (a limit: the checkpoint is kept, "continue"
-goes on from it) or ``CallModel``.
+goes on from it), ``OverBudget`` (a spend cap: the run ends in error, its work committed) or
+``CallModel``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.budget import BudgetStanding, CapStanding
 from orchestrator.events import PauseReason, RunListener
 from orchestrator.providers.base import ModelReply
 from orchestrator.toolcalls import Repeats
@@ -57,11 +59,19 @@ class Pause:
 
 
 @dataclass(slots=True, frozen=True)
+class OverBudget:
+    """A spend cap is reached (orchestrator/budget.py): the run ends with ``budget_exceeded``. Not a
+    pause: going on needs the cap to reset or be raised, not a "continue"."""
+
+    cap: CapStanding
+
+
+@dataclass(slots=True, frozen=True)
 class CallModel:
     """Nothing stops the run: the model is called."""
 
 
-NextStep = Stop | Pause | CallModel
+NextStep = Stop | Pause | OverBudget | CallModel
 
 
 @dataclass(slots=True)
@@ -101,9 +111,12 @@ class Progress:
         )
 
 
-def next_step(run: Progress, config: LoopConfig, listener: RunListener) -> NextStep:
+def next_step(
+    run: Progress, config: LoopConfig, listener: RunListener, spend: BudgetStanding | None = None
+) -> NextStep:
     """Every limit, checked in this order: the iteration cap, a cancel (``should_continue``), the
-    wall-clock cap, the token budget."""
+    wall-clock cap, the token budget, the spend caps (``spend``: where they stood when the run's
+    spend was last settled)."""
     if run.iteration >= config.max_iterations:
         return Pause(PauseReason.MAX_ITERATIONS)
     if not listener.should_continue():
@@ -112,4 +125,6 @@ def next_step(run: Progress, config: LoopConfig, listener: RunListener) -> NextS
         return Pause(PauseReason.WALL_CLOCK)
     if config.token_budget and run.tokens >= config.token_budget:
         return Pause(PauseReason.TOKEN_BUDGET)
+    if spend is not None and (cap := spend.reached()) is not None:
+        return OverBudget(cap)
     return CallModel()

@@ -296,6 +296,13 @@ WEB_ALLOWED_PRIVATE_HOSTS = frozenset(
 COMPACTION_AT_SHARE = env_float("COMPACTION_AT_SHARE", 0.75, minimum=0.1)
 COMPACTION_WINDOW_TOKENS = env_int("COMPACTION_WINDOW_TOKENS", 160_000, minimum=0)
 
+# Spend caps in US dollars at list prices (orchestrator/pricing.py), per UTC day and month: per user (the
+# shared AGUI_TOKEN is one user) and per agent. Unset: no cap. The admin overrides them per user and agent.
+BUDGET_USER_DAILY_USD = env_float("BUDGET_USER_DAILY_USD", 0.0, minimum=0.0) or None
+BUDGET_USER_MONTHLY_USD = env_float("BUDGET_USER_MONTHLY_USD", 0.0, minimum=0.0) or None
+BUDGET_AGENT_DAILY_USD = env_float("BUDGET_AGENT_DAILY_USD", 0.0, minimum=0.0) or None
+BUDGET_AGENT_MONTHLY_USD = env_float("BUDGET_AGENT_MONTHLY_USD", 0.0, minimum=0.0) or None
+
 REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix"))
 
 INSTALLED_APPS = [

@@ -11,6 +11,7 @@ from typing import Any
 
 from agents.models import Agent
 from agents.runtime import loop_config, subagent_limits, tool_context
+from orchestrator.budget import SpendGate
 from orchestrator.events import RunListener, SubAgentStarted
 from orchestrator.loop import AgentLoop
 from orchestrator.providers.base import ModelProvider
@@ -35,6 +36,7 @@ def assemble_loop(
     client_tools: list[dict[str, Any]],
     listener: RunListener,
     cancelled: asyncio.Event,
+    spend: SpendGate | None = None,
 ) -> AgentLoop:
     """The loop of run ``run_pk`` of ``thread``, heard by ``listener``."""
     working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
@@ -63,4 +65,5 @@ def assemble_loop(
         subagent_stores=subagent_store,
         subagent_limits=subagent_limits(),
         inbox=DbInbox(thread_pk=thread.pk, session_id=session.pk, run_pk=run_pk),
+        spend=spend,
     )

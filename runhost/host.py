@@ -21,10 +21,12 @@ from django.db import connections
 from agents.metrics import LIVE_RUNS, MetricsListener, record_answers
 from agents.models import Agent
 from agents.runtime import close_providers, provider_for, run_tools
+from orchestrator.budget import BUDGET_EXCEEDED
 from orchestrator.events import BaseListener, Listeners, Outcome, RunListener
 from orchestrator.request import RunRequest
 from orchestrator.waits import Checkpoint, Resumption, Waiting
 from runhost.assemble import assemble_loop
+from runhost.budgets import SpendMeter, budget_reached
 from runhost.following import follow_queued
 from runhost.recording import record_end
 from runhost.registry import LiveRun, RunRegistry
@@ -119,6 +121,22 @@ class RunHost:
         live.task = asyncio.get_running_loop().create_task(work, name=name, context=contextvars.Context())
 
     async def _start(self, live: LiveRun, start: Start, surface: RunSurface) -> None:
+        if start.message is not None and start.from_queue is None:
+            # A message that would start a run over a spend cap is refused before anything is stored
+            # or the model is called. A queued message is stored already: its run stops at its first
+            # step instead (orchestrator/steps.py).
+            try:
+                reached = await on_db_thread(
+                    budget_reached,
+                    agent_name=start.agent_name,
+                    agui_thread_id=start.agui_thread_id,
+                    owner_id=start.owner_id,
+                )
+            except Exception:
+                log.exception("could not read the spend caps of thread %s", start.agui_thread_id)
+                return self._refuse(live, surface, "internal", "the server could not read the spend caps")
+            if reached is not None:
+                return self._refuse(live, surface, BUDGET_EXCEEDED, reached.refusal())
         try:
             opened = await on_db_thread_shared(
                 run_open,
@@ -279,12 +297,14 @@ class RunHost:
         )
         outcome, checkpoint = Outcome.ERROR, None
         listener: RunListener | None = None
+        # A run is paid for by its thread's owner; an unowned thread's by the shared token.
+        meter = SpendMeter(agent=agent, user_id=thread.owner_id)
         try:
             listener = surface.attach(context)
             live.stream = surface.stream
             # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
             workspace = await workspace_open(thread)
-            live.listener = Listeners(listener, MetricsListener(agent.name), _CancelWatch(live))
+            live.listener = Listeners(listener, MetricsListener(agent.name), _CancelWatch(live), meter)
             loop = assemble_loop(
                 tools=await run_tools(agent),
                 agent=agent,
@@ -296,6 +316,7 @@ class RunHost:
                 client_tools=client_tools,
                 listener=live.listener,
                 cancelled=live.cancelled,
+                spend=meter,
             )
             log.info(
                 "run %s of thread %s: agent %s, scenario %s%s",
@@ -318,6 +339,10 @@ class RunHost:
             outcome = Outcome.ERROR
         finally:
             self.registry.release(live)
+            try:
+                await meter.flush()
+            except Exception:
+                log.exception("could not record the spend of run %s", agui_run_id)
             error = getattr(listener, "error_message", "")
             await self._record(live, thread.pk, surface, outcome, checkpoint, client_tools, error)
 

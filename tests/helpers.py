@@ -44,3 +44,15 @@ def eventually(check: Callable[[], Any], *, seconds: float = 20, what: str = "th
             return result
         assert time.monotonic() < deadline, f"{what} did not happen within {seconds} s"
         time.sleep(0.05)
+
+
+def unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request's conversation without its prompt-cache breakpoints (orchestrator/providers/caching.py):
+    what the model reads. A turn's content is a list of blocks, as the provider always sends it."""
+    return [
+        {
+            **message,
+            "content": [{k: v for k, v in block.items() if k != "cache_control"} for block in message["content"]],
+        }
+        for message in messages
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn
-from tests.helpers import run_input, user, v1
+from tests.helpers import run_input, unmarked, user, v1
 from tests.procs import ServerProcess
 from tests.sse import post_run
 
@@ -43,10 +43,10 @@ def conversation_survives_restart(tmp_path: Path, env: dict[str, str]) -> None:
             )
             assert second.types[-1] == "RUN_FINISHED"
             history = fake.requests[-1].body["messages"]
-            assert history == [
-                {"role": "user", "content": "one"},
+            assert unmarked(history) == [
+                {"role": "user", "content": [{"type": "text", "text": "one"}]},
                 {"role": "assistant", "content": [{"type": "text", "text": "First answer."}]},
-                {"role": "user", "content": "two"},
+                {"role": "user", "content": [{"type": "text", "text": "two"}]},
             ]
         finally:
             server.kill()

@@ -3,7 +3,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from threads import api_agents, api_approvals, api_runs, api_subagents, api_threads
+from threads import api_agents, api_approvals, api_runs, api_spend, api_subagents, api_threads
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -24,6 +24,7 @@ urlpatterns = [
     path("approvals/<str:approval_id>/answer", api_approvals.ApprovalAnswer.as_view(), name="api-approval-answer"),
     path("subagent-tasks/", api_subagents.SubAgentTaskList.as_view(), name="api-subagent-tasks"),
     path("subagent-tasks/<str:task_id>/", api_subagents.SubAgentTaskDetail.as_view(), name="api-subagent-task"),
+    path("spend/", api_spend.SpendList.as_view(), name="api-spend"),
     path("agents/", api_agents.AgentList.as_view(), name="api-agents"),
     path("agents/<str:name>/", api_agents.AgentDetail.as_view(), name="api-agent"),
     path("permission-rules/", api_agents.PermissionRuleList.as_view(), name="api-permission-rules"),

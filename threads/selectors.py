@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from importlib import import_module
 from typing import Any
 
@@ -23,7 +23,7 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from rest_framework.authtoken.models import Token
 
-from agents.models import Agent, PermissionRule
+from agents.models import Agent, DailySpend, PermissionRule
 from threads import leases
 from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.logframes import LoggedEvent, events_of
@@ -393,4 +393,40 @@ def permission_rule_get_visible(*, user: AbstractBaseUser | AnonymousUser, rule_
     return _permission_rules_visible(user).filter(pk=rule_id).first()
 
 
-# -- workspaces (agents/workspaces.py says where a thread's lies) ---------------------------------
+# -- spend (agents/spending.py keeps it per UTC day) -----------------------------------------------
+
+
+def spend_per_user_day(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    since: date | None = None,
+    until: date | None = None,
+    agent: str = "",
+    username: str = "",
+) -> QuerySet[Any, Any]:
+    """What each user spent each UTC day (every agent together, or ``agent``'s), newest day first:
+    staff see everyone's (the shared token's as the user null), a user only their own. Summed from
+    the per-day rows runs keep (agents/spending.py), through the (user, day) and (day) indexes."""
+    rows = DailySpend.objects.all()
+    if not _is_staff(user):
+        rows = rows.filter(Q(user_id=user.pk))
+    elif username:
+        rows = rows.filter(user__username=username)
+    if since is not None:
+        rows = rows.filter(day__gte=since)
+    if until is not None:
+        rows = rows.filter(day__lte=until)
+    if agent:
+        rows = rows.filter(agent__name=agent)
+    return (
+        rows.values("day", "user_id", "user__username")
+        .annotate(
+            cost_usd=Sum("cost_usd"),
+            calls=Sum("calls"),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            cache_read_tokens=Sum("cache_read_tokens"),
+            cache_write_tokens=Sum("cache_write_tokens"),
+        )
+        .order_by("-day", "user_id")
+    )

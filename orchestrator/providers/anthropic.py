@@ -31,6 +31,7 @@ from orchestrator.providers.base import (
     TokenCount,
     context_window_for,
 )
+from orchestrator.providers.caching import mark_conversation
 from orchestrator.providers.sse import sse_batches
 
 _RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
@@ -59,10 +60,11 @@ class AnthropicProvider:
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "messages": request.messages,
+            "messages": mark_conversation(request.messages) if request.cache_conversation else request.messages,
         }
         if request.system:
-            # Cached: the system prompt and tool definitions are the stable prefix of every call.
+            # Cached: the system prompt and tool definitions are the stable prefix of every call; the
+            # conversation's own two breakpoints make four, the API's limit.
             params["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
         if request.tools:
             tools = [dict(tool) for tool in request.tools]

@@ -24,6 +24,9 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     max_tokens: int
     thinking_budget: int = 0
+    # Whether the conversation is marked for the prompt cache (orchestrator/providers/caching.py):
+    # not for a one-off request nothing will ever extend (a compaction's summary).
+    cache_conversation: bool = True
 
 
 @dataclass(slots=True, frozen=True)

@@ -132,7 +132,7 @@ def _superseded(fake_api, workspace, interrupt_id, new_text):
     told = fake_api.requests[-1].body["messages"][-1]["content"]
     assert told[0]["tool_use_id"] == "toolu_write" and told[0]["is_error"] is True
     assert "the user wrote a new message instead of approving this file_write call" in told[0]["content"]
-    assert told[-1] == {"type": "text", "text": new_text}
+    assert told[-1] == {"type": "text", "text": new_text, "cache_control": {"type": "ephemeral"}}
 
 
 def test_a_new_message_while_an_interrupt_is_open_supersedes_it_in_the_same_run(server, fake_api, workspace):
@@ -240,7 +240,12 @@ def test_the_agent_asks_a_question_and_the_reply_is_its_tool_result(server, fake
     result = next(e for e in resumed["received"] if e["type"] == "TOOL_CALL_RESULT")
     assert result["toolCallId"] == "toolu_ask" and result["content"] == "README.md"
     told = fake_api.requests[-1].body["messages"][-1]["content"][0]
-    assert told == {"type": "tool_result", "tool_use_id": "toolu_ask", "content": "README.md"}
+    assert told == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_ask",
+        "content": "README.md",
+        "cache_control": {"type": "ephemeral"},  # the end of the conversation, for the next call (#48)
+    }
     assert Approval.objects.get(id=interrupt["id"]).reason == "README.md"
 
 

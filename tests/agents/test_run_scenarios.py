@@ -271,7 +271,10 @@ def test_only_the_trailing_user_message_is_forwarded_with_context_first(server, 
     )
     post_run(server.url, "coder", body)
     sent = fake_api.requests[0].body["messages"]
-    assert sent == [{"role": "user", "content": "<context>\n- current page: /settings\n</context>\n\nthe new question"}]
+    prompt = "<context>\n- current page: /settings\n</context>\n\nthe new question"
+    assert sent == [
+        {"role": "user", "content": [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]}
+    ]
     system = fake_api.requests[0].body["system"]
     assert system[0]["cache_control"] == {"type": "ephemeral"}
     assert fake_api.requests[0].body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
@@ -288,7 +291,7 @@ def test_images_reach_the_model(server, fake_api):
     sent = fake_api.requests[0].body["messages"][0]["content"]
     assert sent == [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
-        {"type": "text", "text": "what is this?"},
+        {"type": "text", "text": "what is this?", "cache_control": {"type": "ephemeral"}},
     ]
 
 

@@ -71,7 +71,12 @@ def test_a_frontend_tool_round_trip(server, fake_api, version):
         assert "outcome" not in finished
     assert [t["name"] for t in fake_api.requests[0].body["tools"]][-1] == "change_background"
     told = fake_api.requests[1].body["messages"][-1]["content"][0]
-    assert told == {"type": "tool_result", "tool_use_id": "toolu_bg", "content": "background set to blue"}
+    assert told == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_bg",
+        "content": "background set to blue",
+        "cache_control": {"type": "ephemeral"},  # the end of the conversation, for the next call (#48)
+    }
     assert [e["type"] for e in answered["received"]][-1] == "RUN_FINISHED"
     # The transcript the client built is the server's, the client's tool message included.
     server_side = selectors.thread_transcript(thread=Thread.objects.get(agui_thread_id=thread_id))
@@ -239,6 +244,7 @@ def test_a_browser_tool_that_failed_reaches_the_model_as_a_failed_result(server,
             "tool_use_id": "toolu_bg",
             "content": "plaid is not a colour the page knows",
             "is_error": True,
+            "cache_control": {"type": "ephemeral"},
         }
     ]
     # The transcript keeps the client's message as it was sent, its error included, and so does the API.

@@ -53,6 +53,10 @@ from tests.procs import ROOT
         ("MCP_SANDBOX", "maybe"),
         ("MCP_ENV_ALLOWLIST", "GITHUB_TOKEN,bad-name"),
         ("MCP_ENV_ALLOWLIST", "GITHUB_TOKEN,DJANGO_SECRET_KEY"),
+        ("BUDGET_USER_DAILY_USD", "lots"),
+        ("BUDGET_USER_MONTHLY_USD", "-5"),
+        ("BUDGET_AGENT_DAILY_USD", "nan"),
+        ("BUDGET_AGENT_MONTHLY_USD", "inf"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):

@@ -96,7 +96,8 @@ def test_a_run_past_its_iteration_cap_pauses_and_continue_resumes_it(server, fak
     history = fake_api.requests[-1].body["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant", "user"]
     assert history[-1]["content"][0]["type"] == "tool_result"
-    assert history[-1]["content"][-1] == {"type": "text", "text": "continue"}
+    # The end of the conversation carries its prompt-cache breakpoint (#48).
+    assert history[-1]["content"][-1] == {"type": "text", "text": "continue", "cache_control": {"type": "ephemeral"}}
     assert Session.objects.get(thread__agui_thread_id="t-pause").paused_reason == ""
 
 

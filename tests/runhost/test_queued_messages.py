@@ -18,7 +18,7 @@ from django.test import override_settings
 
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
-from tests.helpers import eventually, run_input, user, v1
+from tests.helpers import eventually, run_input, unmarked, user, v1
 from tests.sse import post_run
 from threads.models import Message, QueuedMessage, Run, Thread
 
@@ -165,7 +165,7 @@ def test_a_message_queued_when_the_run_ends_first_starts_the_next_run(server, fa
     assert queued is not None and queued.status == QueuedMessage.Status.STARTED and queued.run_id == runs["r2"].pk
     history = fake_api.requests[1].body["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "user"]
-    assert history[-1]["content"] == "two"
+    assert unmarked(history)[-1]["content"] == [{"type": "text", "text": "two"}]
     # An operator sees where it went.
     page = admin_client.get("/admin/threads/queuedmessage/").content.decode()
     assert "u2" in page and "Started the next run" in page

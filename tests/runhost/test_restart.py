@@ -12,7 +12,7 @@ import orjson
 
 from orchestrator.memory import INTERRUPTED
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
-from tests.helpers import run_input, user, v1
+from tests.helpers import run_input, unmarked, user, v1
 from tests.procs import ServerProcess
 from tests.restarts import conversation_survives_restart
 from tests.sse import Stream, get_stream, parse_frames, post_run
@@ -74,7 +74,7 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
             )
             assert after.types[-1] == "RUN_FINISHED"
             # Both user messages reach the model as one well-formed turn.
-            assert fake.requests[-1].body["messages"] == [
+            assert unmarked(fake.requests[-1].body["messages"]) == [
                 {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}
             ]
             status = server.manage(
@@ -225,7 +225,7 @@ def test_a_process_killed_mid_tool_leaves_a_session_the_next_message_heals(tmp_p
         history = fake.requests[-1].body["messages"]
         assert [m["role"] for m in history] == ["user", "assistant", "user"]
         assert history[1]["content"][0]["id"] == "toolu_sleepy"
-        closing = history[2]["content"]
+        closing = unmarked(history)[2]["content"]
         assert closing[0] == {
             "type": "tool_result",
             "tool_use_id": "toolu_sleepy",
@@ -253,7 +253,7 @@ def test_a_child_killed_with_its_process_is_interrupted_on_the_board(tmp_path):
         assert entry["error"] == "the server stopped while it ran"
         # The parent's sub_agent call was closed as interrupted before the new message.
         history = fake.requests[-1].body["messages"]
-        assert history[2]["content"][0] == {
+        assert unmarked(history)[2]["content"][0] == {
             "type": "tool_result",
             "tool_use_id": "toolu_sub",
             "content": INTERRUPTED,

@@ -22,7 +22,7 @@ import pytest
 
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text_turn, tool_turn
-from tests.helpers import eventually, run_input, user, v1
+from tests.helpers import eventually, run_input, unmarked, user, v1
 from tests.procs import ServerProcess
 from tests.sse import get_stream, post_run
 from threads.logframes import decode
@@ -165,7 +165,7 @@ def test_a_browser_tool_result_sent_to_another_process_goes_on(cluster: Cluster,
     )
     assert answered["error"] is None, answered["error"]
     assert answered["messages"][-1]["content"] == "Blue now."
-    told = cluster.fake.requests[-1].body["messages"][-1]["content"][0]
+    told = unmarked(cluster.fake.requests[-1].body["messages"])[-1]["content"][0]
     assert told == {"type": "tool_result", "tool_use_id": "toolu_bg", "content": "painted blue"}
 
 
