@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0008_grounding_help_text'),
+        ('agents', '0009_mcp_server_sandbox'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
