@@ -15,9 +15,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from orchestrator.tools.egress import EgressBounds, EgressPolicy
 from orchestrator.tools.pathguard import PathRules
 from orchestrator.tools.protected import Protected
-from orchestrator.tools.sandbox import SYSTEM_DIRS, Sandbox, SandboxBounds
+from orchestrator.tools.sandbox import FORWARDER_PYTHON, SYSTEM_DIRS, Sandbox, SandboxBounds
 from orchestrator.tools.workspace import Workspace
 
 
@@ -32,6 +33,13 @@ def _settings_key() -> tuple[object, ...]:
         str(settings.AGENT_WORKSPACES_ROOT),
         settings.AGENT_BASH_SANDBOX,
         settings.AGENT_BASH_NETWORK,
+        settings.AGENT_BASH_ALLOWED_HOSTS,
+        settings.AGENT_BASH_DENIED_HOSTS,
+        settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS,
+        settings.AGENT_BASH_NETWORK_MAX_CONNECTIONS,
+        settings.AGENT_BASH_NETWORK_MAX_BYTES,
+        settings.AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS,
+        settings.AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS,
         settings.AGENT_SANDBOX_UID,
         settings.AGENT_BASH_MAX_PROCESSES,
         settings.AGENT_BASH_MAX_MEMORY_BYTES,
@@ -186,14 +194,37 @@ def _bash_choice(key: tuple[object, ...]) -> BashChoice:
         settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES, settings.AGENT_BASH_SCRATCH_BYTES
     )
     workspace = Path(settings.AGENT_WORKSPACE).resolve()
-    sandbox = Sandbox(
-        bwrap, workspace, network=settings.AGENT_BASH_NETWORK == "on", run_as=run_as, setpriv=setpriv, bounds=bounds
-    )
+    egress = egress_policy()
+    if egress is not None and not os.access(FORWARDER_PYTHON, os.X_OK):
+        return _not_offered(
+            f"AGENT_BASH_NETWORK={settings.AGENT_BASH_NETWORK} needs {FORWARDER_PYTHON} in the sandbox to reach "
+            "Threadline's proxy, and it is missing; install python3 or set AGENT_BASH_NETWORK=off"
+        )
+    sandbox = Sandbox(bwrap, workspace, egress=egress, run_as=run_as, setpriv=setpriv, bounds=bounds)
     failure = probe_sandbox(sandbox)
     if failure is not None:
         return _not_offered(failure)
-    where = "with network access" if sandbox.network else "no network"
-    return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({bwrap}, {where}, {sandbox.describe()})")
+    return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({bwrap}, {sandbox.describe()})")
+
+
+def egress_policy() -> EgressPolicy | None:
+    """Where bash's proxy lets a command go, from the settings; None when bash has no network."""
+    mode = settings.AGENT_BASH_NETWORK
+    if mode == "off":
+        return None
+    bounds = EgressBounds(
+        max_connections=settings.AGENT_BASH_NETWORK_MAX_CONNECTIONS,
+        max_bytes=settings.AGENT_BASH_NETWORK_MAX_BYTES,
+        connect_timeout_seconds=settings.AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS,
+        idle_timeout_seconds=settings.AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS,
+    )
+    return EgressPolicy(
+        mode="on" if mode == "on" else "allowlist",
+        allowed=tuple(settings.AGENT_BASH_ALLOWED_HOSTS),
+        denied=tuple(settings.AGENT_BASH_DENIED_HOSTS),
+        allowed_private_hosts=frozenset(settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS),
+        bounds=bounds,
+    )
 
 
 def _not_offered(why: str) -> BashChoice:

@@ -8,8 +8,12 @@ workspace read-write at the workspace's own path. Nothing else of the host is th
 other workspaces nor the root that holds them, not the shared workspace, not the server's checkout,
 data dir or virtual environment (those that lie inside a bound directory, ``/opt`` or ``/usr/local``
 say, are covered by empty ones, the run's own workspace bound back in where it lies inside one; or
-bound read-only when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``. No
-network unless asked.
+bound read-only when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``.
+
+No network interface but its own loopback, in every mode (issue #47): with ``egress`` set, a call's
+way out is Threadline's proxy (orchestrator/tools/egressproxy.py), whose socket is bound in at
+``SANDBOX_SOCKET`` and reached through a forwarder on the sandbox's loopback, which the proxy
+variables of the command's environment name.
 
 What the command holds: nothing. Whatever the server runs as, the command never has a capability
 and is never root on the host:
@@ -29,10 +33,14 @@ dies, even by SIGKILL, the kernel kills bwrap, and with it every process of the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from orchestrator.tools.egress import EgressPolicy
+from orchestrator.tools.egressproxy import FORWARDER, PROXY_PORT, SANDBOX_SOCKET
 
 # The host's directories the command may read: programs, their libraries and the system's settings.
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -51,6 +59,9 @@ def system_mounts() -> tuple[str, ...]:
             argv += ["--ro-bind", name, name]
     return tuple(argv)
 
+
+# The system's Python runs the forwarder to the call's proxy (egressproxy.FORWARDER).
+FORWARDER_PYTHON = "/usr/bin/python3"
 
 # The command's scratch space: /tmp, /var/tmp and /dev/shm are each a tmpfs of the call's own, made
 # world-writable (sticky) so the sandbox user can write them even when bwrap made them as root
@@ -72,7 +83,7 @@ class Sandbox:
     bwrap: str  # the bwrap executable
     workspace: Path
     hidden: tuple[Path, ...] = ()  # directories replaced by empty ones
-    network: bool = False
+    egress: EgressPolicy | None = None  # None: no network at all
     # The uid (and gid) the command becomes when the server is root, and the setpriv that makes it
     # so; both None when the server is not root (then a user namespace holds the command).
     run_as: int | None = None
@@ -82,16 +93,16 @@ class Sandbox:
 
     def for_workspace(self, workspace: Path, hidden: tuple[Path, ...], read_only: tuple[Path, ...]) -> Sandbox:
         """The same sandbox around another workspace."""
-        return Sandbox(self.bwrap, workspace, hidden, self.network, self.run_as, self.setpriv, read_only, self.bounds)
+        return dataclasses.replace(self, workspace=workspace, hidden=hidden, read_only=read_only)
 
-    def argv(self, command: str) -> list[str]:
-        """bwrap's command line for ``/bin/bash -c command`` in the workspace."""
+    def argv(self, command: str, egress_socket: str | None = None) -> list[str]:
+        """bwrap's command line for ``/bin/bash -c command`` in the workspace; with ``egress_socket``
+        (the call's proxy, when ``egress`` is set) bound in and its forwarder started first."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv.append("--unshare-cgroup-try")
         if self.run_as is None:
             argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-        if not self.network:
-            argv.append("--unshare-net")
+        argv.append("--unshare-net")
         argv += system_mounts()
         argv += ["--dev", "/dev", "--proc", "/proc"]
         for scratch in SCRATCH_DIRS:
@@ -119,6 +130,11 @@ class Sandbox:
         mounts += [(path, ["--ro-bind", str(path), str(path)]) for path in self.read_only]
         for _, mount in sorted(mounts, key=lambda item: len(item[0].parts)):
             argv += mount
+        if egress_socket is not None:
+            # Its directories made 0755, as above: bwrap would copy the modes of the host's 0700 one.
+            for parent in reversed(Path(SANDBOX_SOCKET).parents[:-1]):
+                argv += ["--perms", "0755", "--dir", str(parent)]
+            argv += ["--bind", egress_socket, SANDBOX_SOCKET]
         argv += ["--chdir", str(self.workspace)]
         if self.run_as is not None:
             assert self.setpriv is not None
@@ -131,18 +147,28 @@ class Sandbox:
         # It also makes the home, so the home is the sandbox user's own.
         bounds = f"ulimit -H -S -u {self.bounds.max_processes} -v {max(1, self.bounds.max_memory_bytes // 1024)}"
         home = f"mkdir -p -m 0700 {SCRATCH_HOME}"
-        argv += ["/bin/bash", "-c", f'{home} && {bounds} && exec /bin/bash -c "$1"', "bash", command]
+        start = f"{home} && {bounds}"
+        if egress_socket is not None:
+            start += f' && {FORWARDER_PYTHON} -I -c "$2" {SANDBOX_SOCKET} {PROXY_PORT}'
+        argv += ["/bin/bash", "-c", f'{start} && exec /bin/bash -c "$1"', "bash", command]
+        if egress_socket is not None:
+            argv.append(FORWARDER)
         return argv
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """The command's environment: ``env`` with a home of its own (the server's is not there)
         and git willing to work in a repository another uid made (the sandbox is its only user)."""
-        return env | {
+        fixed = {
             "HOME": SCRATCH_HOME,
             "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "safe.directory",
             "GIT_CONFIG_VALUE_0": "*",
         }
+        if self.egress is not None:
+            proxy = f"http://127.0.0.1:{PROXY_PORT}"
+            fixed |= {name: proxy for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+            fixed |= {name: "localhost,127.0.0.1,::1" for name in ("no_proxy", "NO_PROXY")}
+        return env | fixed
 
     def _shown(self, path: Path) -> bool:
         """Whether ``path`` lies in what the sandbox shows of the host; elsewhere it is absent anyway."""
@@ -151,4 +177,6 @@ class Sandbox:
     def describe(self) -> str:
         who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"
         scratch = f"{self.bounds.scratch_bytes >> 20} MiB"
-        return f"{who}, no capabilities, at most {self.bounds.max_processes} processes, {scratch} each of scratch"
+        network = "no network" if self.egress is None else self.egress.describe()
+        processes = f"at most {self.bounds.max_processes} processes"
+        return f"{who}, no capabilities, {processes}, {scratch} each of scratch, {network}"

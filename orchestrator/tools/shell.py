@@ -8,7 +8,10 @@ outlives the call. Background processes still holding the output pipe when the c
 killed as well.
 
 The output is shaped as every tool's is (50,000 bytes or 600 lines, then 200 head and 200 tail
-lines), while it is read: only what the shaping can show is kept in memory (issue #13)."""
+lines), while it is read: only what the shaping can show is kept in memory (issue #13).
+
+A sandbox with network (``Sandbox.egress``) gets a proxy of its own for the call (issue #47), started
+before the command and closed after it; what the command did on the network closes the output."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
+from orchestrator.tools.egressproxy import EgressProxy, NetworkUsage
 from orchestrator.tools.sandbox import Sandbox
 from orchestrator.tools.shaping import OutputLimits, ShapedOutput, StreamShaper
 from orchestrator.tools.targets import CommandTargets
@@ -82,6 +86,7 @@ class ShellResult:
     output: ShapedOutput
     exit_code: int | None
     timed_out: bool
+    network: NetworkUsage | None = None  # with a sandbox that has network: what the command did there
 
 
 _PR_SET_PDEATHSIG = 1
@@ -104,8 +109,19 @@ async def run_shell(
     sandbox: Sandbox | None = None,
 ) -> ShellResult:
     """Runs ``command`` with /bin/bash -c, in ``sandbox`` when given; stdout and stderr are
-    interleaved into one output, shaped to ``limits``."""
+    interleaved into one output, shaped to ``limits``. A sandbox with network gets a proxy of
+    its own for the call."""
+    if sandbox is not None and sandbox.egress is not None:
+        async with EgressProxy(sandbox.egress) as proxy:
+            result = await _run(sandbox.argv(command, proxy.socket_path), cwd, time_limit, env, limits, sandbox)
+        return ShellResult(result.output, result.exit_code, result.timed_out, proxy.usage)
     argv = ["/bin/bash", "-c", command] if sandbox is None else sandbox.argv(command)
+    return await _run(argv, cwd, time_limit, env, limits, sandbox)
+
+
+async def _run(
+    argv: list[str], cwd: str, time_limit: float, env: dict[str, str], limits: OutputLimits, sandbox: Sandbox | None
+) -> ShellResult:
     write_fd, stream, transport = await _open_output()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -179,6 +195,8 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     else:
         status = f"[exit code {result.exit_code}]"
     body = f"{output}\n{status}" if output else f"(no output)\n{status}"
+    if result.network is not None and result.network.connections:
+        body += "\n" + result.network.summary()
     # A command that ran and failed is a result, not a tool error; one that never finished is.
     shaped = result.output
     return ToolOutput(
@@ -194,7 +212,8 @@ BASH = Tool(
     name="bash",
     description=(
         "Run a command with /bin/bash -c in the workspace directory, in a sandbox (no network unless the "
-        "server allows it, nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
+        "server allows it, and then only HTTP and HTTPS through a proxy that may refuse a host, saying why; "
+        "nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
         "each call); stdout and stderr are returned "
         f"together with the exit code. Times out after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, "
         f"at most {MAX_TIMEOUT_SECONDS}), killing the command and its children. There is no terminal and no "
