@@ -279,3 +279,21 @@ def test_a_call_sees_only_its_own_proxy_socket(ws):
     assert out.content.splitlines()[:3] == ["/run:", "threadline", ""]
     assert "proxy.sock" in out.content
     assert "No such file or directory" in out.content
+
+
+def test_a_rebinding_name_with_a_loopback_answer_among_public_ones_is_refused(ws, web, monkeypatch):
+    """The resolver is the network's edge, so it is what is faked: a name whose answers mix a public
+    address with the loopback one of a server here, as a rebinding resolver gives them."""
+    real = socket.getaddrinfo
+
+    def resolver(host: object, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        if host == "rebind.example.net":
+            stream = (socket.AF_INET, socket.SOCK_STREAM, 6, "")
+            return [(*stream, ("93.184.215.14", _port(web))), (*stream, (ALLOWED_ADDRESS, _port(web)))]
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    with network("allowlist", allowed="*.example.net"):
+        out = bash(f"curl -sS http://rebind.example.net:{_port(web)}/hello")
+    assert f"rebind.example.net resolves to {ALLOWED_ADDRESS}, a loopback, private or reserved address" in out.content
+    assert web.hits == 0
