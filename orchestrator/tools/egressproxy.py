@@ -1,10 +1,11 @@
 """Bash's one way out to the network (issue #47): an HTTP proxy of Threadline's, one per bash call,
-listening on a Unix socket in a private directory that only that call's sandbox has bound in.
+listening on a Unix socket in a private directory that only that call's sandbox has bound in. It
+speaks HTTP proxying and, on the same port, SOCKS5 (for other TCP).
 
 The sandbox has no network interface but its own loopback; a forwarder started in it (``FORWARDER``)
 listens on ``127.0.0.1:PROXY_PORT`` there and relays each connection to the socket, so programs find
 the proxy where ``http_proxy`` says. The proxy takes ``CONNECT host:port`` (HTTPS and any TLS) and
-plain ``GET http://host/...`` requests, and for each: the operator's lists (``EgressPolicy``), the
+plain ``GET http://host/...`` requests (and SOCKS5 CONNECT), and for each: the operator's lists (``EgressPolicy``), the
 command's bounds, then the name is resolved once and every address checked by netguard, and the
 connection goes to a checked address (a name that rebinds to loopback afterwards gets nowhere).
 A refusal is a 403 whose body names the host, the reason and the setting that would allow it; the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import shutil
 import tempfile
@@ -162,23 +164,24 @@ class EgressProxy:
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        bounds = self.policy.bounds
+        idle = self.policy.bounds.idle_timeout_seconds
+        socks = False
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), bounds.idle_timeout_seconds)
+            first = await asyncio.wait_for(reader.readexactly(1), idle)
+            if first == _SOCKS5:
+                socks = True
+                destination = await asyncio.wait_for(_socks_destination(reader, writer), idle)
+                if destination is None:
+                    return
+                host, port = destination
+                forwarded: bytes | None = None
+            else:
+                head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), idle)
+                parsed = await _http_destination(head, writer)
+                if parsed is None:
+                    return
+                host, port, forwarded = parsed
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            return
-        if len(head) > _MAX_HEAD:
-            return
-        lines = head.decode("latin-1").split("\r\n")
-        try:
-            method, target, version = lines[0].split(" ")
-        except ValueError:
-            await _answer(writer, 400, "the proxy did not understand the request line")
-            return
-        try:
-            host, port, forwarded = _destination(method, target, version, lines[1:-2])
-        except ValueError as exc:
-            await _answer(writer, 400, str(exc))
             return
         record = ConnectionRecord(host, port, allowed=False)
         self.usage.connections.append(record)
@@ -186,12 +189,18 @@ class EgressProxy:
             upstream_reader, upstream_writer = await self._open(host, port)
         except _Refused as exc:
             record.reason = exc.reason
-            refused = f"Threadline's network proxy refused {_authority(host, port)}: {exc.reason}"
-            await _answer(writer, exc.status, refused)
+            if socks:
+                writer.write(_socks_reply(_SOCKS_NOT_ALLOWED if exc.status == 403 else _SOCKS_UNREACHABLE))
+            else:
+                refused = f"Threadline's network proxy refused {_authority(host, port)}: {exc.reason}"
+                await _answer(writer, exc.status, refused)
             return
         record.allowed = True
         try:
-            if forwarded is None:
+            if socks:
+                writer.write(_socks_reply(_SOCKS_SUCCEEDED))
+                await writer.drain()
+            elif forwarded is None:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
             else:
@@ -281,6 +290,63 @@ class EgressProxy:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _http_destination(head: bytes, writer: asyncio.StreamWriter) -> tuple[str, int, bytes | None] | None:
+    """``_destination`` of a request's head, or None once a 400 saying what is wrong was sent."""
+    if len(head) > _MAX_HEAD:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    request_line = lines[0].split(" ")
+    if len(request_line) != 3:
+        await _answer(writer, 400, "the proxy did not understand the request line")
+        return None
+    method, target, version = request_line
+    try:
+        return _destination(method, target, version, lines[1:-2])
+    except ValueError as exc:
+        await _answer(writer, 400, str(exc))
+        return None
+
+
+# SOCKS5 (RFC 1928), for TCP that is not HTTP (git over SSH through a ProxyCommand, say): no
+# authentication, CONNECT only; the address types IPv4, domain name and IPv6.
+_SOCKS5 = b"\x05"
+_SOCKS_SUCCEEDED, _SOCKS_NOT_ALLOWED, _SOCKS_UNREACHABLE = 0x00, 0x02, 0x04
+_SOCKS_COMMAND_NOT_SUPPORTED, _SOCKS_ADDRESS_NOT_SUPPORTED = 0x07, 0x08
+
+
+def _socks_reply(code: int) -> bytes:
+    return bytes([5, code, 0, 1, 0, 0, 0, 0, 0, 0])
+
+
+async def _socks_destination(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> tuple[str, int] | None:
+    """The host and port of a SOCKS5 CONNECT (the version byte already read), or None once the
+    client was told why not."""
+    methods = await reader.readexactly((await reader.readexactly(1))[0])
+    if 0 not in methods:
+        writer.write(b"\x05\xff")  # only "no authentication" is offered
+        return None
+    writer.write(b"\x05\x00")
+    version, command, _, kind = await reader.readexactly(4)
+    if kind == 1:
+        host = str(ipaddress.IPv4Address(await reader.readexactly(4)))
+    elif kind == 3:
+        host = (await reader.readexactly((await reader.readexactly(1))[0])).decode("latin-1")
+    elif kind == 4:
+        host = str(ipaddress.IPv6Address(await reader.readexactly(16)))
+    else:
+        writer.write(_socks_reply(_SOCKS_ADDRESS_NOT_SUPPORTED))
+        return None
+    port = int.from_bytes(await reader.readexactly(2), "big")
+    if version != 5 or command != 1:
+        writer.write(_socks_reply(_SOCKS_COMMAND_NOT_SUPPORTED))
+        return None
+    try:
+        return normalise_host(host), port
+    except ValueError:
+        writer.write(_socks_reply(_SOCKS_ADDRESS_NOT_SUPPORTED))
+        return None
 
 
 def _destination(method: str, target: str, version: str, headers: list[str]) -> tuple[str, int, bytes | None]:

@@ -167,6 +167,7 @@ class Sandbox:
         if self.egress is not None:
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             fixed |= {name: proxy for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+            fixed |= {name: f"socks5h://127.0.0.1:{PROXY_PORT}" for name in ("all_proxy", "ALL_PROXY")}
             fixed |= {name: "localhost,127.0.0.1,::1" for name in ("no_proxy", "NO_PROXY")}
         return env | fixed
 

@@ -212,7 +212,7 @@ BASH = Tool(
     name="bash",
     description=(
         "Run a command with /bin/bash -c in the workspace directory, in a sandbox (no network unless the "
-        "server allows it, and then only HTTP and HTTPS through a proxy that may refuse a host, saying why; "
+        "server allows it, and then only through a proxy (HTTP, HTTPS, SOCKS5) that may refuse a host, saying why; "
         "nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
         "each call); stdout and stderr are returned "
         f"together with the exit code. Times out after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, "

@@ -297,3 +297,14 @@ def test_a_rebinding_name_with_a_loopback_answer_among_public_ones_is_refused(ws
         out = bash(f"curl -sS http://rebind.example.net:{_port(web)}/hello")
     assert f"rebind.example.net resolves to {ALLOWED_ADDRESS}, a loopback, private or reserved address" in out.content
     assert web.hits == 0
+
+
+def test_other_tcp_goes_through_the_same_checks_over_socks5(ws, web):
+    url = f"http://{ALLOWED_ADDRESS}:{_port(web)}/hello"
+    socks = "--noproxy '' --socks5-hostname 127.0.0.1:3128"
+    with network("allowlist", allowed=f"{ALLOWED_ADDRESS}:{_port(web)}", private=frozenset({ALLOWED_ADDRESS})):
+        out = bash(f"curl -sS {socks} {url}; curl -sS {socks} http://example.com/ 2>&1; echo rc=$?")
+    assert PAYLOAD.decode() in out.content
+    assert web.hits == 1
+    assert "rc=97" in out.content  # curl: the SOCKS proxy refused the connection
+    assert "[network: refused example.com:80: it is not in the operator's list" in out.content
