@@ -252,16 +252,25 @@ class EgressProxy:
         upstream_reader: asyncio.StreamReader,
         upstream_writer: asyncio.StreamWriter,
     ) -> None:
+        loop = asyncio.get_running_loop()
+        # When a byte last moved either way: a download is idle one way (the client sends nothing
+        # after its request) and must not be cut for that.
+        moved = [loop.time()]
+
         async def copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter, outbound: bool) -> None:
             bounds = self.policy.bounds
             while True:
                 try:
-                    data = await asyncio.wait_for(source.read(_CHUNK), bounds.idle_timeout_seconds)
+                    left = moved[0] + bounds.idle_timeout_seconds - loop.time()
+                    data = await asyncio.wait_for(source.read(_CHUNK), max(left, 0.001))
                 except TimeoutError:
+                    if loop.time() - moved[0] < bounds.idle_timeout_seconds:
+                        continue  # the other way moved meanwhile
                     record.reason = record.reason or (
                         f"idle for {bounds.idle_timeout_seconds:g} s (AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS)"
                     )
                     raise
+                moved[0] = loop.time()
                 if not data:
                     if sink.can_write_eof():
                         sink.write_eof()

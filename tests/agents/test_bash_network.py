@@ -52,6 +52,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(chunk[: size - sent])
                 sent += len(chunk[: size - sent])
             return
+        if self.path == "/slow":
+            self.send_response(200)
+            self.send_header("Content-Length", "8")
+            self.end_headers()
+            for _ in range(8):
+                self.wfile.write(b"s")
+                self.wfile.flush()
+                time.sleep(0.4)
+            return
         if self.path == "/stall":
             self.send_response(200)
             self.send_header("Content-Length", "100")
@@ -271,6 +280,14 @@ def test_an_idle_connection_is_closed_after_the_timeout(ws, web):
     assert f"[network: cut {ALLOWED_ADDRESS}:{_port(web)}: idle for 1 s (AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS)]" in (
         out.content
     )
+
+
+def test_a_download_that_keeps_moving_is_not_cut_by_the_idle_timeout(ws, web):
+    url = f"http://{ALLOWED_ADDRESS}:{_port(web)}/slow"  # 8 bytes, one every 0.4 s: over 3 s in all
+    with network("allowlist", allowed=ALLOWED_ADDRESS, private=frozenset({ALLOWED_ADDRESS}), idle_timeout_seconds=1.0):
+        out = bash(f"curl -sS {url}; echo")
+    assert "ssssssss" in out.content
+    assert "idle for" not in out.content
 
 
 def test_a_call_sees_only_its_own_proxy_socket(ws):
