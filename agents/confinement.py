@@ -18,9 +18,10 @@ from pathlib import Path
 from django.conf import settings
 
 from orchestrator.tools import cgroups
+from orchestrator.tools.egress import EgressBounds, EgressPolicy
 from orchestrator.tools.pathguard import PathRules
 from orchestrator.tools.protected import Protected
-from orchestrator.tools.sandbox import SYSTEM_DIRS, Sandbox, SandboxBounds
+from orchestrator.tools.sandbox import FORWARDER_PYTHON, SYSTEM_DIRS, Sandbox, SandboxBounds
 from orchestrator.tools.workspace import Workspace
 
 
@@ -35,6 +36,13 @@ def _settings_key() -> tuple[object, ...]:
         str(settings.AGENT_WORKSPACES_ROOT),
         settings.AGENT_BASH_SANDBOX,
         settings.AGENT_BASH_NETWORK,
+        settings.AGENT_BASH_ALLOWED_HOSTS,
+        settings.AGENT_BASH_DENIED_HOSTS,
+        settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS,
+        settings.AGENT_BASH_NETWORK_MAX_CONNECTIONS,
+        settings.AGENT_BASH_NETWORK_MAX_BYTES,
+        settings.AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS,
+        settings.AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS,
         settings.AGENT_SANDBOX_UID,
         settings.AGENT_BASH_MAX_PROCESSES,
         settings.AGENT_BASH_MAX_MEMORY_BYTES,
@@ -173,13 +181,18 @@ def bash_choice() -> BashChoice:
 def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     if settings.AGENT_BASH_SANDBOX == "off":
         return BashChoice(True, None, "bash runs WITHOUT a sandbox (AGENT_BASH_SANDBOX=off)")
-    sandbox = confined_sandbox(network=settings.AGENT_BASH_NETWORK == "on")
+    # bash never shares the host's network: its way out is Threadline's proxy (egress, issue #47).
+    sandbox = confined_sandbox(network=False)
     if isinstance(sandbox, str):
         return _not_offered(sandbox)
-    where = "with network access" if sandbox.network else "no network"
-    return BashChoice(
-        True, sandbox, f"bash runs in a bubblewrap sandbox ({sandbox.bwrap}, {where}, {sandbox.describe()})"
-    )
+    egress = egress_policy()
+    if egress is not None and not os.access(FORWARDER_PYTHON, os.X_OK):
+        return _not_offered(
+            f"AGENT_BASH_NETWORK={settings.AGENT_BASH_NETWORK} needs {FORWARDER_PYTHON} in the sandbox to reach "
+            "Threadline's proxy, and it is missing; install python3 or set AGENT_BASH_NETWORK=off"
+        )
+    sandbox = dataclasses.replace(sandbox, egress=egress)
+    return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({sandbox.bwrap}, {sandbox.describe()})")
 
 
 def confined_sandbox(*, network: bool) -> Sandbox | str:
@@ -230,6 +243,26 @@ def _call_cgroups(bounds: SandboxBounds) -> cgroups.CgroupParents | str:
     cgroups.remove_leftovers(parents)
     failure = cgroups.probe(parents, memory=bounds.max_memory_bytes, processes=bounds.max_processes)
     return parents if failure is None else failure
+
+
+def egress_policy() -> EgressPolicy | None:
+    """Where bash's proxy lets a command go, from the settings; None when bash has no network."""
+    mode = settings.AGENT_BASH_NETWORK
+    if mode == "off":
+        return None
+    bounds = EgressBounds(
+        max_connections=settings.AGENT_BASH_NETWORK_MAX_CONNECTIONS,
+        max_bytes=settings.AGENT_BASH_NETWORK_MAX_BYTES,
+        connect_timeout_seconds=settings.AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS,
+        idle_timeout_seconds=settings.AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS,
+    )
+    return EgressPolicy(
+        mode="on" if mode == "on" else "allowlist",
+        allowed=tuple(settings.AGENT_BASH_ALLOWED_HOSTS),
+        denied=tuple(settings.AGENT_BASH_DENIED_HOSTS),
+        allowed_private_hosts=frozenset(settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS),
+        bounds=bounds,
+    )
 
 
 def _not_offered(why: str) -> BashChoice:

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from orchestrator.tools.egress import HostPattern, parse_host_patterns
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -212,3 +214,15 @@ def env_choice(name: str, default: str, choices: tuple[str, ...], env: Mapping[s
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
+
+
+def env_host_patterns(name: str, env: Mapping[str, str] | None = None) -> tuple[HostPattern, ...]:
+    """Comma-separated hosts for bash's network proxy: ``name``, ``*.name`` or an IP address, each
+    with an optional ``:port`` (orchestrator/tools/egress.py); anything else stops start-up."""
+    try:
+        return parse_host_patterns(env_str(name, "", env))
+    except ValueError as exc:
+        raise ImproperlyConfigured(
+            f"{name}: {exc}; write hosts such as 'example.com', '*.example.org' or 'example.net:8443', "
+            "separated by commas"
+        ) from None

@@ -24,6 +24,7 @@ from project.env import (
     env_float,
     env_forwarded_allow_ips,
     env_host,
+    env_host_patterns,
     env_int,
     env_media_types,
     env_names,
@@ -210,7 +211,20 @@ if AGENT_MUTATING_TOOLS not in ("off", "ask", "on"):
 # bash runs in a bubblewrap sandbox ("on"); without bwrap it is not offered. "off" runs it
 # without one, which lets the model read anything the server's user can.
 AGENT_BASH_SANDBOX = env_choice("AGENT_BASH_SANDBOX", "on", ("on", "off"))
-AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("on", "off"))
+# bash's network (issue #47). "off": none. "allowlist": the hosts of AGENT_BASH_ALLOWED_HOSTS; "on":
+# every public host. Either way only through Threadline's proxy, which refuses loopback, private,
+# link-local and metadata addresses (but those of AGENT_BASH_ALLOWED_PRIVATE_HOSTS) and the hosts of
+# AGENT_BASH_DENIED_HOSTS; the sandbox never shares the host's network.
+AGENT_BASH_NETWORK = env_choice("AGENT_BASH_NETWORK", "off", ("off", "allowlist", "on"))
+AGENT_BASH_ALLOWED_HOSTS = env_host_patterns("AGENT_BASH_ALLOWED_HOSTS")
+AGENT_BASH_DENIED_HOSTS = env_host_patterns("AGENT_BASH_DENIED_HOSTS")
+AGENT_BASH_ALLOWED_PRIVATE_HOSTS = frozenset(
+    host.strip().lower() for host in env_str("AGENT_BASH_ALLOWED_PRIVATE_HOSTS").split(",") if host.strip()
+)
+AGENT_BASH_NETWORK_MAX_CONNECTIONS = env_int("AGENT_BASH_NETWORK_MAX_CONNECTIONS", 64, minimum=1)
+AGENT_BASH_NETWORK_MAX_BYTES = env_int("AGENT_BASH_NETWORK_MAX_BYTES", 1 << 30, minimum=1024)
+AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS = env_float("AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS = env_float("AGENT_BASH_NETWORK_IDLE_TIMEOUT_SECONDS", 60.0, minimum=0.1)
 # Who a sandboxed command is when the server runs as root (never root itself: orchestrator/tools/sandbox.py),
 # and its bounds: processes (RLIMIT_NPROC) and each process's address space (RLIMIT_AS), and, where a
 # cgroup can be had ("auto"; "require": bash is not offered without one; "off": never), memory and

@@ -68,10 +68,21 @@ def _global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 
 
 async def resolve_checked(host: str, port: int, config: WebConfig) -> list[str]:
+    """web_fetch's check: ``resolve_public`` with WEB_ALLOWED_PRIVATE_HOSTS."""
+    return await resolve_public(
+        host, port, config.allowed_private_hosts, refused_by="web_fetch", setting="WEB_ALLOWED_PRIVATE_HOSTS"
+    )
+
+
+async def resolve_public(
+    host: str, port: int, allowed_private_hosts: frozenset[str], *, refused_by: str, setting: str
+) -> list[str]:
     """The addresses ``host`` resolves to, resolved once, in the resolver's order, for the caller to
     connect to (one of) them and to nothing else. Raises HostRefused when the name does not resolve,
     or when any address is not public (``is_public``) and the host is not in ``allowed_private_hosts``:
-    one private answer among public ones is how a rebinding name would get through."""
+    one private answer among public ones is how a rebinding name would get through. The message
+    names ``refused_by`` (who does not reach it) and ``setting`` (where an operator allows it).
+    Every tool that reaches the network on the agent's behalf (web_fetch, bash's proxy) checks here."""
     name = host.lower().strip("[]")
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(name, port, type=socket.SOCK_STREAM)
@@ -80,13 +91,13 @@ async def resolve_checked(host: str, port: int, config: WebConfig) -> list[str]:
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise HostRefused(f"{host}: the name resolves to no address")
-    if name in config.allowed_private_hosts or _unicode(name) in config.allowed_private_hosts:
+    if name in allowed_private_hosts or _unicode(name) in allowed_private_hosts:
         return addresses
     for address in addresses:
         if not is_public(address):
             raise HostRefused(
                 f"{host} resolves to {address}, a loopback, private or reserved address, "
-                "which web_fetch does not reach (an operator can list the host in WEB_ALLOWED_PRIVATE_HOSTS)"
+                f"which {refused_by} does not reach (an operator can list the host in {setting})"
             )
     return addresses
 

@@ -10,8 +10,12 @@ workspace read-write at the workspace's own path. Nothing else of the host is th
 other workspaces nor the root that holds them, not the shared workspace, not the server's checkout,
 data dir or virtual environment (those that lie inside a bound directory, ``/opt`` or ``/usr/local``
 say, are covered by empty ones, the run's own workspace bound back in where it lies inside one; or
-bound read-only when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``. No
-network unless asked.
+bound read-only when they lie inside the workspace), not ``/root``, ``/home`` or ``/run``.
+
+No network interface but its own loopback, in every mode (issue #47): with ``egress`` set, a call's
+way out is Threadline's proxy (orchestrator/tools/egressproxy.py), whose socket is bound in at
+``SANDBOX_SOCKET`` and reached through a forwarder on the sandbox's loopback, which the proxy
+variables of the command's environment name.
 
 What the command holds: nothing. Whatever the server runs as, the command never has a capability
 and is never root on the host:
@@ -42,6 +46,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.tools.cgroups import CgroupParents
+from orchestrator.tools.egress import EgressPolicy
+from orchestrator.tools.egressproxy import FORWARDER, PROXY_PORT, SANDBOX_SOCKET
 
 # The host's directories the command may read: programs, their libraries and the system's settings.
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -73,6 +79,9 @@ def file_size_blocks(file_bytes: int) -> int:
     return max(0, file_bytes) // 1024
 
 
+# The system's Python runs the forwarder to the call's proxy (egressproxy.FORWARDER).
+FORWARDER_PYTHON = "/usr/bin/python3"
+
 # The command's scratch space: /tmp, /var/tmp and /dev/shm are each a tmpfs of the call's own, made
 # world-writable (sticky) so the sandbox user can write them even when bwrap made them as root
 # (issue #49, item 13), and bounded in size; its home is a directory of its own in that /tmp. All of
@@ -95,6 +104,10 @@ class Sandbox:
     # asked for none, issue #46), the command starts in ``workdir`` or its scratch /tmp.
     workspace: Path | None
     hidden: tuple[Path, ...] = ()  # directories replaced by empty ones
+    # bash's way out: Threadline's proxy, checking each destination (issue #47); None: no network.
+    egress: EgressPolicy | None = None
+    # The host's network, shared: only a stdio MCP server whose entry asks for it (issue #46), until
+    # the proxy serves them too. Never bash.
     network: bool = False
     # The uid (and gid) the command becomes when the server is root, and the setpriv that makes it
     # so; both None when the server is not root (then a user namespace holds the command).
@@ -116,11 +129,16 @@ class Sandbox:
         """The same sandbox around another workspace."""
         return replace(self, workspace=workspace, hidden=hidden, read_only=read_only)
 
-    def argv(self, command: str, *, file_bytes: int | None = None) -> list[str]:
+    def argv(self, command: str, *, file_bytes: int | None = None, egress_socket: str | None = None) -> list[str]:
         """bwrap's command line for ``/bin/bash -c command`` in the workspace; ``file_bytes``: how
-        large a file the command may write (``RLIMIT_FSIZE``), None for no bound."""
-        prologue = self._prologue(file_bytes)
-        return [*self._setup(), "/bin/bash", "-c", f'{prologue} && exec /bin/bash -c "$1"', "bash", command]
+        large a file the command may write (``RLIMIT_FSIZE``), None for no bound; with
+        ``egress_socket`` (the call's proxy, when ``egress`` is set) bound in and its forwarder
+        started first."""
+        start = self._prologue(file_bytes)
+        if egress_socket is not None:
+            start += f' && {FORWARDER_PYTHON} -I -c "$2" {SANDBOX_SOCKET} {PROXY_PORT}'
+        argv = [*self._setup(egress_socket), "/bin/bash", "-c", f'{start} && exec /bin/bash -c "$1"', "bash", command]
+        return [*argv, FORWARDER] if egress_socket is not None else argv
 
     def exec_argv(self, program: Sequence[str]) -> list[str]:
         """bwrap's command line for the program ``program[0]`` with its arguments (looked up in the
@@ -137,7 +155,7 @@ class Sandbox:
             bounds += f" -f {file_size_blocks(file_bytes)} && {IGNORE_FILE_SIZE_SIGNAL}"
         return f"mkdir -p -m 0700 {SCRATCH_HOME} && {bounds}"
 
-    def _setup(self) -> list[str]:
+    def _setup(self, egress_socket: str | None = None) -> list[str]:
         """bwrap and its options, up to the program it runs."""
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv.append("--unshare-cgroup-try")
@@ -173,6 +191,11 @@ class Sandbox:
             if tuple(mount) not in seen:
                 seen.add(tuple(mount))
                 argv += mount
+        if egress_socket is not None:
+            # Its directories made 0755, as above: bwrap would copy the modes of the host's 0700 one.
+            for parent in reversed(Path(SANDBOX_SOCKET).parents[:-1]):
+                argv += ["--perms", "0755", "--dir", str(parent)]
+            argv += ["--bind", egress_socket, SANDBOX_SOCKET]
         workdir = self.workdir or self.workspace or Path("/tmp")
         argv += ["--chdir", str(workdir)]
         if self.run_as is not None:
@@ -185,12 +208,18 @@ class Sandbox:
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """The command's environment: ``env`` with a home of its own (the server's is not there)
         and git willing to work in a repository another uid made (the sandbox is its only user)."""
-        return env | {
+        fixed = {
             "HOME": SCRATCH_HOME,
             "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "safe.directory",
             "GIT_CONFIG_VALUE_0": "*",
         }
+        if self.egress is not None:
+            proxy = f"http://127.0.0.1:{PROXY_PORT}"
+            fixed |= {name: proxy for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+            fixed |= {name: f"socks5h://127.0.0.1:{PROXY_PORT}" for name in ("all_proxy", "ALL_PROXY")}
+            fixed |= {name: "localhost,127.0.0.1,::1" for name in ("no_proxy", "NO_PROXY")}
+        return env | fixed
 
     def _shown(self, path: Path) -> bool:
         """Whether ``path`` lies in what the sandbox shows of the host; elsewhere it is absent anyway."""
@@ -205,7 +234,10 @@ class Sandbox:
     def describe(self) -> str:
         who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"
         scratch = f"{self.bounds.scratch_bytes >> 20} MiB"
-        return f"{who}, no capabilities, {self.describe_bounds()}, {scratch} each of scratch"
+        network = "no network" if self.egress is None else self.egress.describe()
+        if self.network:
+            network = "the host's network"
+        return f"{who}, no capabilities, {self.describe_bounds()}, {scratch} each of scratch, {network}"
 
     def describe_bounds(self) -> str:
         """Which memory bound holds: the sum of a call's processes', or each one's with its worst case."""

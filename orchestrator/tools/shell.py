@@ -8,7 +8,10 @@ outlives the call. Background processes still holding the output pipe when the c
 killed as well.
 
 The output is shaped as every tool's is (50,000 bytes or 600 lines, then 200 head and 200 tail
-lines), while it is read: only what the shaping can show is kept in memory (issue #13)."""
+lines), while it is read: only what the shaping can show is kept in memory (issue #13).
+
+A sandbox with network (``Sandbox.egress``) gets a proxy of its own for the call (issue #47), started
+before the command and closed after it; what the command did on the network closes the output."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from typing import Any
 from orchestrator.tools import usage
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
 from orchestrator.tools.cgroups import CallGroup, open_call_group
+from orchestrator.tools.egressproxy import EgressProxy, NetworkUsage
 from orchestrator.tools.sandbox import IGNORE_FILE_SIZE_SIGNAL, Sandbox, file_size_blocks
 from orchestrator.tools.shaping import OutputLimits, ShapedOutput, StreamShaper
 from orchestrator.tools.targets import CommandTargets
@@ -99,6 +103,7 @@ class ShellResult:
     timed_out: bool
     over_limit: int | None = None  # what the workspace held when the command was stopped for its size
     memory_kills: int = 0  # processes the kernel killed at the call's memory bound (its cgroup's)
+    network: NetworkUsage | None = None  # with a sandbox that has network: what the command did there
 
 
 _PR_SET_PDEATHSIG = 1
@@ -123,10 +128,29 @@ async def run_shell(
 ) -> ShellResult:
     """Runs ``command`` with /bin/bash -c, in ``sandbox`` when given; stdout and stderr are
     interleaved into one output, shaped to ``limits``. With ``watch``, the command is stopped
-    (killed with its children) once the workspace passes the watch's ceiling."""
+    (killed with its children) once the workspace passes the watch's ceiling. A sandbox with
+    network gets a proxy of its own for the call."""
+    if sandbox is not None and sandbox.egress is not None:
+        async with EgressProxy(sandbox.egress) as proxy:
+            result = await _bounded(command, cwd, time_limit, env, limits, sandbox, watch, proxy.socket_path)
+        return dataclasses.replace(result, network=proxy.usage)
+    return await _bounded(command, cwd, time_limit, env, limits, sandbox, watch, None)
+
+
+async def _bounded(
+    command: str,
+    cwd: str,
+    time_limit: float,
+    env: dict[str, str],
+    limits: OutputLimits,
+    sandbox: Sandbox | None,
+    watch: SizeWatch | None,
+    egress_socket: str | None,
+) -> ShellResult:
+    """``run_shell`` under the call's bounds: its largest file, its cgroup, its proxy's socket."""
     file_bytes = None if watch is None else watch.file_bytes
     if sandbox is not None:
-        argv = sandbox.argv(command, file_bytes=file_bytes)
+        argv = sandbox.argv(command, file_bytes=file_bytes, egress_socket=egress_socket)
     elif file_bytes is not None:
         blocks = file_size_blocks(file_bytes)
         bounded = f'ulimit -f {blocks} && {IGNORE_FILE_SIZE_SIGNAL} && exec /bin/bash -c "$1"'
@@ -278,6 +302,8 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
             f"of {workspace.max_bytes:,} (AGENT_WORKSPACE_MAX_BYTES); removing files always works]"
         )
     body = f"{output}\n{status}" if output else f"(no output)\n{status}"
+    if result.network is not None and result.network.connections:
+        body += "\n" + result.network.summary()
     # A command that ran and failed is a result, not a tool error; one that never finished is.
     shaped = result.output
     return ToolOutput(
@@ -293,7 +319,8 @@ BASH = Tool(
     name="bash",
     description=(
         "Run a command with /bin/bash -c in the workspace directory, in a sandbox (no network unless the "
-        "server allows it, nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
+        "server allows it, and then only through a proxy (HTTP, HTTPS, SOCKS5) that may refuse a host, saying why; "
+        "nothing writable outside the workspace but /tmp and $HOME, which are emptied after "
         "each call); stdout and stderr are returned "
         f"together with the exit code. Times out after timeout_seconds (default {DEFAULT_TIMEOUT_SECONDS}, "
         f"at most {MAX_TIMEOUT_SECONDS}), killing the command and its children. There is no terminal and no "

@@ -114,7 +114,9 @@ def test_only_the_workspace_is_writable(ws):
     assert "Read-only file system" in out.content and "rc=1" in out.content
 
 
-def test_there_is_no_network_unless_allowed(ws):
+def test_no_mode_shares_the_hosts_network(ws):
+    """With network on, the way out is Threadline's proxy (tests/agents/test_bash_network.py), never
+    the host's interfaces: its loopback stays out of reach (issue #47)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -122,8 +124,9 @@ def test_there_is_no_network_unless_allowed(ws):
     probe = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused"
     try:
         assert "refused" in bash(probe).content
-        with override_settings(AGENT_BASH_NETWORK="on"):
-            assert "connected" in bash(probe).content
+        for mode in ("allowlist", "on"):
+            with override_settings(AGENT_BASH_NETWORK=mode):
+                assert "refused" in bash(probe).content
     finally:
         listener.close()
 
