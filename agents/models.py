@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +13,19 @@ from agents.mcp.names import is_mcp_name, is_tool_glob
 from agents.mcp.sandboxing import McpNotConfined, shown_paths
 from orchestrator.tools.catalog import KNOWN_TOOLS
 from orchestrator.tools.targets import glob_error
+
+
+def usd_cap(period: str, help_text: str) -> models.DecimalField[Decimal | None, Decimal | None]:
+    """A spend cap in US dollars (blank: the setting's), for an agent or a user."""
+    return models.DecimalField(
+        f"{period} budget (USD)",
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text=help_text,
+    )
 
 
 class Agent(models.Model):
@@ -72,23 +86,11 @@ class Agent(models.Model):
         blank=True,
         help_text="The MCP servers whose tools this agent gets, by name; none chosen: every enabled one.",
     )
-    budget_daily_usd = models.DecimalField(
-        "daily budget (USD)",
-        max_digits=12,
-        decimal_places=2,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="What this agent may spend a UTC day, all users together; blank: BUDGET_AGENT_DAILY_USD.",
+    budget_daily_usd = usd_cap(
+        "daily", "What this agent may spend a UTC day, all users together; blank: BUDGET_AGENT_DAILY_USD."
     )
-    budget_monthly_usd = models.DecimalField(
-        "monthly budget (USD)",
-        max_digits=12,
-        decimal_places=2,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="What this agent may spend a UTC month, all users together; blank: BUDGET_AGENT_MONTHLY_USD.",
+    budget_monthly_usd = usd_cap(
+        "monthly", "What this agent may spend a UTC month, all users together; blank: BUDGET_AGENT_MONTHLY_USD."
     )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -322,24 +324,8 @@ class UserBudget(models.Model):
     """One user's own spend caps, overriding BUDGET_USER_DAILY_USD and BUDGET_USER_MONTHLY_USD."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget")
-    daily_usd = models.DecimalField(
-        "daily budget (USD)",
-        max_digits=12,
-        decimal_places=2,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="What this user may spend a UTC day; blank: BUDGET_USER_DAILY_USD.",
-    )
-    monthly_usd = models.DecimalField(
-        "monthly budget (USD)",
-        max_digits=12,
-        decimal_places=2,
-        null=True,
-        blank=True,
-        validators=[MinValueValidator(0)],
-        help_text="What this user may spend a UTC month; blank: BUDGET_USER_MONTHLY_USD.",
-    )
+    daily_usd = usd_cap("daily", "What this user may spend a UTC day; blank: BUDGET_USER_DAILY_USD.")
+    monthly_usd = usd_cap("monthly", "What this user may spend a UTC month; blank: BUDGET_USER_MONTHLY_USD.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -100,9 +100,9 @@ async def reaches_thread(caller: Caller, agui_thread_id: str) -> bool:
     return await on_db_thread(selectors.thread_reachable, agui_thread_id=agui_thread_id, user_id=caller.user_id)
 
 
-@agui_endpoint("POST", "POST a RunAgentInput to this URL")
-async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResponseBase:
-    """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
+async def run_input_of(request: HttpRequest, caller: Caller, agent_name: str) -> DecodedInput | HttpResponseBase:
+    """The request's RunAgentInput, for an enabled agent and a thread the caller reaches; else the
+    4xx to answer. Another user's thread looks like no thread at all, so ids do not leak."""
     body = request_body(request)
     if isinstance(body, HttpResponseBase):
         return body
@@ -113,8 +113,16 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
     if not await ENABLED_AGENTS.exists(agent_name):
         return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
     if not await reaches_thread(caller, decoded.model.thread_id):
-        # Another user's thread looks like no thread at all, so ids do not leak; nothing is written.
         return error_response(404, "unknown_thread", "no such thread")
+    return decoded
+
+
+@agui_endpoint("POST", "POST a RunAgentInput to this URL")
+async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResponseBase:
+    """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
+    decoded = await run_input_of(request, caller, agent_name)
+    if isinstance(decoded, HttpResponseBase):
+        return decoded  # nothing is written
     inp = decoded.model
     message = _new_user_message(decoded)
     uploaded: dict[str, tuple[str, bytes]] = {}

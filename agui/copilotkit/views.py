@@ -14,12 +14,12 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from agui.body import request_body
 from agui.copilotkit.connect import connect_stream
-from agui.decode import InputError, check_path_ids, decode_run_input
+from agui.decode import InputError, check_path_ids
 from agui.frontend import declared_tools
 from agui.http import Caller, SseResponse, agui_endpoint, error_response
 from agui.prompt import no_message_request
 from agui.runs import AguiRun
-from agui.views import ENABLED_AGENTS, reaches_thread
+from agui.views import ENABLED_AGENTS, run_input_of
 from runhost.host import HOST
 from runhost.requests import Start
 from threads import selectors
@@ -79,18 +79,10 @@ async def connect(request: HttpRequest, caller: Caller, agent_name: str) -> Http
     STATE_SNAPSHOT, and a pending approval or question as the interrupt outcome), then the run
     still going on it, joined live. Never runs the agent, whatever the body's messages say: a
     page opening a thread sends its own copy of them."""
-    body = request_body(request)
-    if isinstance(body, HttpResponseBase):
-        return body
-    try:
-        decoded = decode_run_input(body, owner_id=caller.user_id)
-    except InputError as exc:
-        return error_response(400, "invalid_input", exc.message, exc.field)
-    if not await ENABLED_AGENTS.exists(agent_name):
-        return error_response(404, "unknown_agent", f"no agent named {agent_name!r}")
+    decoded = await run_input_of(request, caller, agent_name)
+    if isinstance(decoded, HttpResponseBase):
+        return decoded
     inp = decoded.model
-    if not await reaches_thread(caller, inp.thread_id):
-        return error_response(404, "unknown_thread", "no such thread")
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
     start = Start(
         agent_name=agent_name,
