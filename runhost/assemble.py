@@ -52,7 +52,9 @@ def assemble_loop(
         tools=tools,
         tool_context=working,
         config=loop_config(agent, provider, grounding=session.grounding_override),
-        store=DbSessionStore(session_id=session.pk, thread_pk=thread.pk, run_pk=run_pk, turns=session.turns),
+        store=DbSessionStore(
+            session_id=session.pk, thread_pk=thread.pk, run_pk=run_pk, turns=session.turns, client_tools=client_tools
+        ),
         listener=listener,
         approver=PolicyApprover(
             agent_name=agent.name,

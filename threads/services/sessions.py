@@ -28,9 +28,13 @@ def session_commit(
     messages: list[AssistantMessage | ToolMessage],
     usage: TokenCount,
     reads: dict[str, str] | None = None,
+    step: dict[str, Any] | None = None,
 ) -> None:
     """Saves the model's view of the conversation and appends the new transcript messages; with
-    ``reads``, the read ledger the conversation's next runs start from.
+    ``reads``, the read ledger the conversation's next runs start from; with ``step``, the running
+    run's checkpoint as it stands after them (its Run row's ``checkpoint``), in the same batch: a
+    process that dies leaves a checkpoint that matches the turns and transcript, never one step
+    behind or ahead of them (threads/takeover.py goes on from it).
 
     Once per model call, so its statements are built once and go to the database together
     (threads/fastsql.py): the ORM's compilation of these updates, and then their round trips to
@@ -48,9 +52,10 @@ def session_commit(
         ),
         *append_statements(thread_id=thread_id, bodies=[transcript_body(m) for m in messages]),
     ]
-    if any(counts.values()):
+    if any(counts.values()) or step is not None:
         # The run's row first (see above); a commit before the model's reply adds nothing to it.
-        statements.insert(0, fastsql.update_statement(Run, run_id, setting={}, adding=counts))
+        setting = {} if step is None else {"checkpoint": step}
+        statements.insert(0, fastsql.update_statement(Run, run_id, setting=setting, adding=counts))
     fastsql.execute(*statements)
 
 
