@@ -23,13 +23,14 @@ from agents.models import Agent
 from agents.runtime import close_providers, provider_for, run_tools
 from orchestrator.events import BaseListener, Listeners, Outcome, RunListener
 from orchestrator.request import RunRequest
+from orchestrator.takeover import Takeover
 from orchestrator.waits import Checkpoint, Resumption, Waiting
 from runhost.assemble import assemble_loop
 from runhost.following import follow_queued
 from runhost.recording import record_end
 from runhost.registry import LiveRun, RunRegistry
 from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
-from runhost.surface import BackgroundSurfaces, Flushed, RunContext, RunSurface
+from runhost.surface import BackgroundSurfaces, ContinuedLog, Flushed, RunContext, RunSurface
 from runhost.sweep import Sweeper
 from threads import selectors
 from threads.dbthread import on_db_thread, on_db_thread_shared
@@ -48,6 +49,7 @@ from threads.services.runs import (
     run_open,
 )
 from threads.services.workspaces import workspace_open
+from threads.takeover import run_take_over
 from threads.waits import ClaimAs, Claimed, Missing, wait_answer, wait_claim_due
 
 log = logging.getLogger(__name__)
@@ -260,6 +262,7 @@ class RunHost:
         surface: RunSurface,
         resume: Resumption | None,
         client_tools: list[dict[str, Any]],
+        takeover: Takeover | None = None,
     ) -> None:
         if resume is not None:
             record_answers(resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS)
@@ -303,9 +306,12 @@ class RunHost:
                 thread.agui_thread_id,
                 agent.name,
                 request.scenario.name,
-                ", going on after a wait" if resume else "",
+                ", going on after a wait" if resume else ", taken over" if takeover else "",
             )
-            match await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume):
+            ran = loop.run(
+                request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume, takeover=takeover
+            )
+            match await ran:
                 case Waiting(checkpoint=waiting):
                     outcome, checkpoint = Outcome.WAITING, waiting
                     await surface.waiting(checkpoint)
@@ -331,7 +337,12 @@ class RunHost:
         client_tools: list[dict[str, Any]],
         error: str,
     ) -> None:
-        """Makes the run durable (runhost/recording.py), then lets its terminal event out."""
+        """Makes the run durable (runhost/recording.py), then lets its terminal event out. A run
+        another process took over is that process's to record: this one only ends its stream."""
+        if live.lost:
+            self.registry.forget(live)
+            surface.close(failed="another server process took this run over; reattach to follow it")
+            return
         try:
             queued = await record_end(live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error)
         finally:
@@ -349,6 +360,11 @@ class RunHost:
         self._background = background
         self._sweeper.start()
 
+    @property
+    def takes_over(self) -> bool:
+        """The sweep runs here: this process takes over runs whose process died."""
+        return self._background is not None and not self._closing
+
     def stop_sweeper(self) -> None:
         self._sweeper.stop()
 
@@ -365,6 +381,47 @@ class RunHost:
         surface = self._background(claimed.thread, claimed.run.agui_run_id, claimed.previous.protocol_version)
         request = RunRequest(request_id=claimed.run.agui_run_id, text="")
         self._spawn(live, self._go_on(live, claimed, request, surface, claimed.client_tools), f"due-{run_id}")
+        return True
+
+    async def take_over(self, run_id: uuid.UUID) -> bool:
+        """Claims a running run whose process died and goes on with it here from its last step,
+        in its own event log (threads/takeover.py). False when another process was first, its owner
+        lives, or it could not go on (it was healed instead)."""
+        if self._background is None or self._closing:
+            return False
+        try:
+            taken = await on_db_thread(run_take_over, run_id=run_id)
+        except Exception:
+            log.exception("could not take run %s over", run_id)
+            return False
+        if taken is None:
+            return False
+        run, thread = taken.run, taken.thread
+        log.warning(
+            "run %s of thread %s taken over from a dead process (takeover %d, iteration %d)",
+            run.agui_run_id,
+            thread.agui_thread_id,
+            run.takeovers,
+            taken.checkpoint.counters.iteration,
+        )
+        live = LiveRun(run_pk=run.pk, agui_thread_id=thread.agui_thread_id)
+        self.registry.register(live)
+        continues = ContinuedLog(after=taken.after, logged=tuple(taken.logged), count=taken.count)
+        surface = self._background(thread, run.agui_run_id, run.protocol_version, continues=continues)
+        request = RunRequest(request_id=run.agui_run_id, text="")
+        going_on = self._execute(
+            live,
+            thread,
+            taken.session,
+            taken.agent,
+            run.agui_run_id,
+            request,
+            surface,
+            None,
+            taken.client_tools,
+            Takeover(taken.checkpoint),
+        )
+        self._spawn(live, going_on, f"takeover-{run_id}")
         return True
 
     async def hand_over(self, agui_thread_id: str) -> bool:

@@ -29,7 +29,11 @@ class Followed(Protocol):
 
 
 class LiveStream(Protocol):
-    """A run's stream as a reattach in this process follows it (agui/stream.py RunStream)."""
+    """A run's stream as a reattach in this process follows it (agui/stream.py RunStream).
+    ``continues_after``: the seq the stream's first event follows (0, unless it continues the log
+    of a run taken over: the events up to there are in the log only)."""
+
+    continues_after: int
 
     def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]: ...
 
@@ -48,6 +52,9 @@ class LiveRun:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     listener: RunListener | None = None  # what hears the run, once its loop is built
     stream: LiveStream | None = None  # its events as they are made, once it is attached
+    # Another process took the run over (this one renewed its lease too late): it stops, and
+    # records nothing, the run being the other's now.
+    lost: bool = False
 
     def request_cancel(self) -> None:
         """Stops the run at its next safe point, and a call in flight that can stop, now."""
@@ -92,12 +99,17 @@ class RunRegistry:
             run_ids = list(self.live_run_pks())
             if run_ids:
                 try:
-                    cancelled = await on_db_thread(leases_renew, run_ids=run_ids)
+                    renewed = await on_db_thread(leases_renew, run_ids=run_ids)
                 except Exception:
                     log.exception("could not renew the leases of %d runs", len(run_ids))
                     continue
-                for run_pk in cancelled:  # cancels that reached another process
+                for run_pk in renewed.cancelled:  # cancels that reached another process
                     if live := self.live_by_pk(run_pk):
+                        live.request_cancel()
+                for run_pk in renewed.lost:
+                    if live := self.live_by_pk(run_pk):
+                        log.error("run %s was taken over by another process: this one stops it", run_pk)
+                        live.lost = True
                         live.request_cancel()
                 try:
                     queued = await on_db_thread(queue_announce, run_ids=run_ids)
