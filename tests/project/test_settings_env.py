@@ -42,6 +42,8 @@ from tests.procs import ROOT
         ("AGENT_BASH_ENV_ALLOW", "GOOD_NAME,bad-name"),
         ("AGENT_BASH_ENV_ALLOW", "ONE,,TWO"),
         ("AGENT_BASH_ENV_ALLOW", "LANG,AGUI_TOKEN"),
+        ("RUN_MAX_TAKEOVERS", "-1"),
+        ("RUN_MAX_TAKEOVERS", "three"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):
