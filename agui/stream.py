@@ -118,6 +118,13 @@ class RunStream:
         log.on_durable = self._log_durable
         self.log = log
 
+    def drop_log(self) -> None:
+        """The run was taken over by another process: nothing more goes to its log from here
+        (this stream's own subscribers still get what it publishes)."""
+        if self.log is not None:
+            self.log.abandon()
+            self.log = None
+
     def replace_terminal(self, event: dict[str, Any]) -> None:
         """The run could not be recorded: its held-back terminal event is not let out, ``event``
         (a RUN_ERROR) ends the stream in its place. A client is never told "finished" of a run

@@ -49,6 +49,7 @@ from threads.services.runs import (
     run_open,
 )
 from threads.services.workspaces import workspace_open
+from threads.store import DbSessionStore
 from threads.takeover import run_take_over
 from threads.waits import ClaimAs, Claimed, Missing, wait_answer, wait_claim_due
 
@@ -299,6 +300,7 @@ class RunHost:
                 client_tools=client_tools,
                 listener=live.listener,
                 cancelled=live.cancelled,
+                takeovers=live.takeovers,
             )
             log.info(
                 "run %s of thread %s: agent %s, scenario %s%s",
@@ -311,7 +313,11 @@ class RunHost:
             ran = loop.run(
                 request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume, takeover=takeover
             )
-            match await ran:
+            ended = await ran
+            if isinstance(loop.store, DbSessionStore) and loop.store.taken_over:
+                # At once, before the log's writer takes the end the loop just published.
+                live.lose()
+            match ended:
                 case Waiting(checkpoint=waiting):
                     outcome, checkpoint = Outcome.WAITING, waiting
                     await surface.waiting(checkpoint)
@@ -344,7 +350,9 @@ class RunHost:
             surface.close(failed="another server process took this run over; reattach to follow it")
             return
         try:
-            queued = await record_end(live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error)
+            queued = await record_end(
+                live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error, live.takeovers
+            )
         finally:
             self.registry.forget(live)
         if queued:
@@ -404,7 +412,7 @@ class RunHost:
             run.takeovers,
             taken.checkpoint.counters.iteration,
         )
-        live = LiveRun(run_pk=run.pk, agui_thread_id=thread.agui_thread_id)
+        live = LiveRun(run_pk=run.pk, agui_thread_id=thread.agui_thread_id, takeovers=run.takeovers)
         self.registry.register(live)
         continues = ContinuedLog(after=taken.after, logged=tuple(taken.logged), count=taken.count)
         surface = self._background(thread, run.agui_run_id, run.protocol_version, continues=continues)

@@ -35,6 +35,8 @@ class LiveStream(Protocol):
 
     continues_after: int
 
+    def drop_log(self) -> None: ...
+
     def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]: ...
 
     def follow(self, after: int, heartbeat: float) -> Followed: ...
@@ -55,6 +57,17 @@ class LiveRun:
     # Another process took the run over (this one renewed its lease too late): it stops, and
     # records nothing, the run being the other's now.
     lost: bool = False
+    # How often the run had been taken over when this process took it (0: it started it here);
+    # every write of its steps and its end checks it is unchanged (threads/takeover.py still_ours).
+    takeovers: int = 0
+
+    def lose(self) -> None:
+        """Another process took the run over: it stops here, writes nothing more to the run's log,
+        and records nothing (the run is the other's)."""
+        self.lost = True
+        if self.stream is not None:
+            self.stream.drop_log()
+        self.request_cancel()
 
     def request_cancel(self) -> None:
         """Stops the run at its next safe point, and a call in flight that can stop, now."""
@@ -109,8 +122,7 @@ class RunRegistry:
                 for run_pk in renewed.lost:
                     if live := self.live_by_pk(run_pk):
                         log.error("run %s was taken over by another process: this one stops it", run_pk)
-                        live.lost = True
-                        live.request_cancel()
+                        live.lose()
                 try:
                     queued = await on_db_thread(queue_announce, run_ids=run_ids)
                 except Exception:

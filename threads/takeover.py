@@ -20,17 +20,17 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import Model, Q
 from django.utils import timezone
 
 from agents.models import Agent
 from orchestrator.waits import Checkpoint
-from threads import leases
+from threads import fastsql, leases
 from threads.eventlog import UNLOGGED_AHEAD, insert_events
 from threads.healing import INTERRUPTED_ERROR, runs_heal
 from threads.locking import again_after_a_race, thread_lock
-from threads.models import Run, Session, Thread
+from threads.models import QueuedMessage, Run, Session, Thread
 from threads.selectors import run_events_after
 from threads.services.subagents import subagents_interrupt
 from vocabulary import agui as ev
@@ -41,6 +41,37 @@ STEP = "step"
 def step_record(checkpoint: Checkpoint, client_tools: list[dict[str, Any]]) -> dict[str, Any]:
     """What a running run's row keeps of its last step (``Run.checkpoint``)."""
     return {STEP: checkpoint.to_json(), "clientTools": client_tools}
+
+
+class RunTakenOver(Exception):
+    """Another process took the run over while this one still worked on it (this one stalled past
+    its lease): what it was writing is rolled back, the run being the other's now."""
+
+
+def _column(model: type[Model], name: str) -> str:
+    return connection.ops.quote_name(str(model._meta.get_field(name).column))  # type: ignore[union-attr]
+
+
+def still_ours(run_id: uuid.UUID, takeovers: int) -> fastsql.Statement:
+    """A query whose one row says that the run is still the one this process claimed: not taken over
+    since (its ``takeovers`` unchanged). The last statement of a write's batch, so the check costs no
+    round trip of its own; no row: the caller raises RunTakenOver and the write is rolled back."""
+    table = connection.ops.quote_name(Run._meta.db_table)
+    sql = f"SELECT 1 FROM {table} WHERE {_column(Run, 'id')} = %s AND {_column(Run, 'takeovers')} = %s"
+    return sql, [fastsql.db_value(Run, "id", run_id), takeovers]
+
+
+def queued_if_ours(thread_id: uuid.UUID, run_id: uuid.UUID, takeovers: int) -> fastsql.Statement:
+    """``still_ours`` that also says whether a message waits in the thread's queue (run_finish's
+    last question): no row when the run was taken over, else one, true when a message waits."""
+    ours, values = still_ours(run_id, takeovers)
+    queue = connection.ops.quote_name(QueuedMessage._meta.db_table)
+    waiting = (
+        f"SELECT EXISTS (SELECT 1 FROM {queue} WHERE {_column(QueuedMessage, 'thread')} = %s "
+        f"AND {_column(QueuedMessage, 'status')} = %s) "
+    )
+    queued = [fastsql.db_value(QueuedMessage, "thread", thread_id), QueuedMessage.Status.QUEUED.value]
+    return waiting + ours.removeprefix("SELECT 1 "), [*queued, *values]
 
 
 def too_many_takeovers(count: int) -> dict[str, Any]:
@@ -147,4 +178,15 @@ def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
         )
 
 
-__all__ = ["INTERRUPTED_ERROR", "STEP", "TakenOver", "can_go_on", "run_take_over", "runs_abandoned", "step_record"]
+__all__ = [
+    "INTERRUPTED_ERROR",
+    "STEP",
+    "RunTakenOver",
+    "TakenOver",
+    "can_go_on",
+    "queued_if_ours",
+    "run_take_over",
+    "runs_abandoned",
+    "step_record",
+    "still_ours",
+]

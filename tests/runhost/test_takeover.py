@@ -277,3 +277,44 @@ def test_a_run_that_crashes_its_process_every_time_ends_after_run_max_takeovers(
     assert "RUN_MAX_TAKEOVERS" in replay.events[-1]["message"]
     client = verified("1", replay.body, thread_id=thread_id, run_id="r1")
     assert client["error"] is None, client["error"]
+
+
+def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(cluster: Cluster) -> None:
+    """A stalls (SIGSTOP, as a lost machine looks: its pid lives on) past its lease; B takes the run
+    over and finishes it. When A wakes, with its model's reply in hand, it commits no step, records
+    no end and adds nothing to the run's log: the run stays as B left it."""
+    import os
+    import signal
+
+    thread_id = "t-over-wakes"
+    hanging = text_turn(["stale ", "reply"]).pause(after_events=4, timeout=60)
+    cluster.fake.script([hanging, text_turn(["Answered by B."])])
+    headers = {**cluster.a.headers, "Content-Type": "application/json"}
+    with httpx.stream(
+        "POST", f"{cluster.a.url}/agui/coder", content=_body("1", thread_id), headers=headers, timeout=30
+    ) as response:
+        next(response.iter_raw())
+    assert hanging.paused.wait(30)
+    assert cluster.a.proc is not None
+    time.sleep(1.0)
+    os.kill(cluster.a.proc.pid, signal.SIGSTOP)
+    try:
+        eventually(lambda: cluster.run_row(thread_id)[1] == "succeeded", seconds=30, what="B to finish the run")
+    finally:
+        hanging.resume.set()
+        os.kill(cluster.a.proc.pid, signal.SIGCONT)
+    time.sleep(3.0)  # A's stale reply reaches it, and A has two lease renewals' time to write
+    assert cluster.run_row(thread_id)[:3] == ("r1", "succeeded", 1)
+    transcript = cluster.query(
+        "SELECT m.body FROM threads_message m JOIN threads_thread t ON t.id = m.thread_id "
+        "WHERE t.agui_thread_id = %s ORDER BY m.position",
+        thread_id,
+    )
+    assert [body["role"] for (body,) in transcript] == ["user", "assistant"]
+    assert transcript[1][0]["content"] == "Answered by B."
+    replay = get_stream(f"{cluster.b.url}/agui/coder/threads/{thread_id}/runs/r1/events", token=cluster.b.token)
+    assert "stale reply" not in _text(replay.events)
+    assert [t for t in replay.types if t in ("RUN_FINISHED", "RUN_ERROR")] == ["RUN_FINISHED"]
+    client = verified("1", replay.body, thread_id=thread_id, run_id="r1")
+    assert client["error"] is None, client["error"]
+    assert "was taken over by another process" in cluster.a.log.read_text()

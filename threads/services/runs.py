@@ -23,7 +23,7 @@ from threads.queue import queue_claim, queue_message, queue_started
 from threads.selectors import agent_get
 from threads.services.subagents import subagents_interrupt
 from threads.services.transcript import message_preview, messages_append
-from threads.takeover import can_go_on
+from threads.takeover import RunTakenOver, can_go_on, queued_if_ours
 from threads.waits import wait_cancel, wait_supersede
 
 # A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
@@ -324,10 +324,12 @@ def run_finish(
     error: str,
     event_count: int,
     state: dict[str, Any],
+    takeovers: int = 0,
 ) -> bool:
     """Records the run's end and the thread's state document; True when a message waits in the
     thread's queue, for the caller to hand over (one round trip to the database thread, not two:
-    this is every run's last fixed cost, bench/stream.py --profile-concurrent)."""
+    this is every run's last fixed cost, bench/stream.py --profile-concurrent). Raises RunTakenOver,
+    writing nothing, when another process took the run over since this one had it (``takeovers``)."""
     now = timezone.now()
     ended = {"status": status, "outcome": outcome, "error": error, "event_count": event_count, "finished_at": now}
     # The thread's row before the run's: the order every writer of both keeps (threads/locking.py).
@@ -335,6 +337,8 @@ def run_finish(
     queued = fastsql.execute(
         fastsql.update_statement(Thread, thread_id, setting={"state": state, "updated_at": now}, adding={}),
         fastsql.update_statement(Run, run_id, setting=ended, adding={}),
-        fastsql.exists_statement(QueuedMessage, thread=thread_id, status=QueuedMessage.Status.QUEUED),
+        queued_if_ours(thread_id, run_id, takeovers),
     )
-    return bool(queued)
+    if not queued:
+        raise RunTakenOver(f"run {run_id} was taken over by another process")
+    return bool(queued[0][0])
