@@ -318,3 +318,37 @@ def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(
     client = verified("1", replay.body, thread_id=thread_id, run_id="r1")
     assert client["error"] is None, client["error"]
     assert "was taken over by another process" in cluster.a.log.read_text()
+
+
+def test_a_sub_agent_in_flight_fails_its_delegation_as_unknown_and_the_run_goes_on(cluster: Cluster) -> None:
+    thread_id = "t-over-child"
+    sleepy = {"command": "echo child >> counter && touch started && sleep 60"}
+    cluster.fake.script(
+        [
+            tool_turn("sub_agent", {"task": "SLEEPER: sleep", "role": "sleeper"}, id="toolu_sub"),
+            text_turn(["The survey was cut short."]),
+        ]
+    )
+    cluster.fake.script_for("SLEEPER", [tool_turn("bash", sleepy, id="toolu_zz")])
+    seen = _seen_until_killed(
+        cluster, cluster.a, "1", thread_id, until=lambda s: (cluster.workspace / "started").exists()
+    )
+    rest = _reattached(cluster, cluster.b, thread_id, seen)
+    events = _events(seen + rest)
+    types = [e["type"] for e in events]
+    assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
+    # The child the dead process left at work is ended before anything else, then on the board.
+    assert [e["type"] for e in _events(rest) if e["type"].startswith("SUBAGENT")] == ["SUBAGENT_ERROR"]
+    (entry,) = next(e for e in _events(rest) if e["type"] == "STATE_SNAPSHOT")["snapshot"]["subAgents"]
+    assert entry["role"] == "sleeper" and entry["status"] == "interrupted"
+    parent = [r for r in cluster.fake.requests if "SLEEPER" not in str(r.body["messages"][0])]
+    result = parent[-1].body["messages"][-1]["content"][0]
+    assert result == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_sub",
+        "content": INTERRUPTED_UNKNOWN,
+        "is_error": True,
+    }
+    assert (cluster.workspace / "counter").read_text() == "child\n"
+    client = verified("1", seen + rest, thread_id=thread_id, run_id="r1")
+    assert client["error"] is None, (client["error"], types)
