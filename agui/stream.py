@@ -72,6 +72,7 @@ class RunStream:
         self.visible = 0  # how many frames subscribers may read
         self.log = log
         self.closed = False
+        self.handed_over = False  # its run goes on in another process: nothing more is published here
         self._held = 0  # 1 once a logged run's terminal frame is published: it waits for close
         self._waiters: list[_Waker] = []  # told of each frame they may read, and of the close
 
@@ -84,6 +85,8 @@ class RunStream:
         return len(self._waiters)
 
     def publish(self, event: dict[str, Any]) -> None:
+        if self.handed_over:
+            return
         payload = encode_event(event)
         frames = self.frames
         seq = self.continues_after + len(frames) + 1
@@ -117,6 +120,12 @@ class RunStream:
         log.durable = max(log.durable, self.continues_after)  # the log it continues holds everything up to there
         log.on_durable = self._log_durable
         self.log = log
+
+    def hand_over(self) -> None:
+        """The run stops here to go on in another process (a shutdown): what was published is logged
+        and sent, nothing after (no terminal event: its subscribers end without one, and a client
+        reattaches to follow the run where it goes on)."""
+        self.handed_over = True
 
     def drop_log(self) -> None:
         """The run was taken over by another process: nothing more goes to its log from here

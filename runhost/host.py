@@ -50,7 +50,7 @@ from threads.services.runs import (
 )
 from threads.services.workspaces import workspace_open
 from threads.store import DbSessionStore
-from threads.takeover import run_take_over
+from threads.takeover import run_release, run_take_over
 from threads.waits import ClaimAs, Claimed, Missing, wait_answer, wait_claim_due
 
 log = logging.getLogger(__name__)
@@ -349,6 +349,16 @@ class RunHost:
             self.registry.forget(live)
             surface.close(failed="another server process took this run over; reattach to follow it")
             return
+        if live.handing_over:
+            try:
+                await surface.flush()  # what it published before the hand-over, and nothing after
+                await on_db_thread(run_release, run_id=live.run_pk, takeovers=live.takeovers)
+            except Exception:
+                log.exception("could not hand run %s over", live.run_pk)  # its lease lapses anyway
+            finally:
+                self.registry.forget(live)
+                surface.close()
+            return
         try:
             queued = await record_end(
                 live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error, live.takeovers
@@ -458,13 +468,21 @@ class RunHost:
 
     async def shutdown(self, grace: float) -> None:
         """Runs in flight get ``grace`` seconds to finish and record themselves; what is still
-        running then is cancelled and recorded as such. Waiting runs are in the database already,
-        and so are queued messages: another process's sweep starts them."""
+        running then is handed over to another process (with RUN_MAX_TAKEOVERS 0: cancelled and
+        recorded as such). Waiting runs are in the database already, and so are queued messages:
+        another process's sweep starts them."""
         self._closing = True
         self.stop_sweeper()
         tasks = self.registry.tasks()
         if tasks:
             _done, pending = await asyncio.wait(tasks, timeout=grace)
+            if settings.RUN_MAX_TAKEOVERS:
+                # Runs still at work are handed over: stopped where they are, their log ended there,
+                # their lease let go, so another process takes each over from its last step at once.
+                for live in self.registry.running():
+                    if live.task in pending and live.stream is not None:
+                        live.handing_over = True
+                        live.stream.hand_over()
             for task in pending:
                 task.cancel()
             if pending:

@@ -37,6 +37,8 @@ class LiveStream(Protocol):
 
     def drop_log(self) -> None: ...
 
+    def hand_over(self) -> None: ...
+
     def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]: ...
 
     def follow(self, after: int, heartbeat: float) -> Followed: ...
@@ -57,6 +59,8 @@ class LiveRun:
     # Another process took the run over (this one renewed its lease too late): it stops, and
     # records nothing, the run being the other's now.
     lost: bool = False
+    # The process is shutting down: the run stops and is handed over to another (its lease released).
+    handing_over: bool = False
     # How often the run had been taken over when this process took it (0: it started it here);
     # every write of its steps and its end checks it is unchanged (threads/takeover.py still_ours).
     takeovers: int = 0
@@ -168,6 +172,10 @@ class RunRegistry:
 
     def streams(self) -> list[LiveStream]:
         return [r.stream for r in [*self.by_thread.values(), *self.finishing.values()] if r.stream is not None]
+
+    def running(self) -> list[LiveRun]:
+        """The runs at work (not those being recorded)."""
+        return list(self.by_thread.values())
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]

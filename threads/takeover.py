@@ -121,6 +121,14 @@ def runs_abandoned(*, live_run_ids: set[uuid.UUID], limit: int = 50) -> list[uui
     return [pk for pk, owner, lease in candidates if leases.owner_is_gone(owner, lease, now)][:limit]
 
 
+def run_release(*, run_id: uuid.UUID, takeovers: int) -> None:
+    """This process hands the run over (it is shutting down): its lease is let go at once, so the
+    sweep of another process takes it over from its last step without waiting for it to lapse."""
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, takeovers=takeovers).update(
+        lease_expires_at=timezone.now() - leases.lease_length()
+    )
+
+
 @again_after_a_race
 def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
     """Claims the running run ``run_id`` if its owner is gone, for this process; None when another
@@ -185,6 +193,7 @@ __all__ = [
     "TakenOver",
     "can_go_on",
     "queued_if_ours",
+    "run_release",
     "run_take_over",
     "runs_abandoned",
     "step_record",

@@ -352,3 +352,40 @@ def test_a_sub_agent_in_flight_fails_its_delegation_as_unknown_and_the_run_goes_
     assert (cluster.workspace / "counter").read_text() == "child\n"
     client = verified("1", seen + rest, thread_id=thread_id, run_id="r1")
     assert client["error"] is None, (client["error"], types)
+
+
+def test_a_run_still_at_work_when_its_process_stops_is_handed_over_to_another(cluster: Cluster) -> None:
+    """SIGTERM (a deploy): the run gets SHUTDOWN_GRACE_SECONDS to finish; still at work then, it is
+    handed over, its lease let go, and another process goes on with it at once; a client that
+    reattaches there sees it end with RUN_FINISHED."""
+    thread_id = "t-over-term"
+    cluster.a.kill()
+    cluster.a.env["SHUTDOWN_GRACE_SECONDS"] = "1"
+    cluster.a.env["RUN_LEASE_SECONDS"] = "60"  # B cannot be waiting for the lease to lapse
+    try:
+        cluster.a.start()
+        hanging = text_turn(["deploying ", "now"]).pause(after_events=4, timeout=60)
+        cluster.fake.script([hanging, text_turn(["Finished after the deploy."])])
+        seen = b""
+        headers = {**cluster.a.headers, "Content-Type": "application/json"}
+        with httpx.stream(
+            "POST", f"{cluster.a.url}/agui/coder", content=_body("1", thread_id), headers=headers, timeout=30
+        ) as response:
+            for chunk in response.iter_bytes():
+                seen += chunk
+                if seen.endswith(b"\n\n") and b"deploying " in seen:
+                    break
+        time.sleep(1.0)
+        cluster.a.stop()  # SIGTERM, and wait for the process to exit
+        hanging.resume.set()
+        rest = _reattached(cluster, cluster.b, thread_id, seen)
+        types = [e["type"] for e in _events(seen + rest)]
+        assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
+        assert _text(_events(rest)).endswith("Finished after the deploy.")
+        assert cluster.run_row(thread_id)[:3] == ("r1", "succeeded", 1)
+        client = verified("1", seen + rest, thread_id=thread_id, run_id="r1")
+        assert client["error"] is None, client["error"]
+    finally:
+        cluster.a.kill()
+        cluster.a.env.pop("SHUTDOWN_GRACE_SECONDS")
+        cluster.a.env["RUN_LEASE_SECONDS"] = "1.5"
