@@ -389,3 +389,35 @@ def test_a_run_still_at_work_when_its_process_stops_is_handed_over_to_another(cl
         cluster.a.kill()
         cluster.a.env.pop("SHUTDOWN_GRACE_SECONDS")
         cluster.a.env["RUN_LEASE_SECONDS"] = "1.5"
+
+
+def test_a_question_asked_after_a_takeover_is_answered_and_the_run_goes_on(cluster: Cluster) -> None:
+    """The run taken over asks the user a question: it waits as any run does, recorded by the process
+    that took it over, and the answer goes on with it."""
+    from tests.agui_client import run_client
+
+    thread_id = "t-over-ask"
+    hanging = text_turn(["Let me ", "ask"]).pause(after_events=4, timeout=30)
+    cluster.fake.script(
+        [hanging, tool_turn("ask_user", {"question": "Which file?"}, id="toolu_q"), text_turn(["Using notes.txt."])]
+    )
+    seen = _seen_until_killed(cluster, cluster.a, "1", thread_id, until=lambda s: b"Let me " in s)
+    hanging.resume.set()
+    rest = _reattached(cluster, cluster.b, thread_id, seen)
+    finished = _events(rest)[-1]
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt", finished
+    (interrupt,) = finished["outcome"]["interrupts"]
+    assert interrupt["toolCallId"] == "toolu_q" and interrupt["reason"] == "input_required"
+    assert verified("1", seen + rest, thread_id=thread_id, run_id="r1")["error"] is None
+    assert cluster.run_row(thread_id)[1:3] == ("waiting", 1)
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"answer": "notes.txt"}}]
+    (answered,) = run_client(
+        "1",
+        f"{cluster.b.url}/agui/coder",
+        cluster.b.token,
+        [{"threadId": thread_id, "runId": "r1", "messages": [user("go", "u1")], "resume": resume}],
+    )
+    assert answered["error"] is None, answered["error"]
+    assert answered["received"][-1]["type"] == "RUN_FINISHED"
+    told = cluster.fake.requests[-1].body["messages"][-1]["content"][0]
+    assert told["tool_use_id"] == "toolu_q" and told["content"] == "notes.txt"
