@@ -20,6 +20,7 @@ from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_
 from django.utils import timezone
 
 from agui.stream import sse_frame
+from runhost.host import HOST
 from threads import leases, selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import Rows
@@ -106,8 +107,13 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                         yield sse_frame(last.seq, last.payload.encode())
                 return
             if leases.owner_is_gone(row[2], row[3]):
-                # The process running it died: end its log here, then read that end.
-                await on_db_thread(runs_heal, run_ids=[run.pk], now=timezone.now())
+                # The process running it died: this one takes it over (or, when it cannot go on, ends
+                # its log: threads/takeover.py), then reads on. A process that takes nothing over
+                # (no sweep runs in it) ends the log itself, so the follower is never left waiting.
+                if not await HOST.take_over(run.pk):
+                    if not HOST.takes_over:
+                        await on_db_thread(runs_heal, run_ids=[run.pk], now=timezone.now())
+                    await asyncio.sleep(POLL_SECONDS)
                 continue
             yield b": waiting\n\n"
             if layer is None:

@@ -25,7 +25,7 @@ from agui.translate import AguiTranslator, run_finished
 from orchestrator.events import RunListener
 from orchestrator.waits import Checkpoint
 from runhost.host import HOST
-from runhost.surface import Flushed, RunContext
+from runhost.surface import ContinuedLog, Flushed, RunContext
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
@@ -84,15 +84,21 @@ def _v1_only(event: dict[str, Any]) -> bool:
 
 
 class AguiRun:
-    """One AG-UI run: the run host's RunSurface, streamed as SSE frames."""
+    """One AG-UI run: the run host's RunSurface, streamed as SSE frames. With ``continues``, the
+    continuation of a run taken over from a dead process, in its log: no second RUN_STARTED (a client
+    following the run has had it), and what the log left open is closed first."""
 
-    def __init__(self, *, thread_id: str, run_id: str, v1: bool, client_state: Any) -> None:
+    def __init__(
+        self, *, thread_id: str, run_id: str, v1: bool, client_state: Any, continues: ContinuedLog | None = None
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self.v1 = v1
         self.client_state = client_state
-        self.stream = RunStream(log=None)
-        self.stream.publish(ev.run_started(thread_id, run_id, v1=v1))
+        self.continues = continues
+        self.stream = RunStream(log=None, after=continues.after if continues else 0)
+        if continues is None:
+            self.stream.publish(ev.run_started(thread_id, run_id, v1=v1))
         self.translator: AguiTranslator | None = None
         self._thread: Any = None
         self._run_pk: uuid.UUID | None = None
@@ -116,6 +122,18 @@ class AguiRun:
         translator = AguiTranslator(
             self.stream.publish, thread_id=self.thread_id, run_id=self.run_id, v1=self.v1, state=state
         )
+        if self.continues is not None:
+            # Taken over: the dead process's open messages, tool calls, steps and sub-agents are closed
+            # before anything else, and the calls it announced get their results, not a second start.
+            closings, logged = ev.close_log(list(self.continues.logged))
+            for event in closings:
+                self.stream.publish(event)
+            translator.open.closed_tools |= logged.closed_tools
+            # The calls of the model's last turn were streamed before it was committed, whether or not
+            # the log kept their starts: a client may hold them, so they are never opened twice.
+            last = context.session.turns[-1] if context.session.turns else {}
+            if last.get("role") == "assistant" and isinstance(last.get("content"), list):
+                translator.open.closed_tools |= {b["id"] for b in last["content"] if b.get("type") == "tool_use"}
         # A run that goes on after a wait gives the result of calls announced before it, not the calls again.
         translator.open.closed_tools |= context.announced_calls
         translator.start(announced=True)
@@ -139,7 +157,8 @@ class AguiRun:
             return Flushed(event_count=self.stream.last_seq, state=stored if isinstance(stored, dict) else {})
         if self.stream.log is not None:
             await self.stream.log.close()
-        return Flushed(event_count=self.stream.last_seq, state=self.translator.state.document)
+        count = self.stream.last_seq if self.continues is None else self.continues.count + len(self.stream.frames)
+        return Flushed(event_count=count, state=self.translator.state.document)
 
     def close(self, *, failed: str = "") -> None:
         if failed:
@@ -164,7 +183,10 @@ class AguiRun:
         if run is None:
             return False
         live = HOST.registry.stream_of(run_pk)
-        frames = live.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS) if live else follow_stored_run(run, 0)
+        if live is not None and live.continues_after == 0:
+            frames = live.subscribe(0, settings.AGUI_HEARTBEAT_SECONDS)
+        else:
+            frames = follow_stored_run(run, 0)  # the run's log first (all of it, when taken over)
         joined = from_start
         opened = ev.OpenParts()  # what the followed run has open, until the join
         state: Any = None  # the state document as the events so far left it, until the join
@@ -234,14 +256,17 @@ class AguiRun:
         self.stream.close()
 
 
-def background_surface(thread: Thread, agui_run_id: str, protocol_version: str) -> AguiRun:
+def background_surface(
+    thread: Thread, agui_run_id: str, protocol_version: str, *, continues: ContinuedLog | None = None
+) -> AguiRun:
     """A run with nobody's request to stream into (an answer from the admin or the API, a deadline,
-    a queued message that starts the next run): its events go to its log, where the thread's events
-    stream and the requests that queued messages follow it."""
+    a queued message that starts the next run, a run taken over): its events go to its log, where the
+    thread's events stream and the requests that queued messages follow it."""
     state = thread.state if isinstance(thread.state, dict) else {}
     return AguiRun(
         thread_id=thread.agui_thread_id,
         run_id=agui_run_id,
         v1=bool(protocol_version),
         client_state=state.get("client"),
+        continues=continues,
     )

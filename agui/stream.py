@@ -60,28 +60,36 @@ class RunStream:
     has seen RUN_FINISHED or RUN_ERROR can rely on the run and all its events
     being recorded, in whichever process it asks next. Nor do subscribers see
     further than ``UNLOGGED_AHEAD`` events past the durable log, so a process that
-    dies leaves no client holding an id its log's healed end would reuse."""
+    dies leaves no client holding an id its log's healed end would reuse.
 
-    def __init__(self, log: EventLogWriter | None) -> None:
+    ``after``: the stream continues a log that holds events up to there (a run taken over from a
+    dead process, threads/takeover.py): its first event is ``after + 1``, and a subscriber from an
+    earlier id reads the log instead (agui/views.py)."""
+
+    def __init__(self, log: EventLogWriter | None, *, after: int = 0) -> None:
         self.frames: list[bytes] = []
+        self.continues_after = after
         self.visible = 0  # how many frames subscribers may read
         self.log = log
         self.closed = False
+        self.handed_over = False  # its run goes on in another process: nothing more is published here
         self._held = 0  # 1 once a logged run's terminal frame is published: it waits for close
         self._waiters: list[_Waker] = []  # told of each frame they may read, and of the close
 
     @property
     def last_seq(self) -> int:
-        return len(self.frames)
+        return self.continues_after + len(self.frames)
 
     @property
     def subscribers(self) -> int:
         return len(self._waiters)
 
     def publish(self, event: dict[str, Any]) -> None:
+        if self.handed_over:
+            return
         payload = encode_event(event)
         frames = self.frames
-        seq = len(frames) + 1
+        seq = self.continues_after + len(frames) + 1
         frames.append(b"id: %d\ndata: %s\n\n" % (seq, payload))  # sse_frame, inlined on the per-event path
         log = self.log
         if log is not None:
@@ -91,13 +99,13 @@ class RunStream:
                 return
             if seq > log.durable + UNLOGGED_AHEAD:
                 return  # let out when the log catches up (_log_durable)
-        self.visible = seq
+        self.visible = len(frames)
         for waiter in self._waiters:
             waiter.set()
 
     def _log_durable(self, durable: int) -> None:
         """The log holds every event up to ``durable``: what waited on it is let out."""
-        visible = min(len(self.frames) - self._held, durable + UNLOGGED_AHEAD)
+        visible = min(len(self.frames) - self._held, durable - self.continues_after + UNLOGGED_AHEAD)
         if visible > self.visible and not self.closed:
             self.visible = visible
             for waiter in self._waiters:
@@ -106,11 +114,25 @@ class RunStream:
     def attach_log(self, log: EventLogWriter) -> None:
         """Starts logging; what was published before (RUN_STARTED, sent ahead of the
         database work) goes into the log first, so the log is complete."""
-        for seq, frame in enumerate(self.frames, 1):
+        for seq, frame in enumerate(self.frames, self.continues_after + 1):
             payload = frame.split(b"data: ", 1)[1][:-2]
             log.append(seq, orjson.loads(payload)["type"], payload.decode())
+        log.durable = max(log.durable, self.continues_after)  # the log it continues holds everything up to there
         log.on_durable = self._log_durable
         self.log = log
+
+    def hand_over(self) -> None:
+        """The run stops here to go on in another process (a shutdown): what was published is logged
+        and sent, nothing after (no terminal event: its subscribers end without one, and a client
+        reattaches to follow the run where it goes on)."""
+        self.handed_over = True
+
+    def drop_log(self) -> None:
+        """The run was taken over by another process: nothing more goes to its log from here
+        (this stream's own subscribers still get what it publishes)."""
+        if self.log is not None:
+            self.log.abandon()
+            self.log = None
 
     def replace_terminal(self, event: dict[str, Any]) -> None:
         """The run could not be recorded: its held-back terminal event is not let out, ``event``
@@ -118,7 +140,7 @@ class RunStream:
         that is not durable."""
         if self.frames and self.visible < len(self.frames):
             payload = encode_event(event)
-            self.frames[-1] = sse_frame(len(self.frames), payload)
+            self.frames[-1] = sse_frame(self.last_seq, payload)
 
     def close(self) -> None:
         """No more events; subscribers finish once they have read everything."""
@@ -140,7 +162,7 @@ class RunStream:
     async def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
         """Yields every frame after sequence ``after``, then follows the run until it closes;
         a heartbeat comment after ``heartbeat`` seconds of silence."""
-        cursor = max(0, after)
+        cursor = max(0, after - self.continues_after)
         wake = asyncio.Event()
         self._waiters.append(wake)
         loop = asyncio.get_running_loop()
@@ -215,7 +237,8 @@ class LiveFrames:
 
     async def send_to(self, send: Send) -> None:
         """Sends every frame as an ASGI body message, until the run's stream closes."""
-        await _Writer(self._taken(), max(0, self.after), self.heartbeat, send).run()
+        stream = self._taken()
+        await _Writer(stream, max(0, self.after - stream.continues_after), self.heartbeat, send).run()
 
     def _taken(self) -> RunStream:
         stream, self._stream = self._stream, None

@@ -215,7 +215,7 @@ async def reattach(
     if run.events_pruned_at is not None:
         return error_response(410, "event_log_pruned", PRUNED["message"])
     stream = HOST.registry.stream_of(run.pk)
-    if stream is not None:
+    if stream is not None and after >= stream.continues_after:
         return SseResponse(stream.follow(after, settings.AGUI_HEARTBEAT_SECONDS))
     return SseResponse(follow_stored_run(run, after))
 

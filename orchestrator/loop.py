@@ -35,7 +35,9 @@ from orchestrator.events import (
     RunListener,
     RunPaused,
     TodosChanged,
+    ToolMessage,
     ToolProgress,
+    ToolResult,
 )
 from orchestrator.memory import heal_turns
 from orchestrator.modelcall import Final, Stopped, ToolCalls, call_model
@@ -52,12 +54,13 @@ from orchestrator.subagents import (
     SubAgentLimits,
     SubAgentStores,
 )
+from orchestrator.takeover import INTERRUPTED_UNKNOWN, Takeover, calls_in_flight, runs_again
 from orchestrator.toolcalls import Ran, Repeats, Turn, run_tool_calls
 from orchestrator.tools.ask import ASK_USER
 from orchestrator.tools.base import ToolContext, ToolRegistry
 from orchestrator.tools.grounding import GROUNDING_REPORT, gate_allows, grounding_prompt
 from orchestrator.tools.subagent import SUB_AGENT
-from orchestrator.waits import Counters, Resumption, Waiting
+from orchestrator.waits import Checkpoint, Counters, DoneCall, Resumption, Waiting
 
 log = logging.getLogger(__name__)
 
@@ -171,13 +174,20 @@ class AgentLoop:
         self.listener.on_event(event)
 
     async def run(
-        self, request: RunRequest, *, run_id: str, thread_id: str, resume: Resumption | None = None
+        self,
+        request: RunRequest,
+        *,
+        run_id: str,
+        thread_id: str,
+        resume: Resumption | None = None,
+        takeover: Takeover | None = None,
     ) -> Outcome | Waiting:
         """Runs to the end and returns the outcome, or ``Waiting`` with the checkpoint to go on from
         when a call needs an answer; ``on_finished`` is called exactly once, whatever happens
         (``Outcome.WAITING`` for a run that waits). With ``resume`` the run goes on from a checkpoint
-        and its answers, then takes the request's message, if it has one. The request's own
-        listeners hear the run beside the loop's."""
+        and its answers, then takes the request's message, if it has one. With ``takeover`` it goes
+        on from the last step a dead process checkpointed (orchestrator/takeover.py). The request's
+        own listeners hear the run beside the loop's."""
         if request.listeners:
             self.listener = Listeners(self.listener, *request.listeners)
         listener = self.listener
@@ -195,7 +205,7 @@ class AgentLoop:
                 )
             )
             listener.on_model(self.config.model)
-            ended = await self._run(request, resume)
+            ended = await self._run(request, resume, takeover)
             if ended is not Outcome.ERROR:
                 # The last call's spend, and what is left, before the run's end is told.
                 await self._settle_spend()
@@ -219,10 +229,23 @@ class AgentLoop:
             self.tool_context.on_progress = None
         return ended
 
-    async def _run(self, request: RunRequest, resume: Resumption | None) -> Outcome | Waiting:
+    async def _run(
+        self, request: RunRequest, resume: Resumption | None, takeover: Takeover | None
+    ) -> Outcome | Waiting:
         config = self.config
-        run = await self._prepare(request, resume)
-        if resume is not None:
+        run = await self._prepare(request, resume or (Resumption(takeover.checkpoint, {}) if takeover else None))
+        if takeover is not None:
+            calls = calls_in_flight(run.turns)
+            if not calls and run.turns and run.turns[-1]["role"] == "assistant":
+                return Outcome.SUCCESS  # its final answer was committed: it ended as its process died
+            if calls:
+                given = await self._interrupted_calls(calls, run, takeover.checkpoint)
+                match await self._tool_calls(calls, request, run, given):
+                    case Waiting() as waiting:
+                        return await self._wait(run, waiting)
+                    case Ran() as ran:
+                        await self._answer_calls(run, ran)
+        elif resume is not None:
             # The model's last turn asked for the calls the checkpoint holds: finish them first.
             calls = [b for b in run.turns[-1]["content"] if b.get("type") == "tool_use"]
             match await self._tool_calls(calls, request, run, resume):
@@ -230,11 +253,10 @@ class AgentLoop:
                     return await self._wait(run, waiting)
                 case Ran() as ran:
                     await self._answer_calls(run, ran)
-            run.iteration += 1
-        if resume is None or request.has_message():
+        if takeover is None and (resume is None or request.has_message()):
             run.turns.append({"role": "user", "content": request.user_content()})
             run.turns, _ = heal_turns(run.turns)
-            await self.store.commit(run.turns, [], TokenCount())
+            await self.store.commit(run.turns, [], TokenCount(), step=self._step(run))
         # Messages queued behind the one that started the run (or sent while it waited) join it now.
         if isinstance(next_step(run, config, self.listener), CallModel):
             await self._read_inbox(run.turns)
@@ -266,9 +288,9 @@ class AgentLoop:
                 task_id=self.task_id,
             )
             run.take_reply(model_turn.reply)
-            # The calls are committed before they run: a process that dies mid-tool
-            # leaves them open, and the next use of the session closes them.
-            await self.store.commit(run.turns, list(model_turn.messages), model_turn.reply.usage)
+            # The calls are committed before they run, with the step: a process that dies mid-tool
+            # leaves them open, and whoever takes the run over decides what becomes of them.
+            await self.store.commit(run.turns, list(model_turn.messages), model_turn.reply.usage, step=self._step(run))
             match model_turn:
                 case Final():
                     return Outcome.SUCCESS
@@ -279,7 +301,6 @@ class AgentLoop:
                     return await self._wait(run, waiting)
                 case Ran() as ran:
                     await self._answer_calls(run, ran)
-            run.iteration += 1
             # Only when the run goes on to answer it; else the message starts the next run.
             if isinstance(next_step(run, config, self.listener), CallModel):
                 await self._read_inbox(run.turns)
@@ -344,7 +365,7 @@ class AgentLoop:
             return
         run.turns = compaction.turns
         run.tokens += _spent(compaction.usage)
-        await self.store.commit(run.turns, [], compaction.usage)
+        await self.store.commit(run.turns, [], compaction.usage, step=self._step(run))
         run.counted, run.counted_upto = 0, 0
 
     def _model_request(self, request: RunRequest, run: Progress) -> ModelRequest:
@@ -409,6 +430,7 @@ class AgentLoop:
             ),
         )
         turn = Turn(
+            results=_StepResults(self, run, resume.checkpoint.done if resume is not None else {}),
             tools=self.tools,
             context=self.tool_context,
             approver=self.approver,
@@ -427,9 +449,36 @@ class AgentLoop:
         return ran
 
     async def _answer_calls(self, run: Progress, ran: Ran) -> None:
-        """Every call has its result: they answer the model's turn in the next user turn."""
+        """Every call has its result: they answer the model's turn in the next user turn, and the
+        iteration is over. The results' messages were stored as each call ended (_StepResults)."""
         run.turns.append({"role": "user", "content": ran.results})
-        await self.store.commit(run.turns, list(ran.messages), TokenCount(), reads=self.tool_context.reads)
+        run.iteration += 1
+        await self.store.commit(run.turns, [], TokenCount(), reads=self.tool_context.reads, step=self._step(run))
+
+    async def _interrupted_calls(
+        self, calls: list[dict[str, Any]], run: Progress, checkpoint: Checkpoint
+    ) -> Resumption:
+        """The calls a dead process left without a stored result, after a takeover: those that may
+        not run again get a failed result saying their effect is unknown, stored and reported now;
+        the rest (read-only) run again. Returns what the turn's calls go on from."""
+        done = dict(checkpoint.done)
+        for call in calls:
+            if call["id"] in done or runs_again(call, self.tools):
+                continue
+            failed = DoneCall(INTERRUPTED_UNKNOWN, True, self.make_id("tool"))
+            done[call["id"]] = failed
+            message = ToolMessage(failed.message_id, call["id"], failed.content)
+            await self.store.commit(run.turns, [message], TokenCount(), step=self._step(run, done))
+            self.listener.on_event(ToolResult(call["id"], call["name"], failed.content, True, failed.message_id))
+            self.listener.on_message(message)
+        return Resumption(Checkpoint(done=done), {})
+
+    def _step(self, run: Progress, done: dict[str, DoneCall] | None = None) -> Checkpoint | None:
+        """The run's checkpoint as it stands, committed with each step (issue #45); a sub-agent's
+        steps are not: one in flight when its process dies fails its delegation."""
+        if self.depth:
+            return None
+        return Checkpoint(done=dict(done or {}), counters=run.counters(), reads=dict(self.tool_context.reads))
 
     async def _read_inbox(self, turns: list[dict[str, Any]]) -> None:
         """The tool boundary: messages sent while the run was in flight join its last user turn,
@@ -446,8 +495,9 @@ class AgentLoop:
         self.listener.on_queued_message_read([message.request_id for message in queued])
 
     async def _wait(self, run: Progress, waiting: Waiting) -> Waiting:
-        """Ends the run until its open calls are answered; the calls that finished are stored now."""
-        await self.store.commit(run.turns, list(waiting.messages), TokenCount(), reads=self.tool_context.reads)
+        """Ends the run until its open calls are answered; the calls that finished were stored as
+        each ended (_StepResults), and the ledger is stored now."""
+        await self.store.commit(run.turns, [], TokenCount(), reads=self.tool_context.reads)
         checkpoint = dataclasses.replace(
             waiting.checkpoint, counters=run.counters(), reads=dict(self.tool_context.reads)
         )
@@ -460,6 +510,25 @@ class AgentLoop:
         self.listener.on_event(PhaseChanged(Phase.PAUSED, False))
         await self.store.pause(reason)
         return Outcome.PAUSED
+
+
+class _StepResults:
+    """Stores each tool call's result as the call ends, with the run's checkpoint (the batch's
+    results so far): a process that dies mid-batch leaves what its finished calls did on record, and
+    none of them is run again or reported unknown by the process that takes the run over. One at a
+    time, so the checkpoints reach the database in the order they grow."""
+
+    def __init__(self, loop: AgentLoop, run: Progress, done: dict[str, DoneCall]) -> None:
+        self.loop = loop
+        self.run = run
+        self.done = dict(done)
+        self.lock = asyncio.Lock()
+
+    async def stored(self, call_id: str, done: DoneCall, message: ToolMessage) -> None:
+        async with self.lock:
+            self.done[call_id] = done
+            loop, run = self.loop, self.run
+            await loop.store.commit(run.turns, [message], TokenCount(), step=loop._step(run, self.done))
 
 
 # LoopConfig is orchestrator/steps.py's; callers that build a loop take it from here.

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from orchestrator.events import AssistantMessage, PauseReason, ToolMessage
 from orchestrator.providers.base import TokenCount
+from orchestrator.waits import Checkpoint
 
 
 class SessionStore(Protocol):
@@ -21,9 +22,12 @@ class SessionStore(Protocol):
         usage: TokenCount,
         *,
         reads: dict[str, str] | None = None,
+        step: Checkpoint | None = None,
     ) -> None:
         """Saves the turns and appends the new transcript messages, atomically; with ``reads``, the
-        read ledger (orchestrator/tools/ledger.py) the conversation's next runs start from."""
+        read ledger (orchestrator/tools/ledger.py) the conversation's next runs start from; with
+        ``step``, the running run's checkpoint after what is committed, in the same transaction, for
+        whoever takes the run over if its process dies (issue #45)."""
         ...
 
     async def pause(self, reason: PauseReason) -> None:

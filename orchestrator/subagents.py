@@ -36,7 +36,7 @@ from orchestrator.request import DELEGATION, RunRequest
 from orchestrator.stores import SessionStore
 from orchestrator.tools.base import ToolKind, ToolOutput, ToolRegistry
 from orchestrator.verdict import REPORT_INSTRUCTION
-from orchestrator.waits import ChildCheckpoint, Resumption, Waiting
+from orchestrator.waits import Checkpoint, ChildCheckpoint, Resumption, Waiting
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ class MemorySubAgentStore:
         usage: TokenCount,
         *,
         reads: dict[str, str] | None = None,
+        step: Checkpoint | None = None,
     ) -> None:
         self.turns = turns
 

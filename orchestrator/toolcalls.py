@@ -19,7 +19,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.approvals import Answer, Approver, Ask
 from orchestrator.dispatch import (
@@ -44,10 +44,18 @@ from orchestrator.tools.grounding import gate_allows
 from orchestrator.waits import Checkpoint, ChildCheckpoint, DoneCall, OpenCall, Resumption, Waiting, WaitKind
 
 
+class CallResults(Protocol):
+    """Where each call's result is stored as the call ends, before it is reported (the loop's
+    store, with the run's checkpoint: orchestrator/takeover.py)."""
+
+    async def stored(self, call_id: str, done: DoneCall, message: ToolMessage) -> None: ...
+
+
 @dataclass(slots=True, frozen=True)
 class Turn:
     """What one turn's calls run with, as the run was when the turn began."""
 
+    results: CallResults
     tools: ToolRegistry
     context: ToolContext
     approver: Approver
@@ -85,7 +93,7 @@ class Ran:
     """Every call has its result: ``results`` is the user turn's content that answers them."""
 
     results: list[dict[str, Any]]
-    messages: tuple[ToolMessage, ...] = ()  # the calls that ended in this pass, to be stored
+    messages: tuple[ToolMessage, ...] = ()  # the calls that ended in this pass (stored as each ended)
     spent: TokenCount = field(default_factory=TokenCount)  # what sub-agents spent
     grounded: bool = True
 
@@ -189,10 +197,14 @@ async def _run_one(call: dict[str, Any], step: tuple[CallStep, bool] | None, don
     message_id = client.message_id if client is not None else turn.make_id("tool")
     if client is not None and client.error:
         # The transcript keeps the client's message as it was sent, its error beside its content.
-        done.messages[call["id"]] = ToolMessage(message_id, call["id"], client.text, client.error)
+        message = ToolMessage(message_id, call["id"], client.text, client.error)
     else:
-        done.messages[call["id"]] = ToolMessage(message_id, call["id"], output.content)
-    done.waiting.done[call["id"]] = DoneCall(output.content, output.is_error, message_id, list(output.images))
+        message = ToolMessage(message_id, call["id"], output.content)
+    result = DoneCall(output.content, output.is_error, message_id, list(output.images))
+    # Stored before it is reported: a client never sees a result that a takeover would not know of.
+    await turn.results.stored(call["id"], result, message)
+    done.messages[call["id"]] = message
+    done.waiting.done[call["id"]] = result
     turn.listener.on_event(
         ToolResult(
             call["id"],

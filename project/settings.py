@@ -146,7 +146,12 @@ if SERVER_MAX_CONNECTIONS_PER_CLIENT > SERVER_MAX_CONNECTIONS:
 # Forwarded header names the client, uvicorn's convention: loopback by default, "*" for every peer,
 # empty for none. The per-client cap counts the client they name (project/forwarded.py).
 FORWARDED_ALLOW_IPS = env_forwarded_allow_ips("FORWARDED_ALLOW_IPS")
-RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 30.0, minimum=1.0)
+# A running run's owner renews its lease every third of this; when it lapses (or at once when the owner
+# was a process of this host that no longer exists) the sweep of another process takes the run over.
+RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 6.0, minimum=1.0)
+# How many times a run may be taken over from a dead process before it ends with RUN_ERROR; 0: never
+# (a dead process's runs are marked interrupted, as before issue #45).
+RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 3, minimum=0, maximum=100)
 SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)
 AGUI_HEARTBEAT_SECONDS = env_float("AGUI_HEARTBEAT_SECONDS", 15.0, minimum=0.05)
 # How long the durable event log may lag behind the stream, and how many events

@@ -37,8 +37,10 @@ def assemble_loop(
     listener: RunListener,
     cancelled: asyncio.Event,
     spend: SpendGate | None = None,
+    takeovers: int = 0,
 ) -> AgentLoop:
-    """The loop of run ``run_pk`` of ``thread``, heard by ``listener``."""
+    """The loop of run ``run_pk`` of ``thread``, heard by ``listener``; ``takeovers``: how often the
+    run had been taken over when this process took it (its steps are committed only while that holds)."""
     working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
     working.cancelled = cancelled
     working.reads.update(session.reads)  # a run that goes on from a checkpoint adds the checkpoint's
@@ -54,7 +56,14 @@ def assemble_loop(
         tools=tools,
         tool_context=working,
         config=loop_config(agent, provider, grounding=session.grounding_override),
-        store=DbSessionStore(session_id=session.pk, thread_pk=thread.pk, run_pk=run_pk, turns=session.turns),
+        store=DbSessionStore(
+            session_id=session.pk,
+            thread_pk=thread.pk,
+            run_pk=run_pk,
+            turns=session.turns,
+            client_tools=client_tools,
+            takeovers=takeovers,
+        ),
         listener=listener,
         approver=PolicyApprover(
             agent_name=agent.name,

@@ -24,6 +24,7 @@ from agents.runtime import close_providers, provider_for, run_tools
 from orchestrator.budget import BUDGET_EXCEEDED
 from orchestrator.events import BaseListener, Listeners, Outcome, RunListener
 from orchestrator.request import RunRequest
+from orchestrator.takeover import Takeover
 from orchestrator.waits import Checkpoint, Resumption, Waiting
 from runhost.assemble import assemble_loop
 from runhost.budgets import SpendMeter, budget_reached
@@ -31,7 +32,7 @@ from runhost.following import follow_queued
 from runhost.recording import record_end
 from runhost.registry import LiveRun, RunRegistry
 from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
-from runhost.surface import BackgroundSurfaces, Flushed, RunContext, RunSurface
+from runhost.surface import BackgroundSurfaces, ContinuedLog, Flushed, RunContext, RunSurface
 from runhost.sweep import Sweeper
 from threads import selectors
 from threads.dbthread import on_db_thread, on_db_thread_shared
@@ -50,6 +51,8 @@ from threads.services.runs import (
     run_open,
 )
 from threads.services.workspaces import workspace_open
+from threads.store import DbSessionStore
+from threads.takeover import run_release, run_take_over
 from threads.waits import ClaimAs, Claimed, Missing, wait_answer, wait_claim_due
 
 log = logging.getLogger(__name__)
@@ -278,6 +281,7 @@ class RunHost:
         surface: RunSurface,
         resume: Resumption | None,
         client_tools: list[dict[str, Any]],
+        takeover: Takeover | None = None,
     ) -> None:
         if resume is not None:
             record_answers(resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS)
@@ -317,6 +321,7 @@ class RunHost:
                 listener=live.listener,
                 cancelled=live.cancelled,
                 spend=meter,
+                takeovers=live.takeovers,
             )
             log.info(
                 "run %s of thread %s: agent %s, scenario %s%s",
@@ -324,9 +329,16 @@ class RunHost:
                 thread.agui_thread_id,
                 agent.name,
                 request.scenario.name,
-                ", going on after a wait" if resume else "",
+                ", going on after a wait" if resume else ", taken over" if takeover else "",
             )
-            match await loop.run(request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume):
+            ran = loop.run(
+                request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume, takeover=takeover
+            )
+            ended = await ran
+            if isinstance(loop.store, DbSessionStore) and loop.store.taken_over:
+                # At once, before the log's writer takes the end the loop just published.
+                live.lose()
+            match ended:
                 case Waiting(checkpoint=waiting):
                     outcome, checkpoint = Outcome.WAITING, waiting
                     await surface.waiting(checkpoint)
@@ -356,9 +368,26 @@ class RunHost:
         client_tools: list[dict[str, Any]],
         error: str,
     ) -> None:
-        """Makes the run durable (runhost/recording.py), then lets its terminal event out."""
+        """Makes the run durable (runhost/recording.py), then lets its terminal event out. A run
+        another process took over is that process's to record: this one only ends its stream."""
+        if live.lost:
+            self.registry.forget(live)
+            surface.close(failed="another server process took this run over; reattach to follow it")
+            return
+        if live.handing_over:
+            try:
+                await surface.flush()  # what it published before the hand-over, and nothing after
+                await on_db_thread(run_release, run_id=live.run_pk, takeovers=live.takeovers)
+            except Exception:
+                log.exception("could not hand run %s over", live.run_pk)  # its lease lapses anyway
+            finally:
+                self.registry.forget(live)
+                surface.close()
+            return
         try:
-            queued = await record_end(live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error)
+            queued = await record_end(
+                live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error, live.takeovers
+            )
         finally:
             self.registry.forget(live)
         if queued:
@@ -373,6 +402,11 @@ class RunHost:
         (runhost/sweep.py); what it takes runs with a ``background`` surface."""
         self._background = background
         self._sweeper.start()
+
+    @property
+    def takes_over(self) -> bool:
+        """The sweep runs here: this process takes over runs whose process died."""
+        return self._background is not None and not self._closing
 
     def stop_sweeper(self) -> None:
         self._sweeper.stop()
@@ -390,6 +424,47 @@ class RunHost:
         surface = self._background(claimed.thread, claimed.run.agui_run_id, claimed.previous.protocol_version)
         request = RunRequest(request_id=claimed.run.agui_run_id, text="")
         self._spawn(live, self._go_on(live, claimed, request, surface, claimed.client_tools), f"due-{run_id}")
+        return True
+
+    async def take_over(self, run_id: uuid.UUID) -> bool:
+        """Claims a running run whose process died and goes on with it here from its last step,
+        in its own event log (threads/takeover.py). False when another process was first, its owner
+        lives, or it could not go on (it was healed instead)."""
+        if self._background is None or self._closing:
+            return False
+        try:
+            taken = await on_db_thread(run_take_over, run_id=run_id)
+        except Exception:
+            log.exception("could not take run %s over", run_id)
+            return False
+        if taken is None:
+            return False
+        run, thread = taken.run, taken.thread
+        log.warning(
+            "run %s of thread %s taken over from a dead process (takeover %d, iteration %d)",
+            run.agui_run_id,
+            thread.agui_thread_id,
+            run.takeovers,
+            taken.checkpoint.counters.iteration,
+        )
+        live = LiveRun(run_pk=run.pk, agui_thread_id=thread.agui_thread_id, takeovers=run.takeovers)
+        self.registry.register(live)
+        continues = ContinuedLog(after=taken.after, logged=tuple(taken.logged), count=taken.count)
+        surface = self._background(thread, run.agui_run_id, run.protocol_version, continues=continues)
+        request = RunRequest(request_id=run.agui_run_id, text="")
+        going_on = self._execute(
+            live,
+            thread,
+            taken.session,
+            taken.agent,
+            run.agui_run_id,
+            request,
+            surface,
+            None,
+            taken.client_tools,
+            Takeover(taken.checkpoint),
+        )
+        self._spawn(live, going_on, f"takeover-{run_id}")
         return True
 
     async def hand_over(self, agui_thread_id: str) -> bool:
@@ -418,13 +493,21 @@ class RunHost:
 
     async def shutdown(self, grace: float) -> None:
         """Runs in flight get ``grace`` seconds to finish and record themselves; what is still
-        running then is cancelled and recorded as such. Waiting runs are in the database already,
-        and so are queued messages: another process's sweep starts them."""
+        running then is handed over to another process (with RUN_MAX_TAKEOVERS 0: cancelled and
+        recorded as such). Waiting runs are in the database already, and so are queued messages:
+        another process's sweep starts them."""
         self._closing = True
         self.stop_sweeper()
         tasks = self.registry.tasks()
         if tasks:
             _done, pending = await asyncio.wait(tasks, timeout=grace)
+            if settings.RUN_MAX_TAKEOVERS:
+                # Runs still at work are handed over: stopped where they are, their log ended there,
+                # their lease let go, so another process takes each over from its last step at once.
+                for live in self.registry.running():
+                    if live.task in pending and live.stream is not None:
+                        live.handing_over = True
+                        live.stream.hand_over()
             for task in pending:
                 task.cancel()
             if pending:

@@ -14,6 +14,7 @@ from runhost.surface import RunSurface
 from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.models import Run
 from threads.services.runs import run_finish
+from threads.takeover import RunTakenOver
 from threads.waits import run_wait
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,12 @@ async def record_end(
     checkpoint: Checkpoint | None,
     client_tools: list[dict[str, Any]],
     error: str,
+    takeovers: int = 0,
 ) -> bool:
     """Flushes the run's events, stores its end (``checkpoint``: it waits), closes its stream.
-    True when a message queued while it worked is left for the next run to take."""
+    True when a message queued while it worked is left for the next run to take. ``takeovers``: how
+    often the run had been taken over when this process took it; a run taken over since is not
+    recorded here (it is the other process's), and its stream here ends with an error."""
     failed = ""
     queued = False
     try:
@@ -50,6 +54,7 @@ async def record_end(
                 client_tools=client_tools,
                 event_count=flushed.event_count,
                 state=flushed.state,
+                takeovers=takeovers,
             )
         else:
             queued = await on_db_thread_shared(
@@ -61,7 +66,11 @@ async def record_end(
                 error=error,
                 event_count=flushed.event_count,
                 state=flushed.state,
+                takeovers=takeovers,
             )
+    except RunTakenOver:
+        log.error("run %s was taken over by another process: its end is that process's to record", run_pk)
+        failed = "another server process took this run over; reattach to follow it"
     except Exception:
         log.exception("could not record the end of run %s", run_pk)
         failed = "the server could not record the run"

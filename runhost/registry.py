@@ -29,7 +29,15 @@ class Followed(Protocol):
 
 
 class LiveStream(Protocol):
-    """A run's stream as a reattach in this process follows it (agui/stream.py RunStream)."""
+    """A run's stream as a reattach in this process follows it (agui/stream.py RunStream).
+    ``continues_after``: the seq the stream's first event follows (0, unless it continues the log
+    of a run taken over: the events up to there are in the log only)."""
+
+    continues_after: int
+
+    def drop_log(self) -> None: ...
+
+    def hand_over(self) -> None: ...
 
     def subscribe(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]: ...
 
@@ -48,6 +56,22 @@ class LiveRun:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     listener: RunListener | None = None  # what hears the run, once its loop is built
     stream: LiveStream | None = None  # its events as they are made, once it is attached
+    # Another process took the run over (this one renewed its lease too late): it stops, and
+    # records nothing, the run being the other's now.
+    lost: bool = False
+    # The process is shutting down: the run stops and is handed over to another (its lease released).
+    handing_over: bool = False
+    # How often the run had been taken over when this process took it (0: it started it here);
+    # every write of its steps and its end checks it is unchanged (threads/takeover.py still_ours).
+    takeovers: int = 0
+
+    def lose(self) -> None:
+        """Another process took the run over: it stops here, writes nothing more to the run's log,
+        and records nothing (the run is the other's)."""
+        self.lost = True
+        if self.stream is not None:
+            self.stream.drop_log()
+        self.request_cancel()
 
     def request_cancel(self) -> None:
         """Stops the run at its next safe point, and a call in flight that can stop, now."""
@@ -92,13 +116,17 @@ class RunRegistry:
             run_ids = list(self.live_run_pks())
             if run_ids:
                 try:
-                    cancelled = await on_db_thread(leases_renew, run_ids=run_ids)
+                    renewed = await on_db_thread(leases_renew, run_ids=run_ids)
                 except Exception:
                     log.exception("could not renew the leases of %d runs", len(run_ids))
                     continue
-                for run_pk in cancelled:  # cancels that reached another process
+                for run_pk in renewed.cancelled:  # cancels that reached another process
                     if live := self.live_by_pk(run_pk):
                         live.request_cancel()
+                for run_pk in renewed.lost:
+                    if live := self.live_by_pk(run_pk):
+                        log.error("run %s was taken over by another process: this one stops it", run_pk)
+                        live.lose()
                 try:
                     queued = await on_db_thread(queue_announce, run_ids=run_ids)
                 except Exception:
@@ -144,6 +172,10 @@ class RunRegistry:
 
     def streams(self) -> list[LiveStream]:
         return [r.stream for r in [*self.by_thread.values(), *self.finishing.values()] if r.stream is not None]
+
+    def running(self) -> list[LiveRun]:
+        """The runs at work (not those being recorded)."""
+        return list(self.by_thread.values())
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [r.task for r in [*self.by_thread.values(), *self.finishing.values()] if r.task]

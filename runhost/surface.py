@@ -32,6 +32,17 @@ class RunContext:
 
 
 @dataclass(slots=True, frozen=True)
+class ContinuedLog:
+    """The log a run taken over from a dead process goes on in (threads/takeover.py): its events
+    come after seq ``after``; ``logged`` are the events of the log that open or close parts, so that
+    what they left open is closed first."""
+
+    after: int
+    logged: tuple[dict[str, Any], ...]
+    count: int  # how many events the log holds (Run.event_count counts them, gaps aside)
+
+
+@dataclass(slots=True, frozen=True)
 class Flushed:
     event_count: int
     state: dict[str, Any]
@@ -83,7 +94,10 @@ class RunSurface(Protocol):
 
 
 class BackgroundSurfaces(Protocol):
-    def __call__(self, thread: Thread, agui_run_id: str, protocol_version: str) -> RunSurface:
+    def __call__(
+        self, thread: Thread, agui_run_id: str, protocol_version: str, *, continues: ContinuedLog | None = None
+    ) -> RunSurface:
         """The surface of a run with nobody's request to stream into (an answer from the admin
-        or the API, a deadline, a queued message that starts the next run): its log."""
+        or the API, a deadline, a queued message that starts the next run, a run taken over): its
+        log; with ``continues``, the log of the run it goes on, after what it holds."""
         ...

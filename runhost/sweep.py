@@ -1,6 +1,7 @@
-"""The sweep: every server process looks, every WAIT_SWEEP_SECONDS, for waiting runs that are due (a
-deadline passed, or every answer given outside a chat) and for messages whose run ended with its
-process before it handed them over, and has the run host go on with those it wins."""
+"""The sweep: every server process looks, every WAIT_SWEEP_SECONDS, for running runs whose process
+died (it takes them over: threads/takeover.py), for waiting runs that are due (a deadline passed, or
+every answer given outside a chat) and for messages whose run ended with its process before it handed
+them over, and has the run host go on with those it wins."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.conf import settings
 from runhost.registry import RunRegistry
 from threads.dbthread import on_db_thread
 from threads.queue import queue_stranded
+from threads.takeover import runs_abandoned
 from threads.waits import waiting_runs_due
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,8 @@ class Swept(Protocol):
     registry: RunRegistry
 
     async def take_due(self, run_id: uuid.UUID) -> bool: ...
+
+    async def take_over(self, run_id: uuid.UUID) -> bool: ...
 
     async def hand_over(self, agui_thread_id: str) -> bool: ...
 
@@ -51,6 +55,8 @@ class Sweeper:
         while True:
             await asyncio.sleep(settings.WAIT_SWEEP_SECONDS)
             try:
+                for run_id in await on_db_thread(runs_abandoned, live_run_ids=host.registry.live_run_pks()):
+                    await host.take_over(run_id)
                 for run_id in await on_db_thread(waiting_runs_due):
                     await host.take_due(run_id)
                 stranded = await on_db_thread(

@@ -147,6 +147,15 @@ class EventLogWriter:
             return
         log.error("event log for run %s could not write %d events", self.run_pk, len(chunk))
 
+    def abandon(self) -> None:
+        """Writes nothing more: what is pending is dropped and the writer stops. For a run another
+        process took over (threads/takeover.py): its log goes on there, and an event written here
+        now would land in it, among the continuation's."""
+        self._pending = []
+        self._closed = True
+        self._task.cancel()
+        self.on_durable = None
+
     async def close(self) -> None:
         self._closed = True
         self._closing.set()

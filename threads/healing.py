@@ -27,17 +27,15 @@ INTERRUPTED_ERROR = ev.run_error(
 
 
 def _closings(events: Iterable[LoggedEvent]) -> list[dict[str, Any]]:
-    """The END events of what the log left open, innermost first."""
-    opened = ev.OpenParts()
-    for _, type_, payload, _ in events:
-        if type_ in ev.OPENING_AND_CLOSING:
-            opened.see(orjson.loads(payload))
-    return opened.close()
+    """The END events of what the log left open, innermost first (sub-agents' included)."""
+    parts = [orjson.loads(payload) for _, type_, payload, _ in events if type_ in ev.OPENING_AND_CLOSING_RUNS]
+    return ev.close_log(parts)[0]
 
 
-def runs_heal(*, run_ids: list[uuid.UUID], now: datetime) -> None:
-    """Marks the runs interrupted and ends their logs. Idempotent: a run already ended, or whose log
-    already ends with a terminal event, keeps it."""
+def runs_heal(*, run_ids: list[uuid.UUID], now: datetime, error: dict[str, Any] | None = None) -> None:
+    """Marks the runs interrupted and ends their logs with ``error`` (a RUN_ERROR; by default
+    INTERRUPTED_ERROR). Idempotent: a run already ended, or whose log already ends with a terminal
+    event, keeps it."""
     for run_id in run_ids:
         with transaction.atomic():
             run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
@@ -54,7 +52,7 @@ def runs_heal(*, run_ids: list[uuid.UUID], now: datetime) -> None:
                     started = ev.run_started(run.thread.agui_thread_id, run.agui_run_id)
                     insert_events(run.pk, [(1, started["type"], orjson.dumps(started).decode())])
                     count += 1
-                ending = [*_closings(logged), INTERRUPTED_ERROR]
+                ending = [*_closings(logged), error or INTERRUPTED_ERROR]
                 # Its process may have streamed up to UNLOGGED_AHEAD events past the log that a client
                 # holds: the end comes after them, so a client reattaching from any of them gets it.
                 first = (logged[-1].seq if logged else 1) + UNLOGGED_AHEAD + 1

@@ -123,10 +123,17 @@ class Run(models.Model):
     # Set by a cancel that reached another process; the owner reads it when it renews its lease.
     cancel_requested = models.BooleanField(default=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # How many times another process took the run over after its owner died (threads/takeover.py),
+    # and when it last did; RUN_MAX_TAKEOVERS bounds the first, so a run that crashes its process
+    # cannot crash them all.
+    takeovers = models.PositiveSmallIntegerField(default=0)
+    taken_over_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # A waiting run (orchestrator/waits.py): the checkpoint, the client tools it was offered, and the
-    # results of the client's own tools as they arrive (the first answer wins).
+    # results of the client's own tools as they arrive (the first answer wins). A running run keeps
+    # its last step's checkpoint here ("step"), written with what the step recorded, for whichever
+    # process takes it over if its own dies (threads/takeover.py).
     checkpoint = models.JSONField(null=True, blank=True)
     client_answers = models.JSONField(default=dict, blank=True)
     # When the sweep looks at it: its earliest deadline, or now once every call has its answer.

@@ -9,19 +9,35 @@ from orchestrator.events import AssistantMessage, PauseReason, SubAgentStarted, 
 from orchestrator.providers.base import TokenCount
 from orchestrator.subagents import SubAgentParams, SubAgentResult
 from orchestrator.verdict import conclusion_of
+from orchestrator.waits import Checkpoint
 from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.services.sessions import session_commit, session_pause
 from threads.services.subagents import subagent_begin, subagent_commit, subagent_end
+from threads.takeover import RunTakenOver, step_record
 
 
 class DbSessionStore:
+    """``client_tools``: the tools the run's client offered, kept with each step's checkpoint, so the
+    process that takes the run over offers the model the same tools. ``takeovers``: how often the run
+    had been taken over when this process took it; a step is committed only while that holds."""
+
     def __init__(
-        self, *, session_id: uuid.UUID, thread_pk: uuid.UUID, run_pk: uuid.UUID, turns: list[dict[str, Any]]
+        self,
+        *,
+        session_id: uuid.UUID,
+        thread_pk: uuid.UUID,
+        run_pk: uuid.UUID,
+        turns: list[dict[str, Any]],
+        client_tools: list[dict[str, Any]] | None = None,
+        takeovers: int = 0,
     ) -> None:
         self.session_id = session_id
         self.thread_pk = thread_pk
         self.run_pk = run_pk
         self.turns = turns
+        self.client_tools = client_tools or []
+        self.takeovers = takeovers
+        self.taken_over = False  # a commit found the run taken over by another process
 
     async def load_turns(self) -> list[dict[str, Any]]:
         return list(self.turns)
@@ -33,17 +49,24 @@ class DbSessionStore:
         usage: TokenCount,
         *,
         reads: dict[str, str] | None = None,
+        step: Checkpoint | None = None,
     ) -> None:
-        await on_db_thread_shared(
-            session_commit,
-            session_id=self.session_id,
-            thread_id=self.thread_pk,
-            run_id=self.run_pk,
-            turns=turns,
-            messages=messages,
-            usage=usage,
-            reads=None if reads is None else dict(reads),
-        )
+        try:
+            await on_db_thread_shared(
+                session_commit,
+                session_id=self.session_id,
+                thread_id=self.thread_pk,
+                run_id=self.run_pk,
+                turns=turns,
+                messages=messages,
+                usage=usage,
+                reads=None if reads is None else dict(reads),
+                step=None if step is None else step_record(step, self.client_tools),
+                takeovers=self.takeovers,
+            )
+        except RunTakenOver:
+            self.taken_over = True
+            raise
 
     async def pause(self, reason: PauseReason) -> None:
         await on_db_thread(session_pause, session_id=self.session_id, reason=reason.value)
@@ -83,8 +106,11 @@ class DbSubAgentStore:
         usage: TokenCount,
         *,
         reads: dict[str, str] | None = None,
+        step: Checkpoint | None = None,
     ) -> None:
-        self.turns = turns  # a child's read ledger is its own (see SubAgentStore.commit)
+        # A child's read ledger is its own (see SubAgentStore.commit). Its steps are not checkpointed:
+        # a sub-agent in flight when its process dies is failed, not continued (threads/takeover.py).
+        self.turns = turns
         await on_db_thread(
             subagent_commit,
             session_id=self.session_id,

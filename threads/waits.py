@@ -27,6 +27,7 @@ from threads import leases
 from threads.locking import again_after_a_race, thread_lock
 from threads.models import Approval, Run, Session, Thread
 from threads.services.approvals import session_remember_approval
+from threads.takeover import RunTakenOver
 
 
 @dataclass(slots=True, frozen=True)
@@ -92,13 +93,17 @@ def run_wait(
     client_tools: list[dict[str, Any]],
     event_count: int,
     state: dict[str, Any],
+    takeovers: int = 0,
 ) -> None:
     """The run ends as waiting: its checkpoint, and an Approval row for each question a person
-    must answer, are written together, so an answer can never find one without the other."""
+    must answer, are written together, so an answer can never find one without the other. Raises
+    RunTakenOver, writing nothing, when another process took the run over since this one had it."""
     needed = checkpoint.answers_needed()
     with transaction.atomic():
         thread_lock(runs__pk=run_id)  # the thread first (threads/locking.py): its state is written below
         run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
+        if run.takeovers != takeovers:
+            raise RunTakenOver(f"run {run_id} was taken over by another process")
         Approval.objects.bulk_create(
             [
                 Approval(

@@ -252,6 +252,32 @@ class OpenParts:
         return closings
 
 
+def close_log(events: list[Event]) -> tuple[list[Event], OpenParts]:
+    """The events that close what a log of ``events`` left open, in the order the clients require
+    (each sub-agent still at work closed inside and then ended with SUBAGENT_ERROR, innermost first;
+    then the run's own parts), and the run's parts once closed (which tool calls it has closed). For
+    the continuation of a run whose process died (threads/takeover.py)."""
+    runs: dict[str, OpenParts] = {"": OpenParts()}  # by subagentRunId; "" is the run's own
+    for event in events:
+        kind = event["type"]
+        child = str(event.get("subagentRunId", ""))
+        if kind == SUBAGENT_STARTED:
+            runs[child] = OpenParts()
+        elif kind in (SUBAGENT_FINISHED, SUBAGENT_ERROR):
+            runs.pop(child, None)
+        elif child in runs:
+            runs[child].see(event)
+    closings: list[Event] = []
+    for child, opened in reversed(list(runs.items())):
+        if not child:
+            continue
+        closings += [in_subagent(event, child) for event in opened.close()]
+        closings.append(subagent_error(child, "the server process running this sub-agent stopped", "interrupted"))
+    own = runs[""]
+    closings += own.close()
+    return closings, own
+
+
 # The events OpenParts follows: a reader of a stored log decodes only these.
 OPENING_AND_CLOSING = frozenset(
     {
@@ -265,3 +291,5 @@ OPENING_AND_CLOSING = frozenset(
         STEP_FINISHED,
     }
 )
+# And those close_log follows besides.
+OPENING_AND_CLOSING_RUNS = OPENING_AND_CLOSING | SUBAGENT_TYPES

@@ -57,6 +57,8 @@ from tests.procs import ROOT
         ("BUDGET_USER_MONTHLY_USD", "-5"),
         ("BUDGET_AGENT_DAILY_USD", "nan"),
         ("BUDGET_AGENT_MONTHLY_USD", "inf"),
+        ("RUN_MAX_TAKEOVERS", "-1"),
+        ("RUN_MAX_TAKEOVERS", "three"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value):

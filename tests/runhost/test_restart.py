@@ -1,4 +1,9 @@
-"""A thread survives a restart of the server process, and a killed run heals on next use."""
+"""A thread survives a restart of the server process, and a killed run that cannot go on heals.
+
+Since issue #45 a run killed with its process is taken over by a live process (tests/runhost/
+test_takeover.py); these tests set RUN_MAX_TAKEOVERS=0, under which no run can be taken over, to keep
+proving the healing that still ends every run that cannot go on (no step checkpointed, or taken over
+too often): marked interrupted, its log ended, its session healed by the next message."""
 
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ from tests.helpers import run_input, unmarked, user, v1
 from tests.procs import ServerProcess
 from tests.restarts import conversation_survives_restart
 from tests.sse import Stream, get_stream, parse_frames, post_run
+
+# No run is taken over: a killed run is healed, as every run that cannot go on is.
+HEALS = {"RUN_MAX_TAKEOVERS": "0"}
 
 
 @contextmanager
@@ -40,7 +48,7 @@ def test_a_run_killed_with_its_process_is_marked_interrupted_and_the_thread_heal
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with FakeAnthropic() as fake:
-        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url}
+        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, **HEALS}
         server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
         try:
             hanging = text_turn(["never ", "finished"]).pause(after_events=4, timeout=30)
@@ -98,6 +106,7 @@ def test_a_client_ahead_of_a_dead_runs_log_is_told_how_it_ended(tmp_path):
         env = {
             "ANTHROPIC_API_KEY": "sk-fake",
             "ANTHROPIC_BASE_URL": fake.base_url,
+            **HEALS,
             "EVENT_LOG_FLUSH_SECONDS": "60",
             "EVENT_LOG_MAX_DELAY_SECONDS": "60",
         }
@@ -141,6 +150,7 @@ def test_a_client_shown_more_than_the_log_kept_gets_the_closing_events_after_its
         env = {
             "ANTHROPIC_API_KEY": "sk-fake",
             "ANTHROPIC_BASE_URL": fake.base_url,
+            **HEALS,
             "EVENT_LOG_FLUSH_SECONDS": "0.005",
             "EVENT_LOG_MAX_DELAY_SECONDS": "60",  # a frame waits for its 32 events: the tail stays unlogged
         }
@@ -197,7 +207,12 @@ def _killable_server(tmp_path: Path) -> Iterator[tuple[FakeAnthropic, ServerProc
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with FakeAnthropic() as fake:
-        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": fake.base_url, "AGENT_MUTATING_TOOLS": "on"}
+        env = {
+            "ANTHROPIC_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "AGENT_MUTATING_TOOLS": "on",
+            **HEALS,
+        }
         server = ServerProcess(data_dir=tmp_path, workspace=workspace, env=env).start()
         try:
             yield fake, server, workspace

@@ -23,6 +23,7 @@ from threads.queue import queue_claim, queue_message, queue_started
 from threads.selectors import agent_get
 from threads.services.subagents import subagents_interrupt
 from threads.services.transcript import message_preview, messages_append
+from threads.takeover import RunTakenOver, can_go_on, queued_if_ours
 from threads.waits import wait_cancel, wait_supersede
 
 # A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
@@ -185,10 +186,20 @@ def run_open(
         raise ThreadConflict(f"run {agui_run_id} already exists on thread {agui_thread_id}; use a new runId")
     now = timezone.now()
     running = list(
-        Run.objects.filter(thread=thread, status__in=LIVE_STATUSES).values_list("id", "owner", "lease_expires_at")
+        Run.objects.filter(thread=thread, status__in=LIVE_STATUSES).only(
+            "id", "owner", "lease_expires_at", "checkpoint", "takeovers"
+        )
     )
-    # This process's own runs are live; another's are, until its lease lapses or it is known dead.
-    gone = [pk for pk, owner, lease in running if pk not in live_run_ids and leases.owner_is_gone(owner, lease, now)]
+    # This process's own runs are live; another's are, until its lease lapses or it is known dead. A
+    # dead process's run that can go on is still busy: the sweep of a live process takes it over
+    # (threads/takeover.py), and the message waits for it like any message sent to a run in flight.
+    gone = [
+        run.pk
+        for run in running
+        if run.pk not in live_run_ids
+        and leases.owner_is_gone(run.owner, run.lease_expires_at, now)
+        and not can_go_on(run)
+    ]
     if gone:
         runs_heal(run_ids=gone, now=now)
         subagents_interrupt(thread=thread, run_ids=gone, now=now)
@@ -264,11 +275,22 @@ def _new_run(thread: Thread, agui_run_id: str, run_pk: uuid.UUID | None, protoco
     )
 
 
-def leases_renew(*, run_ids: list[uuid.UUID]) -> list[uuid.UUID]:
-    """Extends this process's claim on the runs it is running; returns those asked to cancel."""
+@dataclass(slots=True, frozen=True)
+class Renewed:
+    """What renewing the leases found: runs asked to cancel, and runs another process took over
+    (this one was taken for dead: it lost them, and must stop without recording them)."""
+
+    cancelled: list[uuid.UUID]
+    lost: list[uuid.UUID]
+
+
+def leases_renew(*, run_ids: list[uuid.UUID]) -> Renewed:
+    """Extends this process's claim on the runs it is running and still owns."""
     running = Run.objects.filter(id__in=run_ids, status__in=LIVE_STATUSES)
-    running.update(lease_expires_at=leases.lease_until())
-    return list(running.filter(cancel_requested=True).values_list("id", flat=True))
+    owned = running.filter(owner=leases.owner_id())
+    owned.update(lease_expires_at=leases.lease_until())
+    lost = running.exclude(owner=leases.owner_id()).values_list("id", flat=True)
+    return Renewed(list(owned.filter(cancel_requested=True).values_list("id", flat=True)), list(lost))
 
 
 class RunNotCancellable(Exception):
@@ -302,10 +324,12 @@ def run_finish(
     error: str,
     event_count: int,
     state: dict[str, Any],
+    takeovers: int = 0,
 ) -> bool:
     """Records the run's end and the thread's state document; True when a message waits in the
     thread's queue, for the caller to hand over (one round trip to the database thread, not two:
-    this is every run's last fixed cost, bench/stream.py --profile-concurrent)."""
+    this is every run's last fixed cost, bench/stream.py --profile-concurrent). Raises RunTakenOver,
+    writing nothing, when another process took the run over since this one had it (``takeovers``)."""
     now = timezone.now()
     ended = {"status": status, "outcome": outcome, "error": error, "event_count": event_count, "finished_at": now}
     # The thread's row before the run's: the order every writer of both keeps (threads/locking.py).
@@ -313,6 +337,8 @@ def run_finish(
     queued = fastsql.execute(
         fastsql.update_statement(Thread, thread_id, setting={"state": state, "updated_at": now}, adding={}),
         fastsql.update_statement(Run, run_id, setting=ended, adding={}),
-        fastsql.exists_statement(QueuedMessage, thread=thread_id, status=QueuedMessage.Status.QUEUED),
+        queued_if_ours(thread_id, run_id, takeovers),
     )
-    return bool(queued)
+    if not queued:
+        raise RunTakenOver(f"run {run_id} was taken over by another process")
+    return bool(queued[0][0])
