@@ -73,4 +73,9 @@ async def test_stopping_the_pool_stops_every_server(tmp_path: Path, settings) ->
     assert len(pids) >= 2 and all(_alive(pid) for pid in pids)
     await pool.stop()
     assert not pool.servers
+    # bwrap is stopped; what ran inside it dies with it (--die-with-parent), a moment later.
+    for _ in range(100):
+        if not any(_alive(pid) for pid in pids):
+            break
+        await asyncio.sleep(0.05)
     assert not any(_alive(pid) for pid in pids)

@@ -115,7 +115,8 @@ class _Form(HTMLParser):
         a = {k: v or "" for k, v in attrs}
         if tag == "input" and a.get("name") and a.get("type") not in ("submit", "button", "file"):
             if a.get("type") != "checkbox" or "checked" in a:
-                self.fields[a["name"]] = a.get("value", "on")
+                # A browser sends "on" for a checked box without a value, and "" for an empty field.
+                self.fields[a["name"]] = a.get("value", "on" if a.get("type") == "checkbox" else "")
         elif tag == "textarea":
             self._textarea = a["name"]
             self.fields[a["name"]] = ""
