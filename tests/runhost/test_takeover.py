@@ -22,7 +22,7 @@ import pytest
 from orchestrator.takeover import INTERRUPTED_UNKNOWN
 from tests.fakes.anthropic_api import FakeAnthropic, Turn, text_turn, tool_turn
 from tests.fakes.anthropic_api.script import tool_use, turn
-from tests.helpers import eventually, run_input, user, v1
+from tests.helpers import eventually, run_input, unmarked, user, v1
 from tests.procs import ServerProcess
 from tests.replayed import verified
 from tests.sse import get_stream, parse_frames
@@ -206,7 +206,7 @@ def test_a_mutating_call_in_flight_is_not_run_again_and_the_model_is_told_its_ef
     assert [e["type"] for e in _events(seen + rest)][-1] == "RUN_FINISHED"
     assert (cluster.workspace / "counter").read_text() == "ran\n"  # run once, never twice
     (answered,) = [r for r in cluster.fake.requests[1:]]
-    results = {block["tool_use_id"]: block for block in answered.body["messages"][-1]["content"]}
+    results = {block["tool_use_id"]: block for block in unmarked(answered.body["messages"])[-1]["content"]}
     assert results["toolu_b"] == {
         "type": "tool_result",
         "tool_use_id": "toolu_b",
@@ -342,7 +342,7 @@ def test_a_sub_agent_in_flight_fails_its_delegation_as_unknown_and_the_run_goes_
     (entry,) = next(e for e in _events(rest) if e["type"] == "STATE_SNAPSHOT")["snapshot"]["subAgents"]
     assert entry["role"] == "sleeper" and entry["status"] == "interrupted"
     parent = [r for r in cluster.fake.requests if "SLEEPER" not in str(r.body["messages"][0])]
-    result = parent[-1].body["messages"][-1]["content"][0]
+    result = unmarked(parent[-1].body["messages"])[-1]["content"][0]
     assert result == {
         "type": "tool_result",
         "tool_use_id": "toolu_sub",

@@ -582,7 +582,10 @@ def test_a_message_queued_while_its_run_s_process_dies_is_read_by_the_run_taken_
     assert stream.events[-1]["runId"] == "r2"
     assert "".join(e.get("delta", "") for e in stream.events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Taken over."
     assert _queued_on(cluster, "t-x-orphan") == ["read"]
-    assert cluster.fake.requests[-1].body["messages"][-1]["content"][-1] == {"type": "text", "text": "and then"}
+    assert unmarked(cluster.fake.requests[-1].body["messages"])[-1]["content"][-1] == {
+        "type": "text",
+        "text": "and then",
+    }
     runs = cluster.query(
         "SELECT r.agui_run_id, r.status, r.takeovers FROM threads_run r JOIN threads_thread t ON t.id = r.thread_id "
         "WHERE t.agui_thread_id = 't-x-orphan' ORDER BY r.started_at"

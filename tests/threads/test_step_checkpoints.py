@@ -24,6 +24,7 @@ from orchestrator.tools.readonly import READ_ONLY_TOOLS
 from orchestrator.tools.shell import BASH
 from orchestrator.waits import Checkpoint, Counters
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_use, turn
+from tests.helpers import unmarked
 from threads.models import Message, Run, Session, Thread
 from threads.store import DbSessionStore
 
@@ -151,7 +152,7 @@ async def test_a_loop_taken_over_runs_read_only_calls_again_and_fails_the_others
     checkpoint = Checkpoint.from_json({"done": done, "counters": {"iteration": 3, "tokens": 100}})
     with FakeAnthropic([text_turn(["Checked."])]) as fake:
         outcome = await _run(fake, store, [BASH], tmp_path, BaseListener(), Takeover(checkpoint))
-        answered = fake.requests[0].body["messages"][-1]["content"]
+        answered = unmarked(fake.requests[0].body["messages"])[-1]["content"]
     assert outcome is Outcome.SUCCESS
     assert not (tmp_path / "ran").exists()
     by_call = {block["tool_use_id"]: block for block in answered}
