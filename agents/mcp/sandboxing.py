@@ -57,6 +57,15 @@ class Launch:
     cwd: str | None
 
 
+def server_sandbox(*, network: bool) -> Sandbox | str:
+    """bash's sandbox as a stdio MCP server runs in it: a server is a process of its own, not a
+    bash call, so it gets no call's cgroup; its bounds are the per-process ones."""
+    sandbox = confined_sandbox(network=network)
+    if isinstance(sandbox, str):
+        return sandbox
+    return replace(sandbox, cgroups=None, no_cgroup="an MCP server is not given a call's cgroup")
+
+
 def stdio_launch(config: ServerConfig, expanded: ExpandedServer, *, default_cwd: str = "") -> Launch:
     """How to start the stdio server ``config`` (its ``${VAR}`` already ``expanded``). Raises
     ``McpNotConfined`` when it cannot run in its sandbox, ``FileNotFoundError`` when its command is
@@ -64,7 +73,7 @@ def stdio_launch(config: ServerConfig, expanded: ExpandedServer, *, default_cwd:
     env = server_environment(expanded.env)
     if settings.MCP_SANDBOX == "off":
         return Launch(expanded.command, expanded.args, env, expanded.cwd or default_cwd or None)
-    base = confined_sandbox(network=config.network)
+    base = server_sandbox(network=config.network)
     if isinstance(base, str):
         raise McpNotConfined(
             f"it cannot run in a sandbox, so it is not started: {base}; "
@@ -206,7 +215,7 @@ def stdio_note() -> str:
     """One line for start-up: how stdio MCP servers run, or why none can be started."""
     if settings.MCP_SANDBOX == "off":
         return "stdio servers run WITHOUT a sandbox, as the server's user (MCP_SANDBOX=off)"
-    sandbox = confined_sandbox(network=True)
+    sandbox = server_sandbox(network=True)
     if isinstance(sandbox, str):
         return f"stdio servers are NOT started: {sandbox}; or set MCP_SANDBOX=off to run them without a sandbox"
     return f"stdio servers run in bash's sandbox ({sandbox.describe()}), seeing only their cwd and paths"
