@@ -18,6 +18,7 @@ from typing import Any
 from orchestrator.events import COMPACTION, Compacted, Phase, PhaseChanged, RunListener
 from orchestrator.modelcall import usage_of
 from orchestrator.providers.base import ModelError, ModelProvider, ModelReply, ModelRequest, TokenCount
+from orchestrator.steps import LoopConfig, Progress
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +130,29 @@ async def compact(
     listener.on_usage(usage_of(reply, request, began=began, task_id=task_id, purpose=COMPACTION))
     emit(Compacted(dropped_turns=split, duration_seconds=time.monotonic() - began))
     return Compaction(compacted(summary, turns[split:]), reply.usage)
+
+
+async def compact_if_due(
+    provider: ModelProvider, run: Progress, config: LoopConfig, *, listener: RunListener, task_id: str = ""
+) -> Compaction | None:
+    """Before a call whose prompt would pass the configured share of the window, the older turns of
+    ``run`` are summarised and the run goes on with the summary, its tokens on the run's tally.
+    None when it is not due, or the summary could not be made (the run goes on as it was)."""
+    prompt = run.counted + estimate_tokens(run.turns[run.counted_upto :])
+    if prompt < config.compact_at * config.context_window:
+        return None
+    compaction = await compact(
+        provider,
+        run.turns,
+        model=config.model,
+        max_tokens=config.max_tokens,
+        keep_turns=config.keep_turns,
+        listener=listener,
+        task_id=task_id,
+    )
+    if compaction is None:
+        return None
+    run.turns = compaction.turns
+    run.spend(compaction.usage)
+    run.counted, run.counted_upto = 0, 0
+    return compaction

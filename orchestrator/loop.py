@@ -2,7 +2,7 @@
 
 One turn reads straight down in ``AgentLoop._run``: the run is prepared, then each iteration
 matches three small values, each decided in one place: the next step (``Stop``, ``Pause`` or
-``CallModel``: every limit is checked in ``_next_step``), the model's turn (``Final`` or
+``CallModel``: every limit is checked in ``next_step``, orchestrator/steps.py), the model's turn (``Final`` or
 ``ToolCalls``, orchestrator/modelcall.py) and the turn's tool calls (``Ran`` or ``Waiting``,
 orchestrator/toolcalls.py). A run that needs an answer returns ``Waiting`` with its checkpoint
 (orchestrator/waits.py): whoever holds it goes on, in any process. The loop reports everything to its
@@ -23,7 +23,7 @@ from typing import Any
 
 from orchestrator.approvals import AllowAll, Approver
 from orchestrator.budget import BudgetExceeded, BudgetStanding, SpendGate
-from orchestrator.compaction import compact, estimate_tokens
+from orchestrator.compaction import compact_if_due
 from orchestrator.environment import environment_block
 from orchestrator.events import (
     Listeners,
@@ -35,16 +35,15 @@ from orchestrator.events import (
     RunListener,
     RunPaused,
     TodosChanged,
-    ToolMessage,
     ToolProgress,
-    ToolResult,
 )
 from orchestrator.memory import heal_turns
 from orchestrator.modelcall import Final, Stopped, ToolCalls, call_model
-from orchestrator.providers.base import ModelError, ModelProvider, ModelRequest, TokenCount
-from orchestrator.queued import Inbox, join_queued
+from orchestrator.providers.base import ModelError, ModelProvider, TokenCount
+from orchestrator.queued import Inbox, read_inbox
 from orchestrator.request import RunRequest, render_prompt
-from orchestrator.steps import CallModel, LoopConfig, OverBudget, Pause, Progress, Stop, next_step
+from orchestrator.steprecords import StepRecords
+from orchestrator.steps import CallModel, LoopConfig, OverBudget, Pause, Progress, Stop, model_request, next_step
 from orchestrator.stores import SessionStore
 from orchestrator.subagents import (
     DEFAULT_SUBAGENT_LIMITS,
@@ -54,24 +53,18 @@ from orchestrator.subagents import (
     SubAgentLimits,
     SubAgentStores,
 )
-from orchestrator.takeover import INTERRUPTED_UNKNOWN, Takeover, calls_in_flight, runs_again
+from orchestrator.takeover import Takeover, calls_in_flight
 from orchestrator.toolcalls import Ran, Repeats, Turn, run_tool_calls
 from orchestrator.tools.ask import ASK_USER
 from orchestrator.tools.base import ToolContext, ToolRegistry
-from orchestrator.tools.grounding import GROUNDING_REPORT, gate_allows, grounding_prompt
-from orchestrator.tools.subagent import SUB_AGENT
-from orchestrator.waits import Checkpoint, Counters, DoneCall, Resumption, Waiting
+from orchestrator.tools.grounding import grounding_prompt
+from orchestrator.waits import Counters, Resumption, Waiting
 
 log = logging.getLogger(__name__)
 
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def _spent(usage: TokenCount) -> int:
-    """What a summary's or a sub-agent's tokens count on the run's budget."""
-    return usage.input_tokens + usage.output_tokens
 
 
 @dataclass(slots=True, frozen=True)
@@ -164,6 +157,7 @@ class AgentLoop:
         self.inbox = inbox
         self.spend = spend
         self.thread_id = ""
+        self.steps = StepRecords(store, tool_context.reads, kept=not depth)
         tool_context.on_todos = self._todos_changed
         tool_context.on_progress = self._tool_progress
 
@@ -239,7 +233,9 @@ class AgentLoop:
             if not calls and run.turns and run.turns[-1]["role"] == "assistant":
                 return Outcome.SUCCESS  # its final answer was committed: it ended as its process died
             if calls:
-                given = await self._interrupted_calls(calls, run, takeover.checkpoint)
+                given = await self.steps.interrupted(
+                    calls, run, takeover.checkpoint, tools=self.tools, make_id=self.make_id, listener=self.listener
+                )
                 match await self._tool_calls(calls, request, run, given):
                     case Waiting() as waiting:
                         return await self._wait(run, waiting)
@@ -256,10 +252,10 @@ class AgentLoop:
         if takeover is None and (resume is None or request.has_message()):
             run.turns.append({"role": "user", "content": request.user_content()})
             run.turns, _ = heal_turns(run.turns)
-            await self.store.commit(run.turns, [], TokenCount(), step=self._step(run))
+            await self.steps.commit(run)
         # Messages queued behind the one that started the run (or sent while it waited) join it now.
         if isinstance(next_step(run, config, self.listener), CallModel):
-            await self._read_inbox(run.turns)
+            await read_inbox(self.inbox, run.turns, self.listener)
         while True:
             if not run.grounded and run.iteration >= config.grounding_max_iterations:
                 run.grounded = True  # the gate opens anyway: grounding must not stall the run
@@ -276,10 +272,14 @@ class AgentLoop:
                     self.listener.on_error(exceeded, exceeded.message)
                     return Outcome.ERROR
                 case CallModel():
-                    await self._compact_if_due(run)
+                    compaction = await compact_if_due(
+                        self.provider, run, config, listener=self.listener, task_id=self.task_id
+                    )
+                    if compaction is not None:
+                        await self.steps.commit(run, usage=compaction.usage)
             model_turn = await call_model(
                 self.provider,
-                self._model_request(request, run),
+                model_request(config, run, request, self.tools, delegates=self.depth < self.subagent_limits.max_depth),
                 listener=self.listener,
                 make_id=self.make_id,
                 told_model=run.model,
@@ -290,7 +290,7 @@ class AgentLoop:
             run.take_reply(model_turn.reply)
             # The calls are committed before they run, with the step: a process that dies mid-tool
             # leaves them open, and whoever takes the run over decides what becomes of them.
-            await self.store.commit(run.turns, list(model_turn.messages), model_turn.reply.usage, step=self._step(run))
+            await self.steps.commit(run, list(model_turn.messages), model_turn.reply.usage)
             match model_turn:
                 case Final():
                     return Outcome.SUCCESS
@@ -303,7 +303,7 @@ class AgentLoop:
                     await self._answer_calls(run, ran)
             # Only when the run goes on to answer it; else the message starts the next run.
             if isinstance(next_step(run, config, self.listener), CallModel):
-                await self._read_inbox(run.turns)
+                await read_inbox(self.inbox, run.turns, self.listener)
 
     async def _settle_spend(self) -> BudgetStanding | None:
         """What the run spent so far is recorded, and where its caps stand is told (the state shows
@@ -345,52 +345,6 @@ class AgentLoop:
             model=config.model,
         )
 
-    async def _compact_if_due(self, run: Progress) -> None:
-        """Before a call whose prompt would pass the configured share of the window, the older
-        turns are summarised (orchestrator/compaction.py)."""
-        config = self.config
-        prompt = run.counted + estimate_tokens(run.turns[run.counted_upto :])
-        if prompt < config.compact_at * config.context_window:
-            return
-        compaction = await compact(
-            self.provider,
-            run.turns,
-            model=config.model,
-            max_tokens=config.max_tokens,
-            keep_turns=config.keep_turns,
-            listener=self.listener,
-            task_id=self.task_id,
-        )
-        if compaction is None:
-            return
-        run.turns = compaction.turns
-        run.tokens += _spent(compaction.usage)
-        await self.store.commit(run.turns, [], compaction.usage, step=self._step(run))
-        run.counted, run.counted_upto = 0, 0
-
-    def _model_request(self, request: RunRequest, run: Progress) -> ModelRequest:
-        """The call's request. The tools are read each time: a client may change its tools between
-        two AG-UI runs of this run. Until the agent is grounded (enforced mode) it is offered only
-        what cannot change anything."""
-        config = self.config
-        reports = config.grounding in ("prompt", "enforced")
-        specs = [
-            tool.spec()
-            for tool in self.tools.tools.values()
-            if request.scenario.offers(tool)
-            and (reports or tool is not GROUNDING_REPORT)
-            and gate_allows(tool, grounded=run.grounded)
-            and (tool is not SUB_AGENT or self.depth < self.subagent_limits.max_depth)
-        ]
-        return ModelRequest(
-            model=config.model,
-            system=run.system,
-            messages=run.turns,
-            tools=specs,
-            max_tokens=config.max_tokens,
-            thinking_budget=config.thinking_budget,
-        )
-
     async def _tool_calls(
         self,
         calls: list[dict[str, Any]],
@@ -430,7 +384,7 @@ class AgentLoop:
             ),
         )
         turn = Turn(
-            results=_StepResults(self, run, resume.checkpoint.done if resume is not None else {}),
+            results=self.steps.results(run, resume.checkpoint.done if resume is not None else {}),
             tools=self.tools,
             context=self.tool_context,
             approver=self.approver,
@@ -444,59 +398,20 @@ class AgentLoop:
             delegation=delegation,
         )
         ran = await run_tool_calls(calls, turn=turn, resume=resume)
-        run.tokens += _spent(ran.spent)
+        run.spend(ran.spent)
         run.grounded = ran.grounded
         return ran
 
     async def _answer_calls(self, run: Progress, ran: Ran) -> None:
         """Every call has its result: they answer the model's turn in the next user turn, and the
-        iteration is over. The results' messages were stored as each call ended (_StepResults)."""
+        iteration is over. The results' messages were stored as each call ended (orchestrator/steprecords.py)."""
         run.turns.append({"role": "user", "content": ran.results})
         run.iteration += 1
-        await self.store.commit(run.turns, [], TokenCount(), reads=self.tool_context.reads, step=self._step(run))
-
-    async def _interrupted_calls(
-        self, calls: list[dict[str, Any]], run: Progress, checkpoint: Checkpoint
-    ) -> Resumption:
-        """The calls a dead process left without a stored result, after a takeover: those that may
-        not run again get a failed result saying their effect is unknown, stored and reported now;
-        the rest (read-only) run again. Returns what the turn's calls go on from."""
-        done = dict(checkpoint.done)
-        for call in calls:
-            if call["id"] in done or runs_again(call, self.tools):
-                continue
-            failed = DoneCall(INTERRUPTED_UNKNOWN, True, self.make_id("tool"))
-            done[call["id"]] = failed
-            message = ToolMessage(failed.message_id, call["id"], failed.content)
-            await self.store.commit(run.turns, [message], TokenCount(), step=self._step(run, done))
-            self.listener.on_event(ToolResult(call["id"], call["name"], failed.content, True, failed.message_id))
-            self.listener.on_message(message)
-        return Resumption(Checkpoint(done=done), {})
-
-    def _step(self, run: Progress, done: dict[str, DoneCall] | None = None) -> Checkpoint | None:
-        """The run's checkpoint as it stands, committed with each step (issue #45); a sub-agent's
-        steps are not: one in flight when its process dies fails its delegation."""
-        if self.depth:
-            return None
-        return Checkpoint(done=dict(done or {}), counters=run.counters(), reads=dict(self.tool_context.reads))
-
-    async def _read_inbox(self, turns: list[dict[str, Any]]) -> None:
-        """The tool boundary: messages sent while the run was in flight join its last user turn,
-        after the results, before the next model call, so they never land inside a turn."""
-        if self.inbox is None:
-            return
-        queued = await self.inbox.take(turns)
-        if not queued:
-            return
-        for message in queued:
-            if not message.announced:
-                self.listener.on_message_queued(message.request_id, message.display)
-        turns[-1] = join_queued(turns[-1], queued)
-        self.listener.on_queued_message_read([message.request_id for message in queued])
+        await self.steps.commit(run, ledger=True)
 
     async def _wait(self, run: Progress, waiting: Waiting) -> Waiting:
         """Ends the run until its open calls are answered; the calls that finished were stored as
-        each ended (_StepResults), and the ledger is stored now."""
+        each ended (orchestrator/steprecords.py), and the ledger is stored now."""
         await self.store.commit(run.turns, [], TokenCount(), reads=self.tool_context.reads)
         checkpoint = dataclasses.replace(
             waiting.checkpoint, counters=run.counters(), reads=dict(self.tool_context.reads)
@@ -510,25 +425,6 @@ class AgentLoop:
         self.listener.on_event(PhaseChanged(Phase.PAUSED, False))
         await self.store.pause(reason)
         return Outcome.PAUSED
-
-
-class _StepResults:
-    """Stores each tool call's result as the call ends, with the run's checkpoint (the batch's
-    results so far): a process that dies mid-batch leaves what its finished calls did on record, and
-    none of them is run again or reported unknown by the process that takes the run over. One at a
-    time, so the checkpoints reach the database in the order they grow."""
-
-    def __init__(self, loop: AgentLoop, run: Progress, done: dict[str, DoneCall]) -> None:
-        self.loop = loop
-        self.run = run
-        self.done = dict(done)
-        self.lock = asyncio.Lock()
-
-    async def stored(self, call_id: str, done: DoneCall, message: ToolMessage) -> None:
-        async with self.lock:
-            self.done[call_id] = done
-            loop, run = self.loop, self.run
-            await loop.store.commit(run.turns, [message], TokenCount(), step=loop._step(run, self.done))
 
 
 # LoopConfig is orchestrator/steps.py's; callers that build a loop take it from here.

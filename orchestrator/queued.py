@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from orchestrator.events import RunListener
+
 
 @dataclass(slots=True, frozen=True)
 class Queued:
@@ -46,3 +48,18 @@ class Inbox(Protocol):
         turn (``join_queued``), saves those turns and appends the messages to the transcript;
         it returns them in the order they were sent, or [] when there are none."""
         ...
+
+
+async def read_inbox(inbox: Inbox | None, turns: list[dict[str, Any]], listener: RunListener) -> None:
+    """The tool boundary: messages sent while the run was in flight join its last user turn, after
+    the results, before the next model call, so they never land inside a turn."""
+    if inbox is None:
+        return
+    queued = await inbox.take(turns)
+    if not queued:
+        return
+    for message in queued:
+        if not message.announced:
+            listener.on_message_queued(message.request_id, message.display)
+    turns[-1] = join_queued(turns[-1], queued)
+    listener.on_queued_message_read([message.request_id for message in queued])

@@ -4,7 +4,7 @@
 and every counter. ``next_step`` checks every limit, in one order, and says what the loop does at an
 iteration's boundary: ``Stop`` (a cancel), ``Pause`` (a limit: the checkpoint is kept, "continue"
 goes on from it), ``OverBudget`` (a spend cap: the run ends in error, its work committed) or
-``CallModel``.
+``CallModel``; ``model_request`` is what that call asks.
 """
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ from typing import Any
 
 from orchestrator.budget import BudgetStanding, CapStanding
 from orchestrator.events import PauseReason, RunListener
-from orchestrator.providers.base import ModelReply
+from orchestrator.providers.base import ModelReply, ModelRequest, TokenCount
+from orchestrator.request import RunRequest
 from orchestrator.toolcalls import Repeats
+from orchestrator.tools.base import ToolRegistry
+from orchestrator.tools.grounding import GROUNDING_REPORT, gate_allows
+from orchestrator.tools.subagent import SUB_AGENT
 from orchestrator.waits import Counters
 
 
@@ -100,6 +104,10 @@ class Progress:
         self.turns.append({"role": "assistant", "content": reply.content})
         self.model = reply.model or self.model
 
+    def spend(self, usage: TokenCount) -> None:
+        """What a summary or a sub-agent spent counts on the run's token tally."""
+        self.tokens += usage.input_tokens + usage.output_tokens
+
     def counters(self) -> Counters:
         return Counters(
             iteration=self.iteration,
@@ -128,3 +136,28 @@ def next_step(
     if spend is not None and (cap := spend.reached()) is not None:
         return OverBudget(cap)
     return CallModel()
+
+
+def model_request(
+    config: LoopConfig, run: Progress, request: RunRequest, tools: ToolRegistry, *, delegates: bool
+) -> ModelRequest:
+    """The next call's request. The tools are read each time: a client may change its tools between
+    two AG-UI runs of this run. Until the agent is grounded (enforced mode) it is offered only what
+    cannot change anything; ``delegates`` is False where sub-agents may not go deeper."""
+    reports = config.grounding in ("prompt", "enforced")
+    specs = [
+        tool.spec()
+        for tool in tools.tools.values()
+        if request.scenario.offers(tool)
+        and (reports or tool is not GROUNDING_REPORT)
+        and gate_allows(tool, grounded=run.grounded)
+        and (tool is not SUB_AGENT or delegates)
+    ]
+    return ModelRequest(
+        model=config.model,
+        system=run.system,
+        messages=run.turns,
+        tools=specs,
+        max_tokens=config.max_tokens,
+        thinking_budget=config.thinking_budget,
+    )
