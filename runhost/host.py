@@ -2,8 +2,9 @@
 
 One AG-UI request reads straight down: the view decodes it and asks the host
 (``start`` or ``answer``); the host opens or claims the run in the database,
-builds the loop, runs it with the surface's listener, and records the end; the
-surface (agui/) translates and streams. A run that needs an answer ends as
+executes it (runhost/execute.py: the loop built and run with the surface's
+listener) and records its end (runhost/recording.py); the surface (agui/)
+translates and streams. A run that needs an answer ends as
 waiting (threads/waits.py), and whichever process takes the answer goes on.
 """
 
@@ -18,18 +19,17 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
-from agents.metrics import LIVE_RUNS, MetricsListener, record_answers
+from agents.metrics import LIVE_RUNS
 from agents.models import Agent
-from agents.runtime import close_providers, provider_for, run_tools
+from agents.runtime import close_providers
 from orchestrator.budget import BUDGET_EXCEEDED
-from orchestrator.events import BaseListener, Listeners, Outcome, RunListener
 from orchestrator.request import RunRequest
 from orchestrator.takeover import Takeover
-from orchestrator.waits import Checkpoint, Resumption, Waiting
-from runhost.assemble import assemble_loop
+from orchestrator.waits import Resumption
 from runhost.budgets import SpendMeter, budget_reached
+from runhost.execute import Execution, RunEnd, execute
 from runhost.following import follow_queued
-from runhost.recording import record_end
+from runhost.recording import record_run
 from runhost.registry import LiveRun, RunRegistry
 from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
 from runhost.surface import BackgroundSurfaces, ContinuedLog, Flushed, RunContext, RunSurface
@@ -50,9 +50,7 @@ from threads.services.runs import (
     run_cancel,
     run_open,
 )
-from threads.services.workspaces import workspace_open
-from threads.store import DbSessionStore
-from threads.takeover import run_release, run_take_over
+from threads.takeover import run_take_over
 from threads.waits import ClaimAs, Claimed, Missing, wait_answer, wait_claim_due
 
 log = logging.getLogger(__name__)
@@ -63,14 +61,6 @@ RETRY = "retry"
 # RUN_ERROR's code when what the request sent is stored but this stream cannot follow its run: its
 # sender should reattach to the thread, not send it again.
 REATTACH = "reattach"
-
-
-class _CancelWatch(BaseListener):
-    def __init__(self, live: LiveRun) -> None:
-        self.live = live
-
-    def should_continue(self) -> bool:
-        return not self.live.cancel_requested
 
 
 class RunHost:
@@ -283,113 +273,22 @@ class RunHost:
         client_tools: list[dict[str, Any]],
         takeover: Takeover | None = None,
     ) -> None:
-        if resume is not None:
-            record_answers(resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS)
-        provider = provider_for(agent)
-        announced = (
-            frozenset(resume.checkpoint.done) | {c.call_id for c in resume.checkpoint.open} if resume else frozenset()
-        )
-        context = RunContext(
-            agui_thread_id=thread.agui_thread_id,
-            agui_run_id=agui_run_id,
-            run_pk=live.run_pk,
-            thread=thread,
-            session=session,
-            agent=agent,
-            model=provider.info,
-            announced_calls=frozenset(announced),
-        )
-        outcome, checkpoint = Outcome.ERROR, None
-        listener: RunListener | None = None
         # A run is paid for by its thread's owner; an unowned thread's by the shared token.
         meter = SpendMeter(agent=agent, user_id=thread.owner_id)
+        end = RunEnd()
         try:
-            listener = surface.attach(context)
-            live.stream = surface.stream
-            # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
-            workspace = await workspace_open(thread)
-            live.listener = Listeners(listener, MetricsListener(agent.name), _CancelWatch(live), meter)
-            loop = assemble_loop(
-                tools=await run_tools(agent),
-                agent=agent,
-                thread=thread,
-                session=session,
-                run_pk=live.run_pk,
-                provider=provider,
-                workspace=workspace,
-                client_tools=client_tools,
-                listener=live.listener,
-                cancelled=live.cancelled,
-                spend=meter,
-                takeovers=live.takeovers,
-            )
-            log.info(
-                "run %s of thread %s: agent %s, scenario %s%s",
-                agui_run_id,
-                thread.agui_thread_id,
-                agent.name,
-                request.scenario.name,
-                ", going on after a wait" if resume else ", taken over" if takeover else "",
-            )
-            ran = loop.run(
-                request, run_id=agui_run_id, thread_id=thread.agui_thread_id, resume=resume, takeover=takeover
-            )
-            ended = await ran
-            if isinstance(loop.store, DbSessionStore) and loop.store.taken_over:
-                # At once, before the log's writer takes the end the loop just published.
-                live.lose()
-            match ended:
-                case Waiting(checkpoint=waiting):
-                    outcome, checkpoint = Outcome.WAITING, waiting
-                    await surface.waiting(checkpoint)
-                case Outcome() as finished:
-                    outcome = finished
-        except asyncio.CancelledError:
-            outcome = Outcome.CANCELLED
-        except Exception:
-            log.exception("run %s of thread %s failed", agui_run_id, thread.agui_thread_id)
-            outcome = Outcome.ERROR
+            run = Execution(thread, session, agent, agui_run_id, request, resume, client_tools, takeover)
+            await execute(live, run, surface, meter, end)
         finally:
             self.registry.release(live)
             try:
                 await meter.flush()
             except Exception:
                 log.exception("could not record the spend of run %s", agui_run_id)
-            error = getattr(listener, "error_message", "")
-            await self._record(live, thread.pk, surface, outcome, checkpoint, client_tools, error)
-
-    async def _record(
-        self,
-        live: LiveRun,
-        thread_pk: uuid.UUID,
-        surface: RunSurface,
-        outcome: Outcome,
-        checkpoint: Checkpoint | None,
-        client_tools: list[dict[str, Any]],
-        error: str,
-    ) -> None:
-        """Makes the run durable (runhost/recording.py), then lets its terminal event out. A run
-        another process took over is that process's to record: this one only ends its stream."""
-        if live.lost:
-            self.registry.forget(live)
-            surface.close(failed="another server process took this run over; reattach to follow it")
-            return
-        if live.handing_over:
             try:
-                await surface.flush()  # what it published before the hand-over, and nothing after
-                await on_db_thread(run_release, run_id=live.run_pk, takeovers=live.takeovers)
-            except Exception:
-                log.exception("could not hand run %s over", live.run_pk)  # its lease lapses anyway
+                queued = await record_run(live, thread.pk, surface, end, client_tools)
             finally:
                 self.registry.forget(live)
-                surface.close()
-            return
-        try:
-            queued = await record_end(
-                live.run_pk, thread_pk, surface, outcome, checkpoint, client_tools, error, live.takeovers
-            )
-        finally:
-            self.registry.forget(live)
         if queued:
             # A message queued while the run worked, and not read by it, starts the next run. A run
             # that waits for an answer keeps it: the run that goes on once answered reads it.

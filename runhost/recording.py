@@ -1,6 +1,7 @@
 """A run's end made durable: its record (finished, or waiting on its checkpoint) written after its
 event log, and only then its terminal event let out, so a client that saw RUN_FINISHED can rely on
-the run and its events being stored, in whichever process it asks next."""
+the run and its events being stored, in whichever process it asks next. A run this process lost
+to a takeover, or handed over at shutdown, is not recorded here (``record_run``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Any
 
 from orchestrator.events import Outcome
 from orchestrator.waits import Checkpoint
+from runhost.execute import RunEnd
+from runhost.registry import LiveRun
 from runhost.surface import RunSurface
 from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.models import Run
 from threads.services.runs import run_finish
-from threads.takeover import RunTakenOver
+from threads.takeover import RunTakenOver, run_release
 from threads.waits import run_wait
 
 log = logging.getLogger(__name__)
@@ -77,3 +80,27 @@ async def record_end(
     finally:
         surface.close(failed=failed)
     return queued
+
+
+async def record_run(
+    live: LiveRun, thread_pk: uuid.UUID, surface: RunSurface, end: RunEnd, client_tools: list[dict[str, Any]]
+) -> bool:
+    """Makes a run of this process durable (``record_end``), then lets its terminal event out. A run
+    another process took over is that process's to record: this one only ends its stream; a run
+    handed over at shutdown has what it published flushed and its lease let go. True when a message
+    queued while it worked is left for the next run to take."""
+    if live.lost:
+        surface.close(failed="another server process took this run over; reattach to follow it")
+        return False
+    if live.handing_over:
+        try:
+            await surface.flush()  # what it published before the hand-over, and nothing after
+            await on_db_thread(run_release, run_id=live.run_pk, takeovers=live.takeovers)
+        except Exception:
+            log.exception("could not hand run %s over", live.run_pk)  # its lease lapses anyway
+        finally:
+            surface.close()
+        return False
+    return await record_end(
+        live.run_pk, thread_pk, surface, end.outcome, end.checkpoint, client_tools, end.error, live.takeovers
+    )
