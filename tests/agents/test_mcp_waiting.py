@@ -5,13 +5,12 @@ server, finds the tool under the same name and runs it."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
 from tests.agui_client import run_client
+from tests.cluster import two_servers
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.mcp_world import everything_stdio
 from tests.procs import ServerProcess
@@ -21,38 +20,11 @@ pytestmark = [pytest.mark.services, pytest.mark.clients]
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeAnthropic, ServerProcess, ServerProcess]]:
-    from tests.services import PG_ADMIN, REDIS_URL, _unavailable
-
-    name = f"threadline_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.Error as exc:
-        _unavailable("PostgreSQL at 127.0.0.1:5432", exc)
     root = tmp_path_factory.mktemp("mcp-pair")
-    (root / "ws").mkdir()
     servers_file = root / ".mcp.json"
     servers_file.write_text(json.dumps({"mcpServers": {"everything": everything_stdio()}}))
-    with FakeAnthropic() as fake:
-        env = {
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "DATABASE_URL": f"postgresql://127.0.0.1:5432/{name}",
-            "REDIS_URL": REDIS_URL,
-            "WAIT_SWEEP_SECONDS": "0.2",
-            "MCP_SERVERS": str(servers_file),
-        }
-        processes: list[ServerProcess] = []
-        try:
-            for label in ("a", "b"):
-                (root / label).mkdir()
-                processes.append(ServerProcess(data_dir=root / label, workspace=root / "ws", env=dict(env)).start())
-            yield fake, processes[0], processes[1]
-        finally:
-            for process in processes:
-                process.kill()
-            with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with two_servers(root, MCP_SERVERS=str(servers_file)) as cluster:
+        yield cluster.fake, cluster.a, cluster.b
 
 
 @pytest.mark.parametrize("version", ["1", "0"])
