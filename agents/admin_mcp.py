@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from agents.mcp.config import McpConfigError, ServerConfig, file_servers
+from agents.mcp.config import ENTRY_KEYS, McpConfigError, ServerConfig, file_servers
 from agents.mcp.pool import ServerStatus, server_statuses
 from agents.models import McpServerEntry
 from agents.services import (
@@ -75,21 +75,7 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServerEntry
-        fields = (
-            "name",
-            "transport",
-            "command",
-            "args",
-            "env",
-            "cwd",
-            "paths",
-            "network",
-            "workspace",
-            "url",
-            "headers",
-            "enabled",
-            "description",
-        )
+        fields = ("name", "transport", *ENTRY_KEYS)
         widgets = {
             "args": forms.Textarea(attrs={"rows": 2, "cols": 80, "style": "font-family: monospace"}),
             "paths": forms.Textarea(attrs={"rows": 2, "cols": 80, "style": "font-family: monospace"}),

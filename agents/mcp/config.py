@@ -34,8 +34,8 @@ HTTP = "http"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # A server's name becomes part of its tools' names: what the model API accepts in a tool name.
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_KNOWN_KEYS = {
-    "type",
+# An entry's fields besides its name and "type", in the order the admin's form shows them.
+ENTRY_KEYS = (
     "command",
     "args",
     "env",
@@ -47,7 +47,8 @@ _KNOWN_KEYS = {
     "headers",
     "enabled",
     "description",
-}
+)
+_KNOWN_KEYS = {"type", *ENTRY_KEYS}
 _STDIO_ONLY = ("paths", "network", "workspace")
 READ_WRITE = ":rw"
 READ_ONLY = ":ro"
