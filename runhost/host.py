@@ -34,6 +34,7 @@ from runhost.registry import LiveRun, RunRegistry
 from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
 from runhost.surface import BackgroundSurfaces, ContinuedLog, Flushed, RunContext, RunSurface
 from runhost.sweep import Sweeper
+from runhost.tallies import RunTallies
 from threads import selectors
 from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.locking import Contended
@@ -303,12 +304,13 @@ class RunHost:
         listener: RunListener | None = None
         # A run is paid for by its thread's owner; an unowned thread's by the shared token.
         meter = SpendMeter(agent=agent, user_id=thread.owner_id)
+        tallies = RunTallies(agent_id=agent.pk)
         try:
             listener = surface.attach(context)
             live.stream = surface.stream
             # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
             workspace = await workspace_open(thread)
-            live.listener = Listeners(listener, MetricsListener(agent.name), _CancelWatch(live), meter)
+            live.listener = Listeners(listener, MetricsListener(agent.name), _CancelWatch(live), meter, tallies)
             loop = assemble_loop(
                 tools=await run_tools(agent),
                 agent=agent,
@@ -355,6 +357,8 @@ class RunHost:
                 await meter.flush()
             except Exception:
                 log.exception("could not record the spend of run %s", agui_run_id)
+            if not (live.lost or live.handing_over):  # else another process goes on with it
+                await tallies.record(outcome)
             error = getattr(listener, "error_message", "")
             await self._record(live, thread.pk, surface, outcome, checkpoint, client_tools, error)
 
