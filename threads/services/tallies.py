@@ -45,7 +45,12 @@ class ToolCount:
     failures: int
 
 
-def _upsert(table: type[RunTally] | type[ToolTally], keys: tuple[str, ...], adds: tuple[str, ...], rows: list[tuple[object, ...]]) -> fastsql.Statement:
+def _upsert(
+    table: type[RunTally] | type[ToolTally],
+    keys: tuple[str, ...],
+    adds: tuple[str, ...],
+    rows: list[tuple[object, ...]],
+) -> fastsql.Statement:
     """One INSERT of ``rows`` that adds to the rows already there (the same text on SQLite and
     PostgreSQL), so two runs ending at once both count, with no read before the write."""
     quote = connection.ops.quote_name

@@ -1,0 +1,183 @@
+"""The operator's dashboard's figures (issue #48 item 3), over the last day, week or month of UTC days.
+
+Each figure is read from rows kept per day as runs end (``RunTally``, ``ToolTally``, ``DailySpend``),
+through an index that starts with the day, so its cost follows the days and agents, users and
+tools shown, not the runs: bench/dashboard.py measures it with a million runs. Approvals are read
+from their own rows (the ``requested_at`` index), as there are far fewer of them than runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Min, Sum
+
+from agents.models import DailySpend
+from threads.models import Approval, RunTally, ToolTally
+from threads.services.tallies import bucket_bound
+
+PERIODS = {"day": ("Today (UTC)", 1), "week": ("Last 7 days", 7), "month": ("Last 30 days", 30)}
+DEFAULT_PERIOD = "week"
+SHARED_TOKEN = "shared token"
+
+
+@dataclass(slots=True, frozen=True)
+class Percentiles:
+    count: int
+    p50: float | None  # seconds; None when nothing was counted
+    p95: float | None
+
+
+@dataclass(slots=True, frozen=True)
+class ToolFigures:
+    tool: str
+    calls: int
+    failures: int
+
+
+@dataclass(slots=True, frozen=True)
+class ApprovalFigures:
+    waiting: int  # asked, not answered yet (whenever asked)
+    oldest_waiting_since: dt.datetime | None
+    by_decision: list[tuple[str, int]]  # asked in the period
+    answered_wait: Percentiles  # asked in the period and answered: how long the person took
+
+
+@dataclass(slots=True)
+class Dashboard:
+    period: str
+    label: str
+    first_day: dt.date
+    last_day: dt.date
+    runs_by_outcome: list[tuple[str, int]] = field(default_factory=list)
+    duration: Percentiles = Percentiles(0, None, None)
+    first_token: Percentiles = Percentiles(0, None, None)
+    spend_by_day: list[tuple[dt.date, float]] = field(default_factory=list)
+    spend_by_agent: list[tuple[str, float]] = field(default_factory=list)
+    spend_by_user: list[tuple[str, float]] = field(default_factory=list)
+    tokens: list[tuple[str, int]] = field(default_factory=list)
+    tools: list[ToolFigures] = field(default_factory=list)
+    approvals: ApprovalFigures | None = None
+
+    @property
+    def runs(self) -> int:
+        return sum(count for _, count in self.runs_by_outcome)
+
+    @property
+    def spend(self) -> float:
+        return sum(cost for _, cost in self.spend_by_day)
+
+
+def percentiles(counts: Iterable[tuple[int, int]]) -> Percentiles:
+    """p50 and p95 of durations counted as (bucket, count): the bound of the bucket each falls in."""
+    ordered = sorted(counts)
+    total = sum(count for _, count in ordered)
+    if not total:
+        return Percentiles(0, None, None)
+    wanted = {"p50": math.ceil(total * 0.50), "p95": math.ceil(total * 0.95)}
+    found: dict[str, float] = {}
+    seen = 0
+    for bucket, count in ordered:
+        seen += count
+        for name, rank in wanted.items():
+            if name not in found and seen >= rank:
+                found[name] = bucket_bound(bucket)
+    return Percentiles(total, found["p50"], found["p95"])
+
+
+def exact_percentiles(values: list[float]) -> Percentiles:
+    """p50 and p95 by the nearest rank of ``values``."""
+    if not values:
+        return Percentiles(0, None, None)
+    ordered = sorted(values)
+    rank = lambda share: ordered[max(0, math.ceil(len(ordered) * share) - 1)]  # noqa: E731
+    return Percentiles(len(ordered), rank(0.50), rank(0.95))
+
+
+def period_days(period: str, now: dt.datetime) -> tuple[dt.date, dt.date]:
+    """The first and last UTC day of ``period`` (a key of PERIODS) ending on ``now``'s day."""
+    last = now.astimezone(dt.UTC).date()
+    return last - dt.timedelta(days=PERIODS[period][1] - 1), last
+
+
+def _runs(board: Dashboard) -> None:
+    rows = RunTally.objects.filter(day__gte=board.first_day, day__lte=board.last_day)
+    by_outcome = (
+        rows.filter(measure=RunTally.Measure.DURATION)
+        .values_list("outcome")
+        .annotate(runs=Sum("runs"))
+        .order_by("-runs", "outcome")
+    )
+    board.runs_by_outcome = [(outcome, int(runs)) for outcome, runs in by_outcome]
+    buckets = rows.values_list("measure", "bucket").annotate(runs=Sum("runs")).order_by()
+    by_measure: dict[str, list[tuple[int, int]]] = {RunTally.Measure.DURATION: [], RunTally.Measure.FIRST_TOKEN: []}
+    for measure, bucket, runs in buckets:
+        by_measure[measure].append((bucket, int(runs)))
+    board.duration = percentiles(by_measure[RunTally.Measure.DURATION])
+    board.first_token = percentiles(by_measure[RunTally.Measure.FIRST_TOKEN])
+
+
+def _spend(board: Dashboard) -> None:
+    rows = DailySpend.objects.filter(day__gte=board.first_day, day__lte=board.last_day)
+    by_day = dict(rows.values_list("day").annotate(cost=Sum("cost_usd")).order_by())
+    days = (board.last_day - board.first_day).days + 1
+    board.spend_by_day = [
+        (day, float(by_day.get(day, 0.0))) for day in (board.first_day + dt.timedelta(days=n) for n in range(days))
+    ]
+    by_agent = rows.values_list("agent__name").annotate(cost=Sum("cost_usd")).order_by("-cost", "agent__name")
+    board.spend_by_agent = [(name, float(cost)) for name, cost in by_agent]
+    by_user = rows.values_list("user__username").annotate(cost=Sum("cost_usd")).order_by("-cost", "user__username")
+    board.spend_by_user = [(name or SHARED_TOKEN, float(cost)) for name, cost in by_user]
+    tokens = rows.aggregate(
+        input=Sum("input_tokens"),
+        cache_read=Sum("cache_read_tokens"),
+        cache_write=Sum("cache_write_tokens"),
+        output=Sum("output_tokens"),
+    )
+    board.tokens = [
+        ("input (uncached)", int(tokens["input"] or 0)),
+        ("cache read", int(tokens["cache_read"] or 0)),
+        ("cache write", int(tokens["cache_write"] or 0)),
+        ("output", int(tokens["output"] or 0)),
+    ]
+
+
+def _tools(board: Dashboard) -> None:
+    rows = (
+        ToolTally.objects.filter(day__gte=board.first_day, day__lte=board.last_day)
+        .values_list("tool")
+        .annotate(calls=Sum("calls"), failures=Sum("failures"))
+        .order_by("-calls", "tool")
+    )
+    board.tools = [ToolFigures(tool, int(calls), int(failures)) for tool, calls, failures in rows]
+
+
+def _approvals(board: Dashboard) -> None:
+    pending = Approval.objects.filter(decision=Approval.Decision.PENDING).aggregate(
+        waiting=Count("pk"), oldest=Min("requested_at")
+    )
+    since = dt.datetime.combine(board.first_day, dt.time(), tzinfo=dt.UTC)
+    asked = Approval.objects.filter(requested_at__gte=since)
+    by_decision = asked.values_list("decision").annotate(n=Count("pk")).order_by("-n", "decision")
+    answered = asked.exclude(answered_at=None).exclude(decision=Approval.Decision.PENDING)
+    waits = [(done - start).total_seconds() for start, done in answered.values_list("requested_at", "answered_at")]
+    board.approvals = ApprovalFigures(
+        waiting=pending["waiting"],
+        oldest_waiting_since=pending["oldest"],
+        by_decision=[(str(Approval.Decision(decision).label), n) for decision, n in by_decision],
+        answered_wait=exact_percentiles(waits),
+    )
+
+
+def dashboard_figures(*, period: str, now: dt.datetime) -> Dashboard:
+    """The dashboard over ``period`` (a key of PERIODS) ending on ``now``'s UTC day."""
+    first, last = period_days(period, now)
+    board = Dashboard(period=period, label=PERIODS[period][0], first_day=first, last_day=last)
+    _runs(board)
+    _spend(board)
+    _tools(board)
+    _approvals(board)
+    return board
