@@ -1,0 +1,121 @@
+"""The operator's dashboard (/admin/dashboard/): each chart and table shows what the database holds,
+for each period; only staff see it; a run that ends through the server is counted."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents.models import McpServerEntry
+from tests.dashboard_history import EXPECTED, check_approvals, check_latency, seed_history
+from tests.helpers import run_input, user, v1
+from tests.sse import post_run
+
+SECTION = re.compile(r'<section class="db-section" id="([^"]+)".*?</section>', re.S)
+ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
+CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
+BAR = re.compile(r'<g class="bar" data-label="([^"]*)" data-figure="([^"]*)">')
+
+
+def read_sections(page: str) -> dict[str, dict[str, list[list[str]]]]:
+    """Each section's chart (its bars: label, figure) and table rows, by its name."""
+    sections = {}
+    for found in SECTION.finditer(page):
+        body = found[0]
+        tbody = body[body.index("<tbody>") :]
+        sections[found[1]] = {
+            "bars": [[html.unescape(part) for part in bar] for bar in BAR.findall(body)],
+            "rows": [[html.unescape(cell) for cell in CELL.findall(row)] for row in ROW.findall(tbody)],
+            "svg": ['<svg xmlns="http://www.w3.org/2000/svg"' in body],  # type: ignore[list-item]
+        }
+    return sections
+
+
+@pytest.fixture
+def staff(client, transactional_db):
+    client.force_login(User.objects.create_user("ops", is_staff=True))
+    return client
+
+
+@pytest.mark.parametrize("period", ["day", "week", "month"])
+def test_each_chart_and_table_shows_what_the_database_holds(staff, coder, period):
+    seed_history(coder)
+    page = staff.get(f"/admin/dashboard/?period={period}")
+    assert page.status_code == 200
+    sections = read_sections(page.content.decode())
+    assert list(sections) == [
+        "runs-by-outcome",
+        "spend-by-day",
+        "spend-by-agent",
+        "spend-by-user",
+        "tokens",
+        "latency",
+        "tools",
+        "approvals",
+        "mcp-servers",
+    ]
+    for name, rows in EXPECTED[period].items():
+        assert [tuple(row) for row in sections[name]["rows"]] == rows, name
+        # The chart draws a bar for each row of its table (the total aside), with its figure.
+        bars = [(label, figure.split(" (")[0]) for label, figure in sections[name]["bars"]]
+        if name == "spend-by-day":
+            assert [figure for _, figure in bars] == [row[1] for row in rows[:-1]]
+        else:
+            assert bars == [row[:2] for row in rows if row[0] != "all"], name
+    assert check_latency(period, sections["latency"]["rows"]) == []
+    assert len(sections["latency"]["bars"]) == 4
+    assert check_approvals(period, sections["approvals"]["rows"]) == []
+    assert sections["approvals"]["bars"][0] == ["waiting now", "1"]
+    assert all(section["svg"] == [True] for section in sections.values())
+
+
+def test_the_mcp_servers_are_shown_with_their_standing(staff, coder):
+    McpServerEntry.objects.create(name="tracker", command="tracker-mcp", enabled=False)
+    McpServerEntry.objects.create(name="docs", transport="http", url="http://127.0.0.1:9/mcp")
+    sections = read_sections(staff.get("/admin/dashboard/").content.decode())
+    rows = {row[0]: row[2] for row in sections["mcp-servers"]["rows"]}
+    assert rows == {"docs": "not started", "tracker": "disabled"}
+    assert sections["mcp-servers"]["bars"] == [["not started", "1"], ["disabled", "1"]]
+
+
+def test_an_empty_history_says_so_in_each_table(staff, coder):
+    page = staff.get("/admin/dashboard/?period=day").content.decode()
+    sections = read_sections(page)
+    assert sections["runs-by-outcome"]["rows"] == [["all", "0"]]
+    assert sections["tools"]["rows"] == [["Nothing in this period."]]
+    assert "Nothing in this period." in page
+
+
+def test_a_person_who_is_not_staff_is_refused(client, coder, transactional_db):
+    seed_history(coder)
+    assert client.get("/admin/dashboard/").status_code == 302  # to the admin's sign-in
+    client.force_login(User.objects.create_user("mallory", password="x" * 20))
+    refused = client.get("/admin/dashboard/?period=month")
+    assert refused.status_code == 302 and refused["Location"].startswith("/admin/login/")
+    assert b"alice" not in refused.content and b"$" not in refused.content
+
+
+def test_an_unknown_period_is_a_400_that_names_the_periods(staff, coder):
+    refused = staff.get("/admin/dashboard/?period=year")
+    assert refused.status_code == 400
+    assert refused.content.decode() == "period must be one of: day, week, month"
+
+
+def test_the_admin_index_links_to_the_dashboard(staff, coder):
+    assert 'href="/admin/dashboard/"' in staff.get("/admin/").content.decode()
+
+
+def test_a_run_through_the_server_is_counted_with_its_first_token_and_tool_calls(server, staff):
+    done = post_run(server.url, "coder", v1(run_input("t-dash", "r-dash", user("what is in this project?"))))
+    assert done.events[-1]["type"] == "RUN_FINISHED"
+    asked = post_run(server.url, "coder", v1(run_input("t-dash-2", "r-dash-2", user("plan the work"))))
+    assert asked.events[-1]["outcome"]["type"] == "interrupt"
+    sections = read_sections(staff.get("/admin/dashboard/?period=day").content.decode())
+    assert sections["runs-by-outcome"]["rows"] == [["success", "1"], ["waiting", "1"], ["all", "2"]]
+    assert [row[:3] for row in sections["tools"]["rows"]] == [["file_read", "1", "0"], ["glob", "1", "0"]]
+    latency = {row[0]: row for row in sections["latency"]["rows"]}
+    assert latency["time to first token"][1] == "2" and latency["run"][1] == "2"
+    assert sections["approvals"]["rows"][0] == ["waiting now", "1"]
