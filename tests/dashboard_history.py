@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
-from agents.models import Agent, DailySpend
+from agents.models import Agent, DailySpend, McpServerEntry
 from threads.models import Approval, Run, Thread
 from threads.services.tallies import ToolCount, tallies_add
 
@@ -88,6 +88,9 @@ def seed_history(coder: Agent) -> None:
     _approval(run, "a-20", 20, "timeout", 600)
     _approval(run, "a-40", 40, "approved", 5000)
 
+    McpServerEntry.objects.create(name="tracker", command="tracker-mcp", enabled=False)
+    McpServerEntry.objects.create(name="docs", transport="http", url="http://127.0.0.1:9/mcp")
+
 
 def _days(days: int) -> list[tuple[str, str]]:
     costs = {0: "$1.75", 3: "$3.00", 20: "$10.00"}
@@ -121,6 +124,8 @@ EXPECTED: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "tools": [("bash", "6", "3", "50%"), ("file_read", "5", "0", "0%"), ("glob", "3", "0", "0%")],
     },
 }
+# The MCP servers by standing, whatever the period: neither has been started in this process.
+MCP = {"docs": "not started", "tracker": "disabled"}
 # (runs counted, p50, p95) in seconds, by nearest rank, for time to first token and run duration.
 LATENCY = {
     "day": {"time to first token": (4, 0.2, 0.2), "run": (5, 3, 30)},

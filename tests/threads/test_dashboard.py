@@ -9,8 +9,7 @@ import re
 import pytest
 from django.contrib.auth.models import User
 
-from agents.models import McpServerEntry
-from tests.dashboard_history import EXPECTED, check_approvals, check_latency, seed_history
+from tests.dashboard_history import EXPECTED, MCP, check_approvals, check_latency, seed_history
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
 
@@ -73,11 +72,9 @@ def test_each_chart_and_table_shows_what_the_database_holds(staff, coder, period
 
 
 def test_the_mcp_servers_are_shown_with_their_standing(staff, coder):
-    McpServerEntry.objects.create(name="tracker", command="tracker-mcp", enabled=False)
-    McpServerEntry.objects.create(name="docs", transport="http", url="http://127.0.0.1:9/mcp")
+    seed_history(coder)
     sections = read_sections(staff.get("/admin/dashboard/").content.decode())
-    rows = {row[0]: row[2] for row in sections["mcp-servers"]["rows"]}
-    assert rows == {"docs": "not started", "tracker": "disabled"}
+    assert {row[0]: row[2] for row in sections["mcp-servers"]["rows"]} == MCP
     assert sections["mcp-servers"]["bars"] == [["not started", "1"], ["disabled", "1"]]
 
 

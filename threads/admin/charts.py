@@ -79,12 +79,13 @@ def column_chart(name: str, title: str, bars: Sequence[Bar]) -> SafeString:
         return _nothing(name, title)
     height, base, top_room = 220, 190, 20
     top = max(bar.value for bar in bars) or 1.0
-    step = WIDTH / len(bars)
+    margin = 16  # room for the first and last labels, centred under their columns
+    step = (WIDTH - 2 * margin) / len(bars)
     width = max(2.0, step * 0.7)
     every = max(1, round(len(bars) / 10))  # at most about ten labels under the columns
     columns = []
     for n, bar in enumerate(bars):
-        x = n * step + (step - width) / 2
+        x = margin + n * step + (step - width) / 2
         tall = (base - top_room) * bar.value / top
         figure = (
             f'<text x="{x + width / 2:.1f}" y="{base - tall - 4:.1f}" text-anchor="middle" font-size="10">'
