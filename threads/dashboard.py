@@ -1,27 +1,30 @@
 """The operator's dashboard's figures (issue #48 item 3), over the last day, week or month of UTC days.
 
-Each figure is read from rows kept per day as runs end (``RunTally``, ``ToolTally``, ``DailySpend``),
-through an index that starts with the day, so its cost follows the days and agents, users and
-tools shown, not the runs: bench/dashboard.py measures it with a million runs. Approvals are read
-from their own rows (the ``requested_at`` index), as there are far fewer of them than runs.
+Each figure is read from rows kept per day as runs end and approvals close (``RunTally``,
+``ToolTally``, ``ApprovalTally``, ``DailySpend``), through an index that starts with the day, so
+its cost follows the days and agents, users and tools shown, not the runs (bench/dashboard.py
+measures it with a million runs). Only the approvals waiting now are read from their own rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Min, Sum
 
 from agents.models import DailySpend
-from threads.models import Approval, RunTally, ToolTally
+from threads.models import Approval, ApprovalTally, RunTally, ToolTally
 from threads.services.tallies import bucket_bound
 
 PERIODS = {"day": ("Today (UTC)", 1), "week": ("Last 7 days", 7), "month": ("Last 30 days", 30)}
 DEFAULT_PERIOD = "week"
 SHARED_TOKEN = "shared token"
+# The decisions whose wait is a person's (or the deadline's): not a cancel or a new message.
+ANSWERED = (Approval.Decision.APPROVED, Approval.Decision.DENIED, Approval.Decision.TIMEOUT)
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,8 +45,8 @@ class ToolFigures:
 class ApprovalFigures:
     waiting: int  # asked, not answered yet (whenever asked)
     oldest_waiting_since: dt.datetime | None
-    by_decision: list[tuple[str, int]]  # asked in the period
-    answered_wait: Percentiles  # asked in the period and answered: how long the person took
+    by_decision: list[tuple[str, int]]  # closed in the period
+    answered_wait: Percentiles  # approved, denied or timed out in the period: how long each waited
 
 
 @dataclass(slots=True)
@@ -86,15 +89,6 @@ def percentiles(counts: Iterable[tuple[int, int]]) -> Percentiles:
             if name not in found and seen >= rank:
                 found[name] = bucket_bound(bucket)
     return Percentiles(total, found["p50"], found["p95"])
-
-
-def exact_percentiles(values: list[float]) -> Percentiles:
-    """p50 and p95 by the nearest rank of ``values``."""
-    if not values:
-        return Percentiles(0, None, None)
-    ordered = sorted(values)
-    rank = lambda share: ordered[max(0, math.ceil(len(ordered) * share) - 1)]  # noqa: E731
-    return Percentiles(len(ordered), rank(0.50), rank(0.95))
 
 
 def period_days(period: str, now: dt.datetime) -> tuple[dt.date, dt.date]:
@@ -156,19 +150,28 @@ def _tools(board: Dashboard) -> None:
 
 
 def _approvals(board: Dashboard) -> None:
+    # Few approvals wait at any time: these two read the rows of the decision's index.
     pending = Approval.objects.filter(decision=Approval.Decision.PENDING).aggregate(
         waiting=Count("pk"), oldest=Min("requested_at")
     )
-    since = dt.datetime.combine(board.first_day, dt.time(), tzinfo=dt.UTC)
-    asked = Approval.objects.filter(requested_at__gte=since)
-    by_decision = asked.values_list("decision").annotate(n=Count("pk")).order_by("-n", "decision")
-    answered = asked.exclude(answered_at=None).exclude(decision=Approval.Decision.PENDING)
-    waits = [(done - start).total_seconds() for start, done in answered.values_list("requested_at", "answered_at")]
+    rows = (
+        ApprovalTally.objects.filter(day__gte=board.first_day, day__lte=board.last_day)
+        .values_list("decision", "bucket")
+        .annotate(n=Sum("approvals"))
+        .order_by()
+    )
+    by_decision: Counter[str] = Counter()
+    waits: list[tuple[int, int]] = []
+    for decision, bucket, n in rows:
+        by_decision[decision] += int(n)
+        if decision in ANSWERED:
+            waits.append((bucket, int(n)))
+    ordered = sorted(by_decision.items(), key=lambda item: (-item[1], item[0]))
     board.approvals = ApprovalFigures(
         waiting=pending["waiting"],
         oldest_waiting_since=pending["oldest"],
-        by_decision=[(str(Approval.Decision(decision).label), n) for decision, n in by_decision],
-        answered_wait=exact_percentiles(waits),
+        by_decision=[(str(Approval.Decision(decision).label), n) for decision, n in ordered],
+        answered_wait=percentiles(waits),
     )
 
 

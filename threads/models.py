@@ -386,3 +386,20 @@ class ToolTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.tool}: {self.calls} ({self.failures} failed)"
+
+
+class ApprovalTally(models.Model):
+    """The approvals (and questions) closed on one UTC day with one decision, counted by how long
+    they waited for it, in the buckets of threads/services/tallies.py; added to as each is closed."""
+
+    day = models.DateField()
+    decision = models.CharField(max_length=16)
+    bucket = models.PositiveSmallIntegerField()
+    approvals = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        constraints = [models.UniqueConstraint(fields=["day", "decision", "bucket"], name="approval_tally_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.decision}[{self.bucket}]: {self.approvals}"

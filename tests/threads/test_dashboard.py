@@ -9,7 +9,7 @@ import re
 import pytest
 from django.contrib.auth.models import User
 
-from tests.dashboard_history import EXPECTED, MCP, check_approvals, check_latency, seed_history
+from tests.dashboard_history import EXPECTED, MCP, check_approvals, check_latency, seconds_of, seed_history
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
 
@@ -116,3 +116,16 @@ def test_a_run_through_the_server_is_counted_with_its_first_token_and_tool_calls
     latency = {row[0]: row for row in sections["latency"]["rows"]}
     assert latency["time to first token"][1] == "2" and latency["run"][1] == "2"
     assert sections["approvals"]["rows"][0] == ["waiting now", "1"]
+
+    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]
+    answered = post_run(server.url, "coder", {**v1(run_input("t-dash-2", "r-dash-3")), "resume": resume})
+    assert answered.events[-1]["type"] == "RUN_FINISHED"
+    server.drain()
+    sections = read_sections(staff.get("/admin/dashboard/?period=day").content.decode())
+    approvals = dict(sections["approvals"]["rows"])
+    assert approvals["waiting now"] == "0" and approvals["closed: approved"] == "1"
+    assert seconds_of(approvals["answered: how long they waited, p50"]) < 30
+    outcomes = dict(sections["runs-by-outcome"]["rows"])
+    assert (outcomes["success"], outcomes["waiting"]) == ("2", "1")
+    assert ["todo_write", "1", "0", "0%"] in sections["tools"]["rows"]

@@ -129,20 +129,20 @@ def _approvals(board: Dashboard, now: dt.datetime) -> Section:
     figures = board.approvals
     assert figures is not None
     bars = [Bar("waiting now", figures.waiting, f"{figures.waiting:,}")]
-    bars += [Bar(decision, n, f"{n:,}") for decision, n in figures.by_decision if decision != "Pending"]
+    bars += [Bar(decision, n, f"{n:,}") for decision, n in figures.by_decision]
     oldest = figures.oldest_waiting_since
     wait = figures.answered_wait
     rows: list[tuple[Any, ...]] = [
         ("waiting now", f"{figures.waiting:,}"),
         ("longest waiting now", seconds((now - oldest).total_seconds()) if oldest else "—"),
-        *((f"asked: {decision.lower()}", f"{n:,}") for decision, n in figures.by_decision),
+        *((f"closed: {decision.lower()}", f"{n:,}") for decision, n in figures.by_decision),
         ("answered: how long they waited, p50", seconds(wait.p50)),
         ("answered: how long they waited, p95", seconds(wait.p95)),
     ]
     return Section(
         "approvals",
         "Approvals",
-        bar_chart("approvals", "Approvals waiting now, and asked by decision", bars),
+        bar_chart("approvals", "Approvals waiting now, and closed by decision", bars),
         ("figure", "value"),
         rows,
     )

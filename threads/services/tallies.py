@@ -16,10 +16,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 
 from threads import fastsql
-from threads.models import RunTally, ToolTally
+from threads.models import ApprovalTally, RunTally, ToolTally
 
 FIRST_BOUND = 0.01  # seconds
 GROWTH = 1.1
@@ -97,3 +97,26 @@ def tallies_add(
             )
         )
     fastsql.execute(*statements)
+
+
+def approval_tallies_add(*, closed: list[tuple[str, dt.datetime]], now: dt.datetime) -> None:
+    """Counts approvals closed at ``now``, each (decision, when it was asked), with how long it waited."""
+    if not closed:
+        return
+    day = now.astimezone(dt.UTC).date()
+    counted = Counter((str(decision), bucket_of((now - asked).total_seconds())) for decision, asked in closed)
+    fastsql.execute(
+        _upsert(
+            ApprovalTally,
+            ("day", "decision", "bucket"),
+            ("approvals",),
+            [(day, decision, bucket, n) for (decision, bucket), n in sorted(counted.items())],
+        )
+    )
+
+
+def tally_on_commit(closed: list[tuple[str, dt.datetime]], now: dt.datetime) -> None:
+    """``approval_tallies_add`` once the caller's transaction commits (at once outside one): the
+    tally's rows are then locked by no transaction that holds a thread's or a run's, whatever order
+    approvals are closed in, and a transaction rolled back counts nothing."""
+    transaction.on_commit(lambda: approval_tallies_add(closed=closed, now=now), robust=True)
