@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.db import connection, transaction
+from django.db.models import Model
 
 from threads import fastsql
 from threads.models import ApprovalTally, RunTally, ToolTally
@@ -46,7 +47,7 @@ class ToolCount:
 
 
 def _upsert(
-    table: type[RunTally] | type[ToolTally],
+    table: type[Model],
     keys: tuple[str, ...],
     adds: tuple[str, ...],
     rows: list[tuple[object, ...]],
