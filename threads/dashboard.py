@@ -98,45 +98,53 @@ def period_days(period: str, now: dt.datetime) -> tuple[dt.date, dt.date]:
 
 
 def _runs(board: Dashboard) -> None:
-    rows = RunTally.objects.filter(day__gte=board.first_day, day__lte=board.last_day)
-    by_outcome = (
-        rows.filter(measure=RunTally.Measure.DURATION)
-        .values_list("outcome")
+    # One pass over the period's rows, for the outcomes and both percentiles.
+    rows = (
+        RunTally.objects.filter(day__gte=board.first_day, day__lte=board.last_day)
+        .values_list("outcome", "measure", "bucket")
         .annotate(runs=Sum("runs"))
-        .order_by("-runs", "outcome")
+        .order_by()
     )
-    board.runs_by_outcome = [(outcome, int(runs)) for outcome, runs in by_outcome]
-    buckets = rows.values_list("measure", "bucket").annotate(runs=Sum("runs")).order_by()
-    by_measure: dict[str, list[tuple[int, int]]] = {RunTally.Measure.DURATION: [], RunTally.Measure.FIRST_TOKEN: []}
-    for measure, bucket, runs in buckets:
-        by_measure[measure].append((bucket, int(runs)))
-    board.duration = percentiles(by_measure[RunTally.Measure.DURATION])
-    board.first_token = percentiles(by_measure[RunTally.Measure.FIRST_TOKEN])
+    by_outcome: Counter[str] = Counter()
+    by_measure: dict[str, Counter[int]] = {
+        RunTally.Measure.DURATION: Counter(),
+        RunTally.Measure.FIRST_TOKEN: Counter(),
+    }
+    for outcome, measure, bucket, runs in rows:
+        by_measure[measure][bucket] += int(runs)
+        if measure == RunTally.Measure.DURATION:  # every run has one
+            by_outcome[outcome] += int(runs)
+    board.runs_by_outcome = sorted(by_outcome.items(), key=lambda item: (-item[1], item[0]))
+    board.duration = percentiles(by_measure[RunTally.Measure.DURATION].items())
+    board.first_token = percentiles(by_measure[RunTally.Measure.FIRST_TOKEN].items())
 
 
 def _spend(board: Dashboard) -> None:
     rows = DailySpend.objects.filter(day__gte=board.first_day, day__lte=board.last_day)
-    by_day = dict(rows.values_list("day").annotate(cost=Sum("cost_usd")).order_by())
+    # The days and the tokens in one pass; the agents and users in one each.
+    by_day = {
+        day: (float(cost), (int(i), int(cr), int(cw), int(o)))
+        for day, cost, i, cr, cw, o in rows.values_list("day")
+        .annotate(
+            cost=Sum("cost_usd"),
+            input=Sum("input_tokens"),
+            cache_read=Sum("cache_read_tokens"),
+            cache_write=Sum("cache_write_tokens"),
+            output=Sum("output_tokens"),
+        )
+        .order_by()
+    }
     days = (board.last_day - board.first_day).days + 1
     board.spend_by_day = [
-        (day, float(by_day.get(day, 0.0))) for day in (board.first_day + dt.timedelta(days=n) for n in range(days))
+        (day, by_day[day][0] if day in by_day else 0.0)
+        for day in (board.first_day + dt.timedelta(days=n) for n in range(days))
     ]
+    tokens = [sum(figures[1][n] for figures in by_day.values()) for n in range(4)]
+    board.tokens = list(zip(("input (uncached)", "cache read", "cache write", "output"), tokens, strict=True))
     by_agent = rows.values_list("agent__name").annotate(cost=Sum("cost_usd")).order_by("-cost", "agent__name")
     board.spend_by_agent = [(name, float(cost)) for name, cost in by_agent]
     by_user = rows.values_list("user__username").annotate(cost=Sum("cost_usd")).order_by("-cost", "user__username")
     board.spend_by_user = [(name or SHARED_TOKEN, float(cost)) for name, cost in by_user]
-    tokens = rows.aggregate(
-        input=Sum("input_tokens"),
-        cache_read=Sum("cache_read_tokens"),
-        cache_write=Sum("cache_write_tokens"),
-        output=Sum("output_tokens"),
-    )
-    board.tokens = [
-        ("input (uncached)", int(tokens["input"] or 0)),
-        ("cache read", int(tokens["cache_read"] or 0)),
-        ("cache write", int(tokens["cache_write"] or 0)),
-        ("output", int(tokens["output"] or 0)),
-    ]
 
 
 def _tools(board: Dashboard) -> None:
