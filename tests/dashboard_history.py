@@ -5,6 +5,7 @@ must show for each period worked out by hand below."""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
 from typing import Any
 
@@ -180,3 +181,28 @@ def check_approvals(period: str, rows: list[list[str]]) -> list[str]:
     if not within_a_bucket(figures["answered: how long they waited, p95"], p95):
         wrong.append(f"{period}: p95 {figures['answered: how long they waited, p95']}")
     return wrong
+
+
+SECTION = re.compile(r'<section class="db-section" id="([^"]+)".*?</section>', re.S)
+ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
+CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
+BAR = re.compile(r'<g class="bar" data-label="([^"]*)" data-figure="([^"]*)">')
+
+
+def read_sections(page: str) -> dict[str, dict[str, list[list[str]]]]:
+    """Each section's chart (its bars: label, figure) and table rows, by its name."""
+    sections = {}
+    for found in SECTION.finditer(page):
+        body = found[0]
+        tbody = body[body.index("<tbody>") :]
+        sections[found[1]] = {
+            "bars": [[html.unescape(part) for part in bar] for bar in BAR.findall(body)],
+            "rows": [[html.unescape(cell) for cell in CELL.findall(row)] for row in ROW.findall(tbody)],
+            "charts": [
+                [name]
+                for name in re.findall(
+                    r'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="([^"]+)"', body
+                )
+            ],
+        }
+    return sections

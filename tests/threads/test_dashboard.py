@@ -3,39 +3,20 @@ for each period; only staff see it; a run that ends through the server is counte
 
 from __future__ import annotations
 
-import html
-import re
-
 import pytest
 from django.contrib.auth.models import User
 
-from tests.dashboard_history import EXPECTED, MCP, check_approvals, check_latency, seconds_of, seed_history
+from tests.dashboard_history import (
+    EXPECTED,
+    MCP,
+    check_approvals,
+    check_latency,
+    read_sections,
+    seconds_of,
+    seed_history,
+)
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
-
-SECTION = re.compile(r'<section class="db-section" id="([^"]+)".*?</section>', re.S)
-ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
-CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
-BAR = re.compile(r'<g class="bar" data-label="([^"]*)" data-figure="([^"]*)">')
-
-
-def read_sections(page: str) -> dict[str, dict[str, list[list[str]]]]:
-    """Each section's chart (its bars: label, figure) and table rows, by its name."""
-    sections = {}
-    for found in SECTION.finditer(page):
-        body = found[0]
-        tbody = body[body.index("<tbody>") :]
-        sections[found[1]] = {
-            "bars": [[html.unescape(part) for part in bar] for bar in BAR.findall(body)],
-            "rows": [[html.unescape(cell) for cell in CELL.findall(row)] for row in ROW.findall(tbody)],
-            "charts": [
-                [name]
-                for name in re.findall(
-                    r'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="([^"]+)"', body
-                )
-            ],
-        }
-    return sections
 
 
 @pytest.fixture
