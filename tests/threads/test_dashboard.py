@@ -15,6 +15,7 @@ from tests.dashboard_history import (
     seconds_of,
     seed_history,
 )
+from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
 
@@ -115,3 +116,24 @@ def test_a_run_through_the_server_is_counted_with_its_first_token_and_tool_calls
     outcomes = dict(sections["runs-by-outcome"]["rows"])
     assert (outcomes["success"], outcomes["waiting"]) == ("2", "1")
     assert ["todo_write", "1", "0", "0%"] in sections["tools"]["rows"]
+
+
+def test_a_failed_tool_call_and_the_runs_spend_are_counted_through_the_sdk(server, fake_api, staff):
+    fake_api.script(
+        [
+            tool_turn("file_read", {"path": "no-such-file.txt"}, id="toolu_missing"),
+            tool_turn("glob", {"pattern": "*"}, id="toolu_glob"),
+            text_turn(["Done."]),
+        ]
+    )
+    done = post_run(server.url, "coder", v1(run_input("t-dash-sdk", "r1", user("read the missing file"))))
+    assert done.events[-1]["type"] == "RUN_FINISHED"
+    sections = read_sections(staff.get("/admin/dashboard/?period=day").content.decode())
+    assert [row[:3] for row in sections["tools"]["rows"]] == [["file_read", "1", "1"], ["glob", "1", "0"]]
+    assert [bar[0] for bar in sections["tools"]["bars"]] == ["file_read", "glob"]
+    # Three model calls' tokens (the fake's usage), spent by the coder agent (less than a cent).
+    tokens = {kind: int(count.replace(",", "")) for kind, count in sections["tokens"]["rows"]}
+    assert tokens["input (uncached)"] > 0 and tokens["output"] > 0
+    assert [row[0] for row in sections["spend-by-agent"]["rows"]] == ["coder"]
+    assert [row[:2] for row in sections["latency"]["rows"]] == [["time to first token", "1"], ["run", "1"]]
+    assert sections["runs-by-outcome"]["rows"] == [["success", "1"], ["all", "1"]]
