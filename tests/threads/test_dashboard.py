@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
+from agents.models import DailySpend
 from tests.dashboard_history import (
     EXPECTED,
     MCP,
@@ -18,6 +20,7 @@ from tests.dashboard_history import (
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
+from threads.services.tallies import ToolCount, tallies_add
 
 
 @pytest.fixture
@@ -137,3 +140,23 @@ def test_a_failed_tool_call_and_the_runs_spend_are_counted_through_the_sdk(serve
     assert [row[0] for row in sections["spend-by-agent"]["rows"]] == ["coder"]
     assert [row[:2] for row in sections["latency"]["rows"]] == [["time to first token", "1"], ["run", "1"]]
     assert sections["runs-by-outcome"]["rows"] == [["success", "1"], ["all", "1"]]
+
+
+def test_names_are_escaped_in_the_charts_and_tables(staff, coder):
+    hostile = '<script>alert("x")</script>'
+    tallies_add(
+        agent_id=coder.pk,
+        outcome="success",
+        ended_at=timezone.now(),
+        duration_seconds=1,
+        first_token_seconds=None,
+        tools={f"mcp__evil__{hostile}": ToolCount(1, 1)},
+    )
+    DailySpend.objects.create(
+        day=timezone.now().date(), agent=coder, user=User.objects.create_user(hostile), cost_usd=1
+    )
+    page = staff.get("/admin/dashboard/?period=day").content.decode()
+    assert "<script>" not in page
+    sections = read_sections(page)
+    assert sections["tools"]["bars"] == [[f"mcp__evil__{hostile}", "1 (1 failed)"]]
+    assert sections["spend-by-user"]["rows"] == [[hostile, "$1.00"]]
