@@ -151,7 +151,7 @@ def server_view(config: ServerConfig, statuses: dict[str, ServerStatus]) -> Serv
     )
 
 
-def _entry_view(entry: McpServerEntry, statuses: dict[str, ServerStatus]) -> ServerView:
+def entry_view(entry: McpServerEntry, statuses: dict[str, ServerStatus]) -> ServerView:
     try:
         config = entry.as_config()
     except McpConfigError as exc:
@@ -211,7 +211,7 @@ class McpServerAdmin(admin.ModelAdmin):
     def _view(self, obj: McpServerEntry) -> ServerView:
         # Read afresh for each column: the pool is in memory, and the admin instance is shared by
         # every request, so it keeps nothing of one.
-        return _entry_view(obj, server_statuses())
+        return entry_view(obj, server_statuses())
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         statuses = server_statuses()

@@ -5,6 +5,7 @@ from django.urls.resolvers import RoutePattern
 
 from agui.views import metrics
 from project.home import home
+from threads.admin.dashboard import dashboard_view
 
 # The REST API's URLconf is imported when a path under /api/ is first resolved (or any URL is
 # reversed): with DRF, drf-spectacular and what they import (psycopg, pygments, yaml, requests) it
@@ -16,6 +17,8 @@ urlpatterns = [
     path("", home, name="home"),
     path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
     path(settings.COPILOTKIT_PATH.lstrip("/") + "/", include("agui.copilotkit.urls")),
+    # Before the admin's own URLs, whose catch-all would take it for an app's name.
+    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="dashboard"),
     path("admin/", admin.site.urls),
     # Django's own sign-in and sign-out: a page this server serves calls the CopilotKit routes
     # with the session they make (agui/http.py authenticate).

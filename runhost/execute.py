@@ -22,6 +22,7 @@ from runhost.assemble import assemble_loop
 from runhost.budgets import SpendMeter
 from runhost.registry import LiveRun
 from runhost.surface import RunContext, RunSurface
+from runhost.tallies import RunTallies
 from threads.models import Session, Thread
 from threads.services.workspaces import workspace_open
 from threads.store import DbSessionStore
@@ -65,9 +66,12 @@ class _CancelWatch(BaseListener):
         return not self.live.cancel_requested
 
 
-async def execute(live: LiveRun, run: Execution, surface: RunSurface, meter: SpendMeter, end: RunEnd) -> None:
-    """Runs ``run`` to its end or its wait, streamed through ``surface``; ``end`` says how it ended
-    (an error, unless it got further). Cancelling the task ends it as cancelled."""
+async def execute(
+    live: LiveRun, run: Execution, surface: RunSurface, end: RunEnd, meter: SpendMeter, tallies: RunTallies
+) -> None:
+    """Runs ``run`` to its end or its wait, streamed through ``surface``, its spend settled by
+    ``meter`` and counted for the dashboard by ``tallies``; ``end`` says how it ended (an error, unless it
+    got further). Cancelling the task ends it as cancelled."""
     thread, agent, resume = run.thread, run.agent, run.resume
     if resume is not None:
         record_answers(resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS)
@@ -90,7 +94,7 @@ async def execute(live: LiveRun, run: Execution, surface: RunSurface, meter: Spe
         live.stream = surface.stream
         # Made (from its template) only now, on a worker thread: RUN_STARTED never waits for it.
         workspace = await workspace_open(thread)
-        live.listener = Listeners(end.listener, MetricsListener(agent.name), _CancelWatch(live), meter)
+        live.listener = Listeners(end.listener, MetricsListener(agent.name), _CancelWatch(live), meter, tallies)
         loop = assemble_loop(
             tools=await run_tools(agent),
             agent=agent,

@@ -34,6 +34,7 @@ from runhost.registry import LiveRun, RunRegistry
 from runhost.requests import Answers, Start, ThreadStatus, start_of_queued
 from runhost.surface import BackgroundSurfaces, ContinuedLog, Flushed, RunContext, RunSurface
 from runhost.sweep import Sweeper
+from runhost.tallies import RunTallies
 from threads import selectors
 from threads.dbthread import on_db_thread, on_db_thread_shared
 from threads.locking import Contended
@@ -275,16 +276,19 @@ class RunHost:
     ) -> None:
         # A run is paid for by its thread's owner; an unowned thread's by the shared token.
         meter = SpendMeter(agent=agent, user_id=thread.owner_id)
+        tallies = RunTallies(agent_id=agent.pk)  # the dashboard's (threads/dashboard.py)
         end = RunEnd()
         try:
             run = Execution(thread, session, agent, agui_run_id, request, resume, client_tools, takeover)
-            await execute(live, run, surface, meter, end)
+            await execute(live, run, surface, end, meter, tallies)
         finally:
             self.registry.release(live)
             try:
                 await meter.flush()
             except Exception:
                 log.exception("could not record the spend of run %s", agui_run_id)
+            if not (live.lost or live.handing_over):  # else another process goes on with it
+                await tallies.record(end.outcome)
             try:
                 queued = await record_run(live, thread.pk, surface, end, client_tools)
             finally:

@@ -342,3 +342,64 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.media_type}, {self.size} bytes"
+
+
+class RunTally(models.Model):
+    """How many runs of one agent ended on one UTC day with one outcome, counted by how long they
+    took (``duration``) or took to their first token (``first_token``), in the duration buckets of
+    threads/services/tallies.py. Added to as each run ends, so the dashboard reads a month of these
+    rows, not a month of runs."""
+
+    class Measure(models.TextChoices):
+        DURATION = "duration", "Run duration"
+        FIRST_TOKEN = "first_token", "Time to first token"
+
+    day = models.DateField()
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="run_tallies")
+    outcome = models.CharField(max_length=32)
+    measure = models.CharField(max_length=16, choices=Measure.choices)
+    bucket = models.PositiveSmallIntegerField()
+    runs = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        # Its day first: the dashboard reads the rows of a range of days.
+        constraints = [
+            models.UniqueConstraint(fields=["day", "agent", "outcome", "measure", "bucket"], name="run_tally_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.outcome} {self.measure}[{self.bucket}]: {self.runs}"
+
+
+class ToolTally(models.Model):
+    """The calls of one tool on one UTC day, and how many failed, added to as each run ends."""
+
+    day = models.DateField()
+    tool = models.CharField(max_length=200)
+    calls = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        constraints = [models.UniqueConstraint(fields=["day", "tool"], name="tool_tally_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.tool}: {self.calls} ({self.failures} failed)"
+
+
+class ApprovalTally(models.Model):
+    """The approvals (and questions) closed on one UTC day with one decision, counted by how long
+    they waited for it, in the buckets of threads/services/tallies.py; added to as each is closed."""
+
+    day = models.DateField()
+    decision = models.CharField(max_length=16)
+    bucket = models.PositiveSmallIntegerField()
+    approvals = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        constraints = [models.UniqueConstraint(fields=["day", "decision", "bucket"], name="approval_tally_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.decision}[{self.bucket}]: {self.approvals}"

@@ -27,6 +27,7 @@ from threads import leases
 from threads.locking import again_after_a_race, thread_lock
 from threads.models import Approval, Run, Session, Thread
 from threads.services.approvals import session_remember_approval
+from threads.services.tallies import tally_on_commit
 from threads.takeover import RunTakenOver
 
 
@@ -204,6 +205,7 @@ def _close(approval: Approval, decision: str, reason: str, now: datetime) -> Non
         decision=decision, reason=reason, answered_at=now
     ):
         approval.decision, approval.reason, approval.answered_at = decision, reason, now
+        tally_on_commit([(decision, approval.requested_at)], now)
     else:
         approval.refresh_from_db()
 
@@ -286,6 +288,7 @@ def _record(
     )
     if updated:
         recorded.count += 1
+        tally_on_commit([(decided.decision, approval.requested_at)], now)
         if decided.always and decided.decision == Approval.Decision.APPROVED:
             recorded.always.append(memory_key(approval.tool, approval.arguments))
 
@@ -425,6 +428,7 @@ def wait_cancel(*, run_id: uuid.UUID) -> bool:
         pending = Approval.objects.select_for_update().filter(run_id=run_id, decision=Approval.Decision.PENDING)
         closed = list(pending.values_list("tool", "requested_at"))
         pending.update(decision=Approval.Decision.CANCELLED, reason=reason, answered_at=now)
+        tally_on_commit([(Approval.Decision.CANCELLED, asked) for _, asked in closed], now)
     # No run goes on from a cancelled one, so its questions are counted here, once.
     for tool, requested_at in closed:
         record_approval(

@@ -9,52 +9,16 @@ sets, after installing Chromium) that is a failure instead.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-from pathlib import Path
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from tests.agui_client import CLIENTS_DIR
+from tests.admin_browser import drive
 from tests.helpers import run_input, user, v1
 from tests.sse import post_run
 from threads.models import Approval, Run
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-SCRIPT = CLIENTS_DIR / "admin_approval.mjs"
 PASSWORD = "a-long-operator-password"
-
-
-def _browser_missing() -> str | None:
-    if not Path(CHROMIUM).is_file():
-        return f"no Chromium at {CHROMIUM} (install Debian's: apt-get install -y chromium)"
-    if shutil.which("node") is None:
-        return "`node` is not on PATH"
-    if not (CLIENTS_DIR / "node_modules" / "playwright-core" / "package.json").is_file():
-        return "playwright-core is not installed (npm ci --prefix tests/clients)"
-    return None
-
-
-@pytest.fixture
-def browser() -> None:
-    if (missing := _browser_missing()) is None:
-        return
-    reason = f"the admin's browser test did NOT run: {missing}"
-    if os.environ.get("REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{reason}; REQUIRE_SERVICES=1 makes that a failure")
-    pytest.skip(reason)
-
-
-def drive(spec: dict[str, Any]) -> dict[str, Any]:
-    done = subprocess.run(
-        ["node", str(SCRIPT)], input=json.dumps(spec), capture_output=True, text=True, timeout=180, cwd=CLIENTS_DIR
-    )
-    assert done.returncode == 0, f"the browser harness failed:\n{done.stderr}"
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 @pytest.fixture
@@ -77,8 +41,8 @@ def test_an_operator_approves_from_the_queue_and_sees_the_run_go_on(browser, ser
     profile = tmp_path / "chromium-profile"
     profile.mkdir()
     seen = drive(
+        "admin_approval.mjs",
         {
-            "chromium": CHROMIUM,
             "userDataDir": str(profile),
             "baseUrl": server.url,
             "username": "ops",
@@ -88,7 +52,7 @@ def test_an_operator_approves_from_the_queue_and_sees_the_run_go_on(browser, ser
             "expectText": "The todo list says",
             "screenshot": str(tmp_path / "timeline.png"),
             "timeoutMs": 30_000,
-        }
+        },
     )
     assert seen["error"] is None, f"failed at: {seen['step']}: {seen['error']}\n{json.dumps(seen, indent=2)}"
 
