@@ -98,6 +98,17 @@ def fake_stdio(*args: str, env: Mapping[str, str] | None = None) -> dict[str, An
     return entry | {"cwd": str(home), "paths": paths}
 
 
+def elicit_stdio(revision: str = "2025-11-25", *, record: Path | None = None) -> dict[str, Any]:
+    """The fake whose tools ask the person mid-call (tests/fakes/elicit_mcp_server.py), on ``revision``."""
+    home = fakes_home()
+    args = [str(home / "elicit_mcp_server.py"), "--revision", revision]
+    paths = _python_paths()
+    if record is not None:
+        args += ["--record", str(record)]
+        paths.append(writable_by_the_sandbox(record))
+    return {"command": str(PYTHON), "args": args, "cwd": str(home), "paths": paths}
+
+
 def mcp_operator() -> Any:
     """A superuser: the one who may add, change and delete MCP servers (agents/services.py)."""
     from django.contrib.auth.models import User

@@ -1,0 +1,140 @@
+"""An MCP server's questions mid-call (elicitation), on both revisions, answered from the run.
+
+A question is never held open in this process while the person answers: that may take days, and
+the answer may reach another process after a restart (issue #46). So a call that asks ends here
+with ``Asked``; the run waits on it in the database; the answer makes the call again with every
+answer so far (orchestrator/tools/inputs.py ``CallInputs``):
+
+- **2026-07-28** (``server/discover``): the server answers ``input_required`` with its questions
+  instead of asking; the call is retried with ``inputResponses`` and the echoed ``requestState``,
+  exactly as the revision means it, on whichever process.
+- **older revisions** (``initialize``): the server sends ``elicitation/create`` during the call.
+  When it is a question already answered (same mode and schema, or URL, in the same order), it is
+  answered at once; else the call is cancelled (MCP's ``notifications/cancelled``), the question
+  answered ``cancel`` so the server does not hang on it, and the run waits. When the answer comes,
+  the call is made again and the server's repeated question gets the stored answer. A tool that did
+  something before it asked does that again: the price of a question that can outlive the process.
+
+Sampling and roots stay declined on both revisions (the SDK's default answers, and here a call whose
+``input_required`` asks for them fails saying so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp.types as mcp_types
+from mcp.client.session import ClientRequestContext
+
+from orchestrator.tools.inputs import FORM, CallInputs
+
+# How long a question that ended its call is held before it is answered ``cancel``: the call's
+# cancellation reaches the server first, so the server drops the question rather than reading it.
+RELEASE_SECONDS = 5.0
+
+
+@dataclass(slots=True, frozen=True)
+class Asked:
+    """A question a server asked during a call, which ended the call."""
+
+    mode: str
+    message: str
+    schema: dict[str, Any] = field(default_factory=dict)
+    url: str = ""
+    key: str = ""  # the 2026-07-28 revision's key for it in ``inputRequests``
+    state: str | None = None  # its ``requestState``
+
+
+class Declined(Exception):
+    """The server asked for something Threadline does not offer (sampling, roots)."""
+
+
+def asked_of(params: mcp_types.ElicitRequestParams, *, key: str = "", state: str | None = None) -> Asked:
+    if isinstance(params, mcp_types.ElicitRequestURLParams):
+        return Asked("url", params.message, url=params.url, key=key, state=state)
+    return Asked(FORM, params.message, schema=dict(params.requested_schema or {}), key=key, state=state)
+
+
+def _same_question(answer: dict[str, Any], asked: Asked) -> bool:
+    if answer.get("mode") != asked.mode:
+        return False
+    return answer.get("url") == asked.url if asked.mode == "url" else answer.get("schema") == asked.schema
+
+
+def result_of(answer: dict[str, Any]) -> mcp_types.ElicitResult:
+    return mcp_types.ElicitResult(action=answer["action"], content=answer.get("content"))
+
+
+@dataclass(slots=True)
+class _Call:
+    """One call in flight on a server on an older revision: the answers it was made with, how many
+    of them its questions used, and the question that ended it."""
+
+    answers: tuple[dict[str, Any], ...]
+    asked: asyncio.Future[Asked]
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    used: int = 0
+
+
+class Questions:
+    """The elicitation/create requests of one server's session, matched to its calls in flight."""
+
+    def __init__(self) -> None:
+        self._calls: list[_Call] = []
+
+    @contextlib.contextmanager
+    def call(self, inputs: CallInputs | None) -> Iterator[_Call]:
+        """A call in flight: its questions are answered from ``inputs`` or end it."""
+        made = _Call(inputs.answers if inputs else (), asyncio.get_running_loop().create_future())
+        self._calls.append(made)
+        try:
+            yield made
+        finally:
+            self._calls.remove(made)
+            made.released.set()
+            if not made.asked.done():
+                made.asked.cancel()
+
+    async def on_elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        # stdio carries no link from a question to the call it belongs to: it is the earliest call
+        # still in flight that has not asked (with one call at a time, as a run mostly makes, exact).
+        call = next((c for c in self._calls if not c.asked.done()), None)
+        if call is None:
+            return mcp_types.ElicitResult(action="decline")  # asked outside any call: nobody to ask
+        asked = asked_of(params)
+        if call.used < len(call.answers) and _same_question(call.answers[call.used], asked):
+            call.used += 1
+            return result_of(call.answers[call.used - 1])
+        call.asked.set_result(asked)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(call.released.wait(), RELEASE_SECONDS)
+        return mcp_types.ElicitResult(action="cancel")
+
+
+def responses_for(answers: tuple[dict[str, Any], ...], state: str | None) -> dict[str, Any]:
+    """The answers given to the round whose ``requestState`` is ``state``, by their keys."""
+    return {a["key"]: result_of(a) for a in answers if a.get("key") and a.get("state") == state}
+
+
+def next_round(
+    result: mcp_types.InputRequiredResult, answers: tuple[dict[str, Any], ...]
+) -> Asked | dict[str, Any] | None:
+    """What to do with an ``input_required``: the first question not answered yet (the run waits
+    on it), or the responses to retry with (None when it carried only its state). Raises Declined
+    for a request that is not an elicitation."""
+    state = result.request_state
+    given = responses_for(answers, state)
+    responses: dict[str, Any] = {}
+    for key, request in (result.input_requests or {}).items():
+        if not isinstance(request, mcp_types.ElicitRequest):
+            raise Declined(f"it asked for {request.method}, which Threadline does not offer (only elicitation)")
+        if key not in given:
+            return asked_of(request.params, key=key, state=state)
+        responses[key] = given[key]
+    return responses or None
