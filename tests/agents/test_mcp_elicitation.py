@@ -10,11 +10,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from django.test import override_settings
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
-from tests.mcp_world import elicit_stdio, mcp_servers
+from tests.helpers import eventually, run_input, user, v1
+from tests.mcp_world import elicit_stdio, everything_stdio, mcp_servers
+from tests.sse import post_run
+from threads.models import Approval, Run
 
 pytestmark = pytest.mark.clients
 
@@ -119,3 +125,113 @@ def test_a_url_question_carries_the_url_and_its_domain(server, fake_api, tmp_pat
     }
     assert interrupt["responseSchema"]["properties"]["action"]["enum"] == ["accept", "decline", "cancel"]
     assert _result(answered) == "sign_in done with accepted"
+
+
+def _asked(server: Any, fake_api: Any, thread_id: str, tool: str = "book") -> dict[str, Any]:
+    """The model calls ``tool``, the call is approved and the server asks: the question's interrupt."""
+    fake_api.script([tool_turn(f"mcp__shop__{tool}", {}, id="toolu_b"), text_turn(["Done."])])
+    asked = post_run(server.url, "coder", v1(run_input(thread_id, "r1", user("book", "u1"))))
+    (approval,) = asked.events[-1]["outcome"]["interrupts"]
+    resume = [{"interruptId": approval["id"], "status": "resolved", "payload": {"approved": True}}]
+    elicited = post_run(server.url, "coder", v1(run_input(thread_id, "r1", resume=resume)))
+    (interrupt,) = elicited.events[-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "mcp:elicitation"
+    return dict(interrupt)
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"seats": 99}, "resume[0].payload.seats"),
+        ({"seats": "two"}, "resume[0].payload.seats"),
+        ({"name": "Ann"}, "resume[0].payload.seats"),
+        ({"action": "accept", "content": {"seats": 0}}, "resume[0].payload.seats"),
+        ({"action": "maybe"}, "resume[0].payload.action"),
+    ],
+)
+def test_an_answer_that_does_not_match_the_schema_is_a_400_naming_the_field(
+    server, fake_api, tmp_path: Path, payload: dict[str, Any], field: str
+) -> None:
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
+        interrupt = _asked(server, fake_api, f"t-elicit-bad-{field}-{len(json.dumps(payload))}")
+        thread_id = Approval.objects.get(pk=interrupt["id"]).run.thread.agui_thread_id
+        resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}]
+        refused = httpx.post(
+            f"{server.url}/agui/coder",
+            json=v1(run_input(thread_id, "r1", resume=resume)),
+            headers={"Authorization": f"Bearer {server.token}"},
+        )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_input" and error["field"] == field
+    assert Approval.objects.get(pk=interrupt["id"]).decision == Approval.Decision.PENDING  # nothing stored
+    assert Run.objects.get(thread__agui_thread_id=thread_id, status=Run.Status.WAITING)
+
+
+def test_an_unanswered_question_expires_like_an_approval(server, fake_api, tmp_path: Path) -> None:
+    before = _elicitations(server)
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
+        with override_settings(APPROVAL_TIMEOUT_SECONDS=0.3):
+            interrupt = _asked(server, fake_api, "t-elicit-expiry")
+        eventually(
+            lambda: Approval.objects.get(pk=interrupt["id"]).decision == Approval.Decision.TIMEOUT,
+            what="the sweep to close the question",
+        )
+        eventually(lambda: fake_api.requests and len(fake_api.requests) == 2, what="the model told")
+    told = fake_api.requests[-1].body["messages"][-1]["content"][0]
+    assert told["tool_use_id"] == "toolu_b" and told["is_error"] is True
+    assert "nobody answered in time" in told["content"]
+    assert _added(server, before) == {("shop", "timeout"): 1}
+
+
+def test_answers_are_counted_by_server_and_outcome(server, fake_api, tmp_path: Path) -> None:
+    before = _elicitations(server)
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
+        for n, payload in enumerate([{"seats": 1}, {"action": "decline"}]):
+            interrupt = _asked(server, fake_api, f"t-elicit-count-{n}")
+            thread_id = Approval.objects.get(pk=interrupt["id"]).run.thread.agui_thread_id
+            resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}]
+            post_run(server.url, "coder", v1(run_input(thread_id, "r1", resume=resume)))
+    assert _added(server, before) == {("shop", "accept"): 1, ("shop", "decline"): 1}
+
+
+def _elicitations(server: Any) -> dict[tuple[str, str], float]:
+    response = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {server.token}"})
+    counts: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            if sample.name == "threadline_mcp_elicitations_total":
+                counts[(sample.labels["server"], sample.labels["outcome"])] = sample.value
+    return counts
+
+
+def _added(server: Any, before: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+    server.drain()
+    after = _elicitations(server)
+    return {key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)}
+
+
+@pytest.mark.parametrize("version", ["1", "0"])
+def test_the_reference_servers_question_is_answered(server, fake_api, tmp_path: Path, version: str) -> None:
+    fake_api.script([tool_turn("mcp__everything__trigger-elicitation-request", {}, id="toolu_b"), text_turn(["Ok."])])
+    thread_id = f"t-elicit-everything-{version}"
+    first = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "ask me"}]}
+    content = {"name": "Ann Example", "check": True, "integer": 7, "untitledSingleSelectEnum": "Joey"}
+    with mcp_servers(server, tmp_path, {"everything": everything_stdio()}):
+        _, asked, answered = run_client(
+            version,
+            f"{server.url}/agui/coder",
+            server.token,
+            [
+                first,
+                {"runId": "r1", "answerAll": APPROVE},
+                {"runId": "r1", "answerAll": {"status": "resolved", "payload": content}},
+            ],
+        )
+    assert asked["error"] is None and answered["error"] is None, (asked["error"], answered["error"])
+    (interrupt,) = asked["pendingInterrupts"]
+    assert interrupt["reason"] == "mcp:elicitation"
+    assert interrupt["metadata"]["server"] == "everything"
+    assert interrupt["responseSchema"]["properties"]["email"]["format"] == "email"
+    shown = _result(answered)
+    assert "- Name: Ann Example" in shown and "- Favorite Integer: 7" in shown
