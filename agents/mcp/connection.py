@@ -3,11 +3,10 @@
 ``McpServer`` runs a supervisor task that opens the transport (a stdio process, or a streamable
 HTTP session), initialises, lists the tools, and then waits until the connection ends, the server
 misbehaves, or a call found it unresponsive; then it starts it again, with backoff. Calls in flight
-when it went down get a tool error (the SDK ends them with "connection closed"). A server that was up
-keeps its listed tools while it restarts (issue #42: the model was told "unknown tool" in that window):
-a call made then waits for the restart within the call's timeout, or fails at once saying that the
-server is restarting and when it will be started again. A server that never came up offers no tools.
-"""
+when it went down get a tool error ("connection closed"). A server that was up keeps its tools while it
+restarts (issue #42: the model was told "unknown tool" then): a call made then waits for the restart
+within its timeout, or fails at once saying when the server will be started again. A server that never
+came up offers no tools."""
 
 from __future__ import annotations
 
@@ -53,6 +52,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # MCP_MAX_MESSAGE_BYTES: eight 5 MB images
 PING_SECONDS = 5.0
 
 ProgressListener = ProgressFnT
+Progress = ProgressListener | None
 
 
 class ServerState(StrEnum):
@@ -170,41 +170,21 @@ class McpServer:
                 await task
 
     async def call(
-        self,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        progress: ProgressListener | None = None,
-        inputs: CallInputs | None = None,
+        self, tool: str, arguments: dict[str, Any], *, progress: Progress = None, inputs: CallInputs | None = None
     ) -> mcp_types.CallToolResult | Asked:
-        """Calls ``tool``: its result, or ``Asked`` when the server asked the person something
-        (agents/mcp/elicitation.py; ``inputs``: the answers a call made again is given). Raises
-        ``McpUnavailable`` when the server is down or went away during the call, ``TimeoutError``
-        when it did not answer in time (the SDK has then sent MCP's cancellation notification),
-        ``MCPError`` for a protocol error the server answered with, ``Declined`` when it asked for
-        sampling or roots. Cancelling the caller cancels the call on the server too (the SDK's
-        notification). A call to a server that is restarting waits for it, all within the call's timeout."""
+        """``tool``'s result, or ``Asked``: the server asked the person (agents/mcp/elicitation.py;
+        ``inputs``: the answers so far). Raises McpUnavailable (down, or gone during the call),
+        TimeoutError (MCP's cancellation sent), MCPError (a protocol error), Declined (sampling, roots).
+        Cancelling the caller cancels the call; a restarting server is waited for, within the timeout."""
         deadline = time.monotonic() + self.timeouts.call
         session = await self._session_by(deadline)
+        once = functools.partial(self._call_once, session, tool, arguments, deadline, progress)
         if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return await call_modern(
-                functools.partial(self._call_once, session, tool, arguments, deadline, progress), inputs, self.name
-            )
-        with self._questions.call(inputs) as call:
-            task = asyncio.ensure_future(self._call_once(session, tool, arguments, deadline, progress))
-            either: list[asyncio.Future[Any]] = [task, call.asked]
-            try:
-                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                if not task.done():
-                    task.cancel()  # the SDK tells the server (notifications/cancelled)
-                    await asyncio.gather(task, return_exceptions=True)
-            if call.asked.done() and not call.asked.cancelled():
-                return call.asked.result()
-            result = task.result()
-            if isinstance(result, mcp_types.InputRequiredResult):  # not of this era: a broken server
-                raise McpUnavailable(f"MCP server {self.name!r} answered input_required without discover")
-            return result
+            return await call_modern(once, inputs, self.name)
+        result = await self._questions.ask_during(once(), inputs)
+        if isinstance(result, mcp_types.InputRequiredResult):  # not of this era: a broken server
+            raise McpUnavailable(f"MCP server {self.name!r} answered input_required without discover")
+        return result
 
     async def _call_once(
         self,
@@ -212,7 +192,7 @@ class McpServer:
         tool: str,
         arguments: dict[str, Any],
         deadline: float,
-        progress: ProgressListener | None,
+        progress: Progress,
         **retry: Any,
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,22 @@ class Questions:
             made.released.set()
             if not made.asked.done():
                 made.asked.cancel()
+
+    async def ask_during[T](self, call: Coroutine[Any, Any, T], inputs: CallInputs | None) -> T | Asked:
+        """``call``'s result, or the question that ended it (the call is then cancelled, and the
+        SDK tells the server with notifications/cancelled)."""
+        with self.call(inputs) as made:
+            task = asyncio.ensure_future(call)
+            either: list[asyncio.Future[Any]] = [task, made.asked]
+            try:
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not task.done():
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+            if made.asked.done() and not made.asked.cancelled():
+                return made.asked.result()
+            return task.result()
 
     async def on_elicit(
         self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
