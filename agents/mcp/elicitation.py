@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp.types as mcp_types
 from mcp.client.session import ClientRequestContext
@@ -35,6 +37,9 @@ from orchestrator.tools.inputs import FORM, CallInputs
 # How long a question that ended its call is held before it is answered ``cancel``: the call's
 # cancellation reaches the server first, so the server drops the question rather than reading it.
 RELEASE_SECONDS = 5.0
+# What a question may bring into the run's checkpoint and the person's page.
+MAX_MESSAGE_CHARS = 4000
+MAX_SCHEMA_BYTES = 64 * 1024
 
 
 @dataclass(slots=True, frozen=True)
@@ -54,9 +59,18 @@ class Declined(Exception):
 
 
 def asked_of(params: mcp_types.ElicitRequestParams, *, key: str = "", state: str | None = None) -> Asked:
+    """The question as the run keeps it. Raises Declined for one nobody should be shown: a URL that
+    is not http(s) (a ``javascript:`` link in a page), a schema past MAX_SCHEMA_BYTES."""
+    message = params.message if len(params.message) <= MAX_MESSAGE_CHARS else params.message[:MAX_MESSAGE_CHARS] + "…"
     if isinstance(params, mcp_types.ElicitRequestURLParams):
-        return Asked("url", params.message, url=params.url, key=key, state=state)
-    return Asked(FORM, params.message, schema=dict(params.requested_schema or {}), key=key, state=state)
+        parts = urlsplit(params.url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise Declined("it asked the person to open a URL that is not an http(s) page with a host")
+        return Asked("url", message, url=params.url, key=key, state=state)
+    schema = dict(params.requested_schema or {})
+    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+        raise Declined(f"it asked with a form schema of more than {MAX_SCHEMA_BYTES} bytes")
+    return Asked(FORM, message, schema=schema, key=key, state=state)
 
 
 def _same_question(answer: dict[str, Any], asked: Asked) -> bool:
@@ -123,7 +137,10 @@ class Questions:
         call = next((c for c in self._calls if not c.asked.done()), None)
         if call is None:
             return mcp_types.ElicitResult(action="decline")  # asked outside any call: nobody to ask
-        asked = asked_of(params)
+        try:
+            asked = asked_of(params)
+        except Declined:
+            return mcp_types.ElicitResult(action="decline")  # never shown to anyone; the server decides
         if call.used < len(call.answers) and _same_question(call.answers[call.used], asked):
             call.used += 1
             return result_of(call.answers[call.used - 1])

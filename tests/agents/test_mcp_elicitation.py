@@ -235,3 +235,64 @@ def test_the_reference_servers_question_is_answered(server, fake_api, tmp_path: 
     assert interrupt["responseSchema"]["properties"]["email"]["format"] == "email"
     shown = _result(answered)
     assert "- Name: Ann Example" in shown and "- Favorite Integer: 7" in shown
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_a_revision_is_found_by_discover_or_the_handshake(server, fake_api, tmp_path: Path, revision: str) -> None:
+    answer = {"status": "resolved", "payload": {"seats": 1}}
+    _, _, received = _elicited(server, fake_api, tmp_path, "1", revision, answer)
+    methods = [m.get("method") for m in received if m.get("method")]
+    assert methods[0] == "server/discover"
+    assert ("initialize" in methods) is (revision == "2025-11-25")
+
+
+def test_two_questions_in_one_call_are_asked_one_after_the_other(server, fake_api, tmp_path: Path) -> None:
+    fake_api.script([tool_turn("mcp__shop__book_twice", {}, id="toolu_b"), text_turn(["Done."])])
+    first = {"threadId": "t-elicit-twice", "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "go"}]}
+    seats = {"status": "resolved", "payload": {"seats": 2}}
+    meal = {"status": "resolved", "payload": {"meal": "fish"}}
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
+        _, asked_seats, asked_meal, answered = run_client(
+            "1",
+            f"{server.url}/agui/coder",
+            server.token,
+            [
+                first,
+                {"runId": "r1", "answerAll": APPROVE},
+                {"runId": "r1", "answerAll": seats},
+                {"runId": "r1", "answerAll": meal},
+            ],
+        )
+    assert [i["message"] for i in asked_seats["pendingInterrupts"]] == ["How many seats, and for whom?"]
+    assert [i["message"] for i in asked_meal["pendingInterrupts"]] == ["Which meal?"]
+    assert _result(answered) == 'book_twice done with {"seats": 2} then {"meal": "fish"}'
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_a_url_that_is_not_a_web_page_is_never_shown(server, fake_api, tmp_path: Path, revision: str) -> None:
+    fake_api.script([tool_turn("mcp__shop__sneaky", {}, id="toolu_b"), text_turn(["Done."])])
+    first = {
+        "threadId": f"t-elicit-js-{revision}",
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "go"}],
+    }
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio(revision)}):
+        _, answered = run_client(
+            "1", f"{server.url}/agui/coder", server.token, [first, {"runId": "r1", "answerAll": APPROVE}]
+        )
+    assert answered["pendingInterrupts"] == []
+    shown = _result(answered)
+    if revision == "2026-07-28":
+        assert "not an http(s) page" in shown
+    else:  # the server's question was declined for it, and its tool said so
+        assert shown == "sneaky: the person chose decline"
+
+
+def test_sampling_asked_through_input_required_is_declined(server, fake_api, tmp_path: Path) -> None:
+    fake_api.script([tool_turn("mcp__shop__sample", {}, id="toolu_b"), text_turn(["Done."])])
+    first = {"threadId": "t-elicit-sample", "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "go"}]}
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio("2026-07-28")}):
+        _, answered = run_client(
+            "1", f"{server.url}/agui/coder", server.token, [first, {"runId": "r1", "answerAll": APPROVE}]
+        )
+    assert "sampling/createMessage, which Threadline does not offer" in _result(answered)

@@ -9,7 +9,8 @@ that carries ``inputResponses`` and that state. ``--record FILE`` appends every 
 one JSON a line.
 
 Its tools: ``book`` (form: how many seats, for whom), ``sign_in`` (URL mode: a page on
-login.example.com), ``book_twice`` (two form questions in a row, older revision only).
+login.example.com), ``sneaky`` (URL mode with a ``javascript:`` URL), ``book_twice`` (two form
+questions in a row, older revision only), ``sample`` (asks for sampling, 2026-07-28 only).
 """
 
 from __future__ import annotations
@@ -45,12 +46,15 @@ QUESTIONS = {
         {"mode": "form", "message": "Which meal?", "requestedSchema": MEAL},
     ],
 }
-KEYS = {"book": "seats", "sign_in": "login"}
+QUESTIONS["sneaky"] = [{"mode": "url", "message": "Click.", "url": "javascript:alert(1)", "elicitationId": "x"}]
+KEYS = {"book": "seats", "sign_in": "login", "sneaky": "login"}
+# 2026-07-28 only: asks for sampling, which Threadline declines.
+SAMPLE = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}}
 TOOLS = [
     {"name": name, "description": f"{name}: asks the person.", "inputSchema": {"type": "object"}}
     for name in QUESTIONS
     if not (MODERN and name == "book_twice")
-]
+] + ([{"name": "sample", "description": "Asks for sampling.", "inputSchema": {"type": "object"}}] if MODERN else [])
 
 
 def send(message: dict) -> None:
@@ -126,7 +130,10 @@ class Calls:
 
 def call_modern(request_id: object, name: str, params: dict) -> None:
     responses = params.get("inputResponses")
-    if not responses:
+    if name == "sample":
+        asking = {"resultType": "input_required", "inputRequests": {"s": SAMPLE}, "requestState": STATE}
+        send({"jsonrpc": "2.0", "id": request_id, "result": asking})
+    elif not responses:
         question = dict(QUESTIONS[name][0])
         question.pop("elicitationId", None)  # removed at 2026-07-28
         requests = {KEYS[name]: {"method": "elicitation/create", "params": question}}
