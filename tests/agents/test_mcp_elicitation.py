@@ -296,3 +296,17 @@ def test_sampling_asked_through_input_required_is_declined(server, fake_api, tmp
             "1", f"{server.url}/agui/coder", server.token, [first, {"runId": "r1", "answerAll": APPROVE}]
         )
     assert "sampling/createMessage, which Threadline does not offer" in _result(answered)
+
+
+def test_a_new_message_while_a_question_is_open_supersedes_it(server, fake_api, tmp_path: Path) -> None:
+    before = _elicitations(server)
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
+        interrupt = _asked(server, fake_api, "t-elicit-superseded")
+        fake_api.script([text_turn(["Fine, no booking."])])
+        snapshot = post_run(server.url, "coder", v1(run_input("t-elicit-superseded", "r2", user("never mind", "u2"))))
+        assert snapshot.types[-1] == "RUN_FINISHED"
+    assert Approval.objects.get(pk=interrupt["id"]).decision == Approval.Decision.SUPERSEDED
+    told = fake_api.requests[-1].body["messages"][-1]["content"]
+    assert told[0]["tool_use_id"] == "toolu_b" and told[0]["is_error"] is True
+    assert "the user wrote a new message instead of answering" in told[0]["content"]
+    assert _added(server, before) == {("shop", "superseded"): 1}
