@@ -181,7 +181,7 @@ class McpServer:
         once = functools.partial(self._call_once, session, tool, arguments, deadline, progress)
         if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await call_modern(once, inputs, self.name)
-        result = await self._questions.ask_during(once(), inputs)
+        result = await self._questions.ask_during(once, inputs)
         if isinstance(result, mcp_types.InputRequiredResult):  # not of this era: a broken server
             raise McpUnavailable(f"MCP server {self.name!r} answered input_required without discover")
         return result

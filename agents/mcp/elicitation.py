@@ -8,8 +8,9 @@ answer so far (orchestrator/tools/inputs.py ``CallInputs``):
 - **2026-07-28** (``server/discover``): the server answers ``input_required`` with its questions
   instead of asking; the call is retried with ``inputResponses`` and the echoed ``requestState``,
   exactly as the revision means it, on whichever process.
-- **older revisions** (``initialize``): the server sends ``elicitation/create`` during the call.
-  When it is a question already answered (same mode and schema, or URL, in the same order), it is
+- **older revisions** (``initialize``): the server sends ``elicitation/create`` during the call (or,
+  for a page to visit, fails it with -32042, and the call made again after the visit goes on).
+  When it is a question already answered (same mode and schema, or URL; each answer given once), it is
   answered at once; else the call is cancelled (MCP's ``notifications/cancelled``), the question
   answered ``cancel`` so the server does not hang on it, and the run waits. When the answer comes,
   the call is made again and the server's repeated question gets the stored answer. A tool that did
@@ -24,15 +25,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import mcp.types as mcp_types
 from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
-from orchestrator.tools.inputs import FORM, CallInputs
+from orchestrator.tools.inputs import FORM, MAX_ROUNDS, CallInputs
 
 # How long a question that ended its call is held before it is answered ``cancel``: the call's
 # cancellation reaches the server first, so the server drops the question rather than reading it.
@@ -86,12 +89,12 @@ def result_of(answer: dict[str, Any]) -> mcp_types.ElicitResult:
 @dataclass(slots=True)
 class _Call:
     """One call in flight on a server on an older revision: the answers it was made with, how many
-    of them its questions used, and the question that ended it."""
+    of them its questions were given, and the question that ended it."""
 
     answers: tuple[dict[str, Any], ...]
     asked: asyncio.Future[Asked]
     released: asyncio.Event = field(default_factory=asyncio.Event)
-    used: int = 0
+    used: set[int] = field(default_factory=set)  # which answers its questions were given
 
 
 class Questions:
@@ -113,21 +116,31 @@ class Questions:
             if not made.asked.done():
                 made.asked.cancel()
 
-    async def ask_during[T](self, call: Coroutine[Any, Any, T], inputs: CallInputs | None) -> T | Asked:
-        """``call``'s result, or the question that ended it (the call is then cancelled, and the
-        SDK tells the server with notifications/cancelled)."""
-        with self.call(inputs) as made:
-            task = asyncio.ensure_future(call)
-            either: list[asyncio.Future[Any]] = [task, made.asked]
-            try:
-                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                if not task.done():
-                    task.cancel()
-                    await asyncio.gather(task, return_exceptions=True)
-            if made.asked.done() and not made.asked.cancelled():
-                return made.asked.result()
-            return task.result()
+    async def ask_during[T](self, once: Callable[[], Coroutine[Any, Any, T]], inputs: CallInputs | None) -> T | Asked:
+        """The call's result, or the question that ended it (the call is then cancelled, and the SDK
+        tells the server with notifications/cancelled). A -32042 naming only pages already visited
+        in this call makes it again: the server had not seen the visit yet."""
+        for _ in range(MAX_ROUNDS):
+            with self.call(inputs) as made:
+                task = asyncio.ensure_future(once())
+                either: list[asyncio.Future[Any]] = [task, made.asked]
+                try:
+                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not task.done():
+                        task.cancel()
+                        await asyncio.gather(task, return_exceptions=True)
+                if made.asked.done() and not made.asked.cancelled():
+                    return made.asked.result()
+                try:
+                    return task.result()
+                except MCPError as exc:
+                    if exc.error.code != mcp_types.URL_ELICITATION_REQUIRED:
+                        raise
+                    asked = url_required(exc, made.answers)
+                    if asked is not None:
+                        return asked
+        raise Declined(f"it kept asking for pages already visited, {MAX_ROUNDS} times in one call")
 
     async def on_elicit(
         self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
@@ -141,13 +154,27 @@ class Questions:
             asked = asked_of(params)
         except Declined:
             return mcp_types.ElicitResult(action="decline")  # never shown to anyone; the server decides
-        if call.used < len(call.answers) and _same_question(call.answers[call.used], asked):
-            call.used += 1
-            return result_of(call.answers[call.used - 1])
+        # The first answer not given yet to the same question (a page named by -32042 takes one too).
+        for index, answer in enumerate(call.answers):
+            if index not in call.used and _same_question(answer, asked):
+                call.used.add(index)
+                return result_of(answer)
         call.asked.set_result(asked)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(call.released.wait(), RELEASE_SECONDS)
         return mcp_types.ElicitResult(action="cancel")
+
+
+def url_required(exc: MCPError, answers: tuple[dict[str, Any], ...]) -> Asked | None:
+    """2025-11-25's other way to ask: the call fails with -32042 naming pages the person must visit
+    first; the first not visited yet is asked (the call is made again once it is answered). None
+    when every page was visited; ``exc`` itself when it names none."""
+    try:
+        pages = mcp_types.ElicitationRequiredErrorData.model_validate(exc.error.data).elicitations
+    except ValidationError:
+        raise exc from None
+    visited = {a.get("url") for a in answers if a.get("mode") == "url"}
+    return next((asked_of(page) for page in pages if page.url not in visited), None)
 
 
 def responses_for(answers: tuple[dict[str, Any], ...], state: str | None) -> dict[str, Any]:

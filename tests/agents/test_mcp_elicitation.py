@@ -7,6 +7,7 @@ settings a new user starts with: the MCP call itself asks for approval first."""
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,32 @@ def test_a_new_message_while_a_question_is_open_supersedes_it(server, fake_api, 
     assert told[0]["tool_use_id"] == "toolu_b" and told[0]["is_error"] is True
     assert "the user wrote a new message instead of answering" in told[0]["content"]
     assert _added(server, before) == {("shop", "superseded"): 1}
+
+
+@pytest.mark.parametrize("error_path", [False, True])
+def test_the_reference_servers_url_question_carries_its_domain(server, fake_api, tmp_path: Path, error_path) -> None:
+    """Both of 2025-11-25's ways: elicitation/create in URL mode, and the -32042 error naming a page
+    (the call is made again once the person says they visited it; the reference server then asks
+    with elicitation/create for the page its arguments name)."""
+    arguments = {"url": "https://pay.example.org/checkout?id=7", "message": "Pay first.", "errorPath": error_path}
+    fake_api.script(
+        [tool_turn("mcp__everything__trigger-url-elicitation", arguments, id="toolu_b"), text_turn(["Ok."])]
+    )
+    thread_id = f"t-elicit-everything-url-{error_path}"
+    first = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "pay"}]}
+    visited = {"runId": "r1", "answerAll": {"status": "resolved", "payload": {"action": "accept"}}}
+    with mcp_servers(server, tmp_path, {"everything": everything_stdio()}):
+        _, *asked, answered = run_client(
+            "1",
+            f"{server.url}/agui/coder",
+            server.token,
+            [first, {"runId": "r1", "answerAll": APPROVE}, visited, *([visited] if error_path else [])],
+        )
+    assert all(run["error"] is None for run in [*asked, answered])
+    pages = [run["pendingInterrupts"][0]["metadata"] for run in asked]
+    assert all(page["mode"] == "url" and page["domain"] == urlsplit(page["url"]).hostname for page in pages)
+    assert pages[-1]["url"] == arguments["url"] and pages[-1]["domain"] == "pay.example.org"
+    assert asked[-1]["pendingInterrupts"][0]["message"] == "Pay first."
+    if error_path:  # first the page the -32042 error named
+        assert asked[0]["pendingInterrupts"][0]["message"].startswith("Open this link to satisfy the prerequisite")
+    assert _result(answered).startswith("✅ User completed the URL elicitation flow.")
