@@ -7,9 +7,9 @@ settings a new user starts with: the MCP call itself asks for approval first."""
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import eventually, run_input, user, v1
-from tests.mcp_world import elicit_stdio, everything_stdio, mcp_servers
+from tests.mcp_world import elicit_stdio, elicitation_asked, everything_stdio, mcp_servers
 from tests.sse import post_run
 from threads.models import Approval, Run
 
@@ -128,18 +128,6 @@ def test_a_url_question_carries_the_url_and_its_domain(server, fake_api, tmp_pat
     assert _result(answered) == "sign_in done with accepted"
 
 
-def _asked(server: Any, fake_api: Any, thread_id: str, tool: str = "book") -> dict[str, Any]:
-    """The model calls ``tool``, the call is approved and the server asks: the question's interrupt."""
-    fake_api.script([tool_turn(f"mcp__shop__{tool}", {}, id="toolu_b"), text_turn(["Done."])])
-    asked = post_run(server.url, "coder", v1(run_input(thread_id, "r1", user("book", "u1"))))
-    (approval,) = asked.events[-1]["outcome"]["interrupts"]
-    resume = [{"interruptId": approval["id"], "status": "resolved", "payload": {"approved": True}}]
-    elicited = post_run(server.url, "coder", v1(run_input(thread_id, "r1", resume=resume)))
-    (interrupt,) = elicited.events[-1]["outcome"]["interrupts"]
-    assert interrupt["reason"] == "mcp:elicitation"
-    return dict(interrupt)
-
-
 @pytest.mark.parametrize(
     ("payload", "field"),
     [
@@ -154,7 +142,7 @@ def test_an_answer_that_does_not_match_the_schema_is_a_400_naming_the_field(
     server, fake_api, tmp_path: Path, payload: dict[str, Any], field: str
 ) -> None:
     with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
-        interrupt = _asked(server, fake_api, f"t-elicit-bad-{field}-{len(json.dumps(payload))}")
+        interrupt = elicitation_asked(server, fake_api, f"t-elicit-bad-{field}-{len(json.dumps(payload))}")
         thread_id = Approval.objects.get(pk=interrupt["id"]).run.thread.agui_thread_id
         resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}]
         refused = httpx.post(
@@ -173,7 +161,7 @@ def test_an_unanswered_question_expires_like_an_approval(server, fake_api, tmp_p
     before = _elicitations(server)
     with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
         with override_settings(APPROVAL_TIMEOUT_SECONDS=0.3):
-            interrupt = _asked(server, fake_api, "t-elicit-expiry")
+            interrupt = elicitation_asked(server, fake_api, "t-elicit-expiry")
         eventually(
             lambda: Approval.objects.get(pk=interrupt["id"]).decision == Approval.Decision.TIMEOUT,
             what="the sweep to close the question",
@@ -189,7 +177,7 @@ def test_answers_are_counted_by_server_and_outcome(server, fake_api, tmp_path: P
     before = _elicitations(server)
     with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
         for n, payload in enumerate([{"seats": 1}, {"action": "decline"}]):
-            interrupt = _asked(server, fake_api, f"t-elicit-count-{n}")
+            interrupt = elicitation_asked(server, fake_api, f"t-elicit-count-{n}")
             thread_id = Approval.objects.get(pk=interrupt["id"]).run.thread.agui_thread_id
             resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}]
             post_run(server.url, "coder", v1(run_input(thread_id, "r1", resume=resume)))
@@ -302,7 +290,7 @@ def test_sampling_asked_through_input_required_is_declined(server, fake_api, tmp
 def test_a_new_message_while_a_question_is_open_supersedes_it(server, fake_api, tmp_path: Path) -> None:
     before = _elicitations(server)
     with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
-        interrupt = _asked(server, fake_api, "t-elicit-superseded")
+        interrupt = elicitation_asked(server, fake_api, "t-elicit-superseded")
         fake_api.script([text_turn(["Fine, no booking."])])
         snapshot = post_run(server.url, "coder", v1(run_input("t-elicit-superseded", "r2", user("never mind", "u2"))))
         assert snapshot.types[-1] == "RUN_FINISHED"

@@ -13,25 +13,11 @@ from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 
-from tests.fakes.anthropic_api import text_turn, tool_turn
-from tests.helpers import eventually, run_input, user, v1
-from tests.mcp_world import elicit_stdio, mcp_servers
-from tests.sse import post_run
+from tests.helpers import eventually
+from tests.mcp_world import elicit_stdio, elicitation_asked, mcp_servers
 from threads.models import Approval, Run
 
 QUEUE = "/admin/threads/approval/"
-
-
-def _asked(server: Any, fake_api: Any, thread_id: str) -> str:
-    """An approved call of the shop's ``book``, whose server asked: the question's id."""
-    fake_api.script([tool_turn("mcp__shop__book", {}, id="toolu_b"), text_turn(["Booked."])])
-    asked = post_run(server.url, "coder", v1(run_input(thread_id, "r1", user("book", "u1"))))
-    (approval,) = asked.events[-1]["outcome"]["interrupts"]
-    resume = [{"interruptId": approval["id"], "status": "resolved", "payload": {"approved": True}}]
-    elicited = post_run(server.url, "coder", v1(run_input(thread_id, "r1", resume=resume)))
-    (interrupt,) = elicited.events[-1]["outcome"]["interrupts"]
-    assert interrupt["reason"] == "mcp:elicitation"
-    return str(interrupt["id"])
 
 
 def _told(server: Any, fake_api: Any, thread_id: str) -> str:
@@ -61,7 +47,7 @@ def _api(server: Any, pending: str, body: dict[str, Any]) -> httpx.Response:
 
 def test_a_question_answered_through_the_rest_api_reaches_the_server(server, fake_api, tmp_path: Path) -> None:
     with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
-        pending = _asked(server, fake_api, "t-elicit-api")
+        pending = elicitation_asked(server, fake_api, "t-elicit-api")["id"]
         shown = httpx.get(
             f"{server.url}/api/approvals/{pending}/",
             headers={"Authorization": f"Token {Token.objects.get_or_create(user=_staff())[0].key}"},
@@ -80,7 +66,7 @@ def _staff() -> User:
 
 def test_content_not_matching_through_the_rest_api_is_a_400_naming_the_field(server, fake_api, tmp_path) -> None:
     with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
-        pending = _asked(server, fake_api, "t-elicit-api-bad")
+        pending = elicitation_asked(server, fake_api, "t-elicit-api-bad")["id"]
         refused = _api(server, pending, {"action": "accept", "content": {"seats": 12}})
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["field"] == "content.seats"
@@ -93,7 +79,7 @@ def test_the_admin_lists_open_questions_beside_approvals_and_answers_them(
 ) -> None:
     client.force_login(User.objects.create_superuser("op", "op@example.com", "a-long-password"))
     with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
-        pending = _asked(server, fake_api, "t-elicit-admin")
+        pending = elicitation_asked(server, fake_api, "t-elicit-admin")["id"]
         queue = client.get(QUEUE).content.decode()
         assert "MCP question (shop)" in queue and "How many seats, and for whom?" in queue
         assert "Fields: name, seats" in queue
