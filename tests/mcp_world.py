@@ -98,15 +98,18 @@ def fake_stdio(*args: str, env: Mapping[str, str] | None = None) -> dict[str, An
     return entry | {"cwd": str(home), "paths": paths}
 
 
-def elicit_stdio(revision: str = "2025-11-25", *, record: Path | None = None) -> dict[str, Any]:
-    """The fake whose tools ask the person mid-call (tests/fakes/elicit_mcp_server.py), on ``revision``."""
+def elicit_stdio(
+    revision: str = "2025-11-25", *, record: Path | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The fake whose tools ask the person mid-call (tests/fakes/elicit_mcp_server.py), on ``revision``;
+    a ``TOKEN`` in ``env`` is echoed in its questions."""
     home = fakes_home()
     args = [str(home / "elicit_mcp_server.py"), "--revision", revision]
     paths = _python_paths()
     if record is not None:
         args += ["--record", str(record)]
         paths.append(writable_by_the_sandbox(record))
-    return {"command": str(PYTHON), "args": args, "cwd": str(home), "paths": paths}
+    return {"command": str(PYTHON), "args": args, "cwd": str(home), "paths": paths, "env": dict(env or {})}
 
 
 def elicitation_asked(server: Any, fake_api: Any, thread_id: str, tool: str = "book") -> dict[str, Any]:

@@ -126,14 +126,19 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
 
 
 def _input_request(server: McpServer, tool: str, asked: Asked, inputs: CallInputs | None) -> InputRequest:
-    """The server's question as the run waits on it; its message and URL without the server's secrets."""
+    """The server's question as the run waits on it, without the server's secrets (#49 item 2): it is
+    stored and shown to people, and a server may echo its token in a message, a form or a URL."""
+    try:
+        schema = json.loads(server.redact(json.dumps(asked.schema)))
+    except ValueError:
+        schema = {"type": "object"}
     return InputRequest(
         server=server.name,
         tool=tool,
         mode=asked.mode,
         message=server.redact(asked.message),
-        schema=asked.schema,
-        url=asked.url,
+        schema=schema if isinstance(schema, dict) else {"type": "object"},
+        url=server.redact(asked.url),
         key=asked.key,
         state=asked.state,
         given=inputs.answers if inputs else (),

@@ -328,3 +328,16 @@ def test_the_reference_servers_url_question_carries_its_domain(server, fake_api,
     if error_path:  # first the page the -32042 error named
         assert asked[0]["pendingInterrupts"][0]["message"].startswith("Open this link to satisfy the prerequisite")
     assert _result(answered).startswith("✅ User completed the URL elicitation flow.")
+
+
+def test_a_question_never_shows_the_servers_secret(server, fake_api, tmp_path: Path) -> None:
+    shop = elicit_stdio(env={"TOKEN": "tok-very-secret-42"})
+    with mcp_servers(server, tmp_path, {"shop": shop}):
+        form = elicitation_asked(server, fake_api, "t-elicit-secret-form")
+        fake_api.reset()  # its "Done." was never asked for
+        page = elicitation_asked(server, fake_api, "t-elicit-secret-url", tool="sign_in")
+    shown = json.dumps([form, page]) + json.dumps(list(Approval.objects.values_list("message", "elicitation")))
+    assert "tok-very-secret-42" not in shown
+    assert form["message"] == "How many seats, and for whom? (asked with [redacted])"
+    assert form["responseSchema"]["properties"]["name"]["description"] == "your name, [redacted]"
+    assert page["metadata"]["url"].endswith("&token=[redacted]")

@@ -16,6 +16,7 @@ questions in a row, older revision only), ``sample`` (asks for sampling, 2026-07
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 ARGS = sys.argv[1:]
@@ -23,6 +24,7 @@ REVISION = ARGS[ARGS.index("--revision") + 1] if "--revision" in ARGS else "2025
 MODERN = REVISION == "2026-07-28"
 RECORD = ARGS[ARGS.index("--record") + 1] if "--record" in ARGS else ""
 STATE = "opaque-state-1"
+TOKEN = os.environ.get("TOKEN", "")  # echoed in the questions when set: a server that leaks its secret
 
 SEATS = {
     "type": "object",
@@ -46,6 +48,10 @@ QUESTIONS = {
         {"mode": "form", "message": "Which meal?", "requestedSchema": MEAL},
     ],
 }
+if TOKEN:
+    QUESTIONS["book"][0]["message"] += f" (asked with {TOKEN})"
+    QUESTIONS["book"][0]["requestedSchema"]["properties"]["name"]["description"] = f"your name, {TOKEN}"
+    QUESTIONS["sign_in"][0]["url"] = f"{URL}&token={TOKEN}"
 QUESTIONS["sneaky"] = [{"mode": "url", "message": "Click.", "url": "javascript:alert(1)", "elicitationId": "x"}]
 KEYS = {"book": "seats", "sign_in": "login", "sneaky": "login"}
 # 2026-07-28 only: asks for sampling, which Threadline declines.
