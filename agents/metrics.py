@@ -22,6 +22,7 @@ from orchestrator.events import (
     ToolResult,
     Usage,
 )
+from orchestrator.questions import input_reply
 from orchestrator.waits import Checkpoint, WaitKind
 
 TOOL_SECONDS = Histogram(
@@ -65,6 +66,12 @@ APPROVAL_SECONDS = Histogram(
     "Time from asking a person to their answer (or the deadline).",
     buckets=(1, 5, 15, 60, 300, 900, 3600),
 )
+ELICITATIONS = Counter(
+    "threadline_mcp_elicitations_total",
+    "Questions MCP servers asked a person mid-call, by server and outcome: accept, decline, cancel "
+    "(the person's answer), timeout, superseded (a new message instead), cancelled (the run was).",
+    ["server", "outcome"],
+)
 RUNS = Counter("threadline_runs_total", "Runs that ended, by outcome.", ["outcome"])
 # Set by the run host: the runs this process executes now (a waiting run is not one of them).
 LIVE_RUNS = Gauge("threadline_live_runs", "Runs this server process is executing now.")
@@ -94,6 +101,20 @@ def record_approval(tool: str, answer: Answer, waited_seconds: float) -> None:
     APPROVAL_SECONDS.observe(waited_seconds)
 
 
+def elicitation_outcome(answer: Answer) -> str:
+    """An elicitation's outcome as counted: the person's action, or why there was none."""
+    if answer.timed_out:
+        return "timeout"
+    if answer.superseded:
+        return "superseded"
+    reply = input_reply(answer)
+    return reply[0] if reply is not None else "cancelled"
+
+
+def record_elicitation(server: str, answer: Answer) -> None:
+    ELICITATIONS.labels(server, elicitation_outcome(answer)).inc()
+
+
 def record_answers(checkpoint: Checkpoint, answers: dict[str, Answer], *, approval_seconds: float) -> None:
     """The answers a run goes on with (questions and approvals; not client tools): each is counted
     with how long it was waited for (asked ``approval_seconds`` before its deadline)."""
@@ -101,6 +122,9 @@ def record_answers(checkpoint: Checkpoint, answers: dict[str, Answer], *, approv
     for call in checkpoint.answers_needed():
         answer = answers.get(call.answer_id)
         if call.kind is WaitKind.CLIENT or answer is None:
+            continue
+        if call.kind is WaitKind.INPUT:
+            record_elicitation(str(call.input.get("server", "")), answer)
             continue
         asked = datetime.fromisoformat(call.expires_at) - timedelta(seconds=approval_seconds)
         record_approval(call.name, answer, max(0.0, (now - asked).total_seconds()))

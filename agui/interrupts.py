@@ -15,7 +15,9 @@ from typing import Any
 from ag_ui.core import ResumeEntry
 
 from orchestrator.approval_text import approval_call
+from orchestrator.tools.inputs import FORM, URL, InputRequest
 from orchestrator.waits import Checkpoint, OpenCall, WaitKind
+from threads.elicitations import ElicitationReply, elicitation_check, is_elicitation, reply_of
 from threads.models import Approval
 from threads.waits import Decided
 
@@ -38,8 +40,37 @@ QUESTION_SCHEMA: dict[str, Any] = {
 }
 
 
+# What a URL-mode elicitation's answer says: whether the person went to the page (and is done there).
+URL_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"action": {"type": "string", "enum": ["accept", "decline", "cancel"]}},
+    "required": ["action"],
+}
+
+
+def elicitation_interrupt(call: OpenCall) -> dict[str, Any]:
+    """An MCP server's question mid-call (issue #46): reason ``mcp:elicitation``, the server's
+    message, its schema as the ``responseSchema`` (form mode) and, in ``metadata``, the server, the
+    tool and, in URL mode, the URL and its domain (a page shows the domain before it is followed)."""
+    asked = InputRequest.from_json(call.input)
+    metadata: dict[str, Any] = {"server": asked.server, "tool": asked.tool, "mode": asked.mode}
+    if asked.mode == URL:
+        metadata |= {"url": asked.url, "domain": asked.domain}
+    return {
+        "id": call.answer_id,
+        "reason": "mcp:elicitation",
+        "message": call.message,
+        "toolCallId": call.call_id,
+        "responseSchema": asked.schema if asked.mode == FORM else URL_ANSWER_SCHEMA,
+        "expiresAt": call.expires_at,
+        "metadata": metadata,
+    }
+
+
 def interrupt_of(call: OpenCall) -> dict[str, Any]:
     # Keys in the order of the protocol's Interrupt model (frames stay byte-identical).
+    if call.kind is WaitKind.INPUT:
+        return elicitation_interrupt(call)
     question = call.kind is WaitKind.QUESTION
     return {
         "id": call.answer_id,
@@ -73,8 +104,16 @@ def suspension_outcome(checkpoint: Checkpoint, *, v1: bool) -> dict[str, Any]:
     return {}
 
 
-def decided_of(entry: ResumeEntry) -> Decided:
-    """A resume entry as the answer to record. Questions are told apart by their id's prefix."""
+def decided_of(entry: ResumeEntry, elicitation: dict[str, Any] | None = None, *, field: str = "") -> Decided:
+    """A resume entry as the answer to record. Questions are told apart by their id's prefix; an
+    elicitation's answer is checked against its question (``elicitation``, the Approval row's)
+    and raises ElicitationInvalid naming the ``field`` that is wrong."""
+    if is_elicitation(entry.interrupt_id):
+        asked = elicitation or {}
+        cancelled = entry.status == "cancelled"
+        action, content = reply_of(entry.payload, cancelled=cancelled, schema=asked.get("schema") or {})
+        checked = elicitation_check(asked, action, content, field=field) if asked else ElicitationReply(action, None)
+        return Decided(Approval.Decision.APPROVED, text=checked.recorded())
     if entry.status == "cancelled":
         return Decided(Approval.Decision.CANCELLED, "cancelled by the user")
     payload = entry.payload

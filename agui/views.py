@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ag_ui.core import UserMessage
+from ag_ui.core import ResumeEntry, UserMessage
 from django.conf import settings
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
@@ -28,7 +28,9 @@ from runhost.host import HOST
 from runhost.requests import Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
+from threads.elicitations import ElicitationInvalid, elicitations_asked, is_elicitation
 from threads.services.runs import RunNotCancellable
+from threads.waits import Decided
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,20 @@ async def run_input_of(request: HttpRequest, caller: Caller, agent_name: str) ->
     return decoded
 
 
+async def decisions_of(resume: list[ResumeEntry], agui_thread_id: str) -> dict[str, Decided] | HttpResponse:
+    """The resume entries as answers to record, or a 400 naming the field of an MCP server's
+    question whose answer does not fit it (threads/elicitations.py)."""
+    asked = [entry.interrupt_id for entry in resume if is_elicitation(entry.interrupt_id)]
+    questions = await on_db_thread(elicitations_asked, ids=asked, agui_thread_id=agui_thread_id) if asked else {}
+    try:
+        return {
+            entry.interrupt_id: decided_of(entry, questions.get(entry.interrupt_id), field=f"resume[{i}].payload")
+            for i, entry in enumerate(resume)
+        }
+    except ElicitationInvalid as exc:
+        return error_response(400, "invalid_input", exc.message, exc.field)
+
+
 @agui_endpoint("POST", "POST a RunAgentInput to this URL")
 async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResponseBase:
     """POST /agui/<agent>: run the agent on a RunAgentInput, or hydrate when nothing new was said."""
@@ -137,6 +153,9 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
             uploaded = {url: (found[pk].media_type, bytes(found[pk].data)) for url, pk in named.items()}
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
     results = client_tool_results(decoded)
+    decisions = await decisions_of(inp.resume or [], inp.thread_id)
+    if isinstance(decisions, HttpResponseBase):
+        return decisions  # an elicitation's answer that does not fit its question: nothing is written
     if (inp.resume or results) and await HOST.thread_status(inp.thread_id) is ThreadStatus.WAITING:
         # The request answers what the thread's run waits for; the run goes on in its stream.
         answers = Answers(
@@ -144,7 +163,7 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
             agui_thread_id=inp.thread_id,
             agui_run_id=inp.run_id,
             protocol_version=inp.protocol_version or "",
-            decisions={entry.interrupt_id: decided_of(entry) for entry in inp.resume or []},
+            decisions=decisions,
             client_results=results,
             answered_by="agui-client",
             request=no_message_request(decoded),

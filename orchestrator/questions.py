@@ -4,12 +4,14 @@ act on what they return."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orchestrator.approvals import Answer
 from orchestrator.tools.base import ToolOutput
+from orchestrator.tools.inputs import ACTIONS, InputRequest
 from orchestrator.waits import OpenCall, WaitKind
 
 
@@ -91,6 +93,32 @@ def answered(call: OpenCall, answer: Answer) -> ToolOutput:
     if answer.superseded:
         return ToolOutput("the user did not answer: they wrote a new message instead", True)
     return ToolOutput(f"the user did not answer: {answer.reason or 'declined'}", True)
+
+
+def input_reply(answer: Answer) -> tuple[str, dict[str, Any] | None] | None:
+    """A tool's question's answer as the tool is given it, ``(action, content)``; None when nobody
+    answered it (timed out, superseded, the run cancelled). The answer's ``text`` is the JSON the
+    surface recorded: ``{"action": "accept"|"decline"|"cancel", "content": {...}}``."""
+    if not answer.approved:
+        return None
+    try:
+        reply = json.loads(answer.text)
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or reply.get("action") not in ACTIONS:
+        return None
+    content = reply.get("content")
+    return str(reply["action"]), content if isinstance(content, dict) else None
+
+
+def unanswered_input(request: InputRequest, answer: Answer) -> str:
+    """What the model reads when a tool's question was not answered (the call is not made again)."""
+    asked = f"the MCP server {request.server!r} asked the user a question during the call of {request.tool!r}"
+    if answer.timed_out:
+        return f"not completed: {asked} and nobody answered in time"
+    if answer.superseded:
+        return f"not completed: {asked} and the user wrote a new message instead of answering"
+    return f"not completed: {asked} and it was not answered ({answer.reason or 'cancelled'})"
 
 
 def deadline(seconds: float) -> str:

@@ -36,11 +36,19 @@ from orchestrator.dispatch import (
 )
 from orchestrator.events import GroundingReported, Phase, PhaseChanged, RunListener, ToolMessage, ToolResult
 from orchestrator.providers.base import TokenCount
-from orchestrator.questions import answered, deadline, grounding_report, question_of
+from orchestrator.questions import (
+    answered,
+    deadline,
+    grounding_report,
+    input_reply,
+    question_of,
+    unanswered_input,
+)
 from orchestrator.request import Scenario
 from orchestrator.subagents import Delegated, Delegation, resume_sub_agent, run_sub_agent
 from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry
 from orchestrator.tools.grounding import gate_allows
+from orchestrator.tools.inputs import MAX_ROUNDS, CallInputs, InputRequest
 from orchestrator.waits import Checkpoint, ChildCheckpoint, DoneCall, OpenCall, Resumption, Waiting, WaitKind
 
 
@@ -112,6 +120,34 @@ class _Pass:
         self.waiting.open.append(
             OpenCall(call["id"], call["name"], kind, answer_id, arguments=call.get("input") or {}, **details)
         )
+
+    def asked(self, call: dict[str, Any], output: ToolOutput) -> ToolOutput | None:
+        """A call's output, or None when its tool needs the person first (the call waits for the
+        answer, then is made again with it: orchestrator/tools/inputs.py)."""
+        request = output.needs_input
+        if request is None:
+            return output
+        if not self.turn.approver.can_wait:
+            return ToolOutput(
+                f"not completed: the MCP server {request.server!r} asked a question mid-call "
+                f"({request.message[:200]!r}) and nobody is there to answer it in this run",
+                True,
+            )
+        if len(request.given) >= MAX_ROUNDS:
+            return ToolOutput(
+                f"not completed: the MCP server {request.server!r} asked more than {MAX_ROUNDS} questions in one call",
+                True,
+            )
+        seconds = self.turn.approver.approval_seconds
+        self.open(
+            call,
+            WaitKind.INPUT,
+            self.turn.make_id("elicitation"),
+            message=request.message,
+            expires_at=deadline(seconds),
+            input=request.to_json(),
+        )
+        return None
 
     def delegated(self, call: dict[str, Any], child: Delegated) -> ToolOutput | None:
         """A sub_agent call's output, or None when its child waits (the call waits with it)."""
@@ -270,6 +306,8 @@ async def _answer(call: dict[str, Any], before: OpenCall, done: _Pass) -> tuple[
         child = await resume_sub_agent(_delegation(done.turn, done.turn.grounded), before.child, answers)
         return done.delegated(call, child), None
     given = answers.get(before.answer_id) or Answer(approved=False, timed_out=True)
+    if before.kind is WaitKind.INPUT:
+        return await _answer_input(call, before, given, done), None
     if before.kind is not WaitKind.APPROVAL:
         by_client = before.kind is WaitKind.CLIENT and bool(given.message_id)
         return answered(before, given), given if by_client else None
@@ -279,6 +317,25 @@ async def _answer(call: dict[str, Any], before: OpenCall, done: _Pass) -> tuple[
     return await _run_approved(call, approved_call(tool, call.get("input") or {}), done, done.turn.grounded), None
 
 
+async def _answer_input(call: dict[str, Any], before: OpenCall, given: Answer, done: _Pass) -> ToolOutput | None:
+    """A tool's question answered: the call is made again with every answer so far (accepted,
+    declined or cancelled alike: the server reads which). Unanswered, it is not made again."""
+    request = InputRequest.from_json(before.input)
+    reply = input_reply(given)
+    if reply is None:
+        return ToolOutput(unanswered_input(request, given), True)
+    tool = done.turn.tools.get(call["name"])
+    if tool is None:
+        return ToolOutput(f"not completed: the tool {call['name']!r} is no longer offered", True)
+    action, content = reply
+    inputs = CallInputs((*request.given, request.answered(action, content)), request.state)
+    done.turn.context.inputs[call["id"]] = inputs
+    try:
+        return await _run_approved(call, approved_call(tool, call.get("input") or {}), done, done.turn.grounded)
+    finally:
+        done.turn.context.inputs.pop(call["id"], None)
+
+
 async def _run_approved(call: dict[str, Any], step: ApprovedCall, done: _Pass, grounded: bool) -> ToolOutput | None:
     turn = done.turn
     match step:
@@ -286,7 +343,7 @@ async def _run_approved(call: dict[str, Any], step: ApprovedCall, done: _Pass, g
             child = await run_sub_agent(_delegation(turn, grounded), tool_call_id=call["id"], arguments=arguments)
             return done.delegated(call, child)
         case WorkspaceCall(tool=tool, arguments=arguments):
-            return await turn.tools.call(tool.name, arguments, turn.context, call["id"])
+            return done.asked(call, await turn.tools.call(tool.name, arguments, turn.context, call["id"]))
 
 
 def _delegation(turn: Turn, grounded: bool) -> Delegation:

@@ -26,6 +26,7 @@ class WaitKind(StrEnum):
     QUESTION = "question"  # a person replies (ask_user, a grounding question)
     CLIENT = "client"  # the client runs one of its own tools and sends the result
     CHILD = "child"  # a sub-agent waits on one of these itself
+    INPUT = "input"  # a tool asks the person mid-call (an MCP server's elicitation)
 
 
 @dataclass(slots=True)
@@ -56,6 +57,7 @@ class OpenCall:
     expires_at: str = ""  # ISO 8601, UTC
     arguments: dict[str, Any] = field(default_factory=dict)
     child: ChildCheckpoint | None = None
+    input: dict[str, Any] = field(default_factory=dict)  # an InputRequest as JSON (WaitKind.INPUT)
 
 
 @dataclass(slots=True)
@@ -153,6 +155,7 @@ def _open_call(data: dict[str, Any]) -> OpenCall:
         expires_at=data.get("expires_at", ""),
         arguments=data.get("arguments", {}),
         child=None if child is None else _child(child),
+        input=data.get("input") or {},
     )
 
 

@@ -98,6 +98,37 @@ def fake_stdio(*args: str, env: Mapping[str, str] | None = None) -> dict[str, An
     return entry | {"cwd": str(home), "paths": paths}
 
 
+def elicit_stdio(
+    revision: str = "2025-11-25", *, record: Path | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The fake whose tools ask the person mid-call (tests/fakes/elicit_mcp_server.py), on ``revision``;
+    a ``TOKEN`` in ``env`` is echoed in its questions."""
+    home = fakes_home()
+    args = [str(home / "elicit_mcp_server.py"), "--revision", revision]
+    paths = _python_paths()
+    if record is not None:
+        args += ["--record", str(record)]
+        paths.append(writable_by_the_sandbox(record))
+    return {"command": str(PYTHON), "args": args, "cwd": str(home), "paths": paths, "env": dict(env or {})}
+
+
+def elicitation_asked(server: Any, fake_api: Any, thread_id: str, tool: str = "book") -> dict[str, Any]:
+    """The model calls the elicit fake's ``tool`` (configured as ``shop``), the call is approved and
+    the server asks: the question's interrupt."""
+    from tests.fakes.anthropic_api import text_turn, tool_turn
+    from tests.helpers import run_input, user, v1
+    from tests.sse import post_run
+
+    fake_api.script([tool_turn(f"mcp__shop__{tool}", {}, id="toolu_b"), text_turn(["Done."])])
+    asked = post_run(server.url, "coder", v1(run_input(thread_id, "r1", user("book", "u1"))))
+    (approval,) = asked.events[-1]["outcome"]["interrupts"]
+    resume = [{"interruptId": approval["id"], "status": "resolved", "payload": {"approved": True}}]
+    elicited = post_run(server.url, "coder", v1(run_input(thread_id, "r1", resume=resume)))
+    (interrupt,) = elicited.events[-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "mcp:elicitation"
+    return dict(interrupt)
+
+
 def mcp_operator() -> Any:
     """A superuser: the one who may add, change and delete MCP servers (agents/services.py)."""
     from django.contrib.auth.models import User

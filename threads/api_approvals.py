@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from threads.api_errors import error_responses
 from threads.api_query import ApiView, ListView, text_filter
+from threads.elicitations import ElicitationInvalid, elicitation_check
 from threads.locking import Contended
 from threads.models import Approval
 from threads.selectors import approval_get_visible, approval_list
@@ -47,6 +48,7 @@ class ApprovalOutput(serializers.ModelSerializer[Approval]):
             "tool",
             "arguments",
             "message",
+            "elicitation",
             "decision",
             "reason",
             "always",
@@ -100,7 +102,9 @@ class AnswerInput(serializers.Serializer[dict[str, Any]]):
     responses={200: ApprovalOutput, **error_responses(400, 403, 404, 409, 503)},
 )
 class ApprovalAnswer(ApiView):
-    """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on. Its
+    """POST /api/approvals/<id>/answer {approved, reason?, always?}: the waiting run goes on. An MCP
+    server's question (``elicitation`` set) is answered {action: accept|decline|cancel, content?}, the
+    content checked against its schema (a 400 naming the field, nothing stored). Its
     thread's owner may answer, and staff with the change permission on approvals; other staff,
     who see every approval, get a 403 (threads/api_permissions.py)."""
 
@@ -109,15 +113,34 @@ class ApprovalAnswer(ApiView):
         if approval is None:
             raise NotFound("no such approval")
         self.check_object_permissions(request, approval)
+        if approval.elicitation is not None:
+            return self._answer_elicitation(request, approval)
         answer = AnswerInput(data=request.data)
         answer.is_valid(raise_exception=True)
         approved = answer.validated_data["approved"]
+        decision = Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
+        always = approved and answer.validated_data["always"]
+        return self._answered(request, approval, decision, answer.validated_data["reason"], always)
+
+    def _answer_elicitation(self, request: Request, approval: Approval) -> Response:
+        """An MCP server's question: ``{action, content?}``, the content checked against its schema."""
+        data = request.data if isinstance(request.data, dict) else {}
+        try:
+            reply = elicitation_check(
+                approval.elicitation or {}, str(data.get("action", "")), data.get("content"), field="content"
+            )
+        except ElicitationInvalid as exc:
+            field = "action" if exc.field == "content.action" else exc.field
+            return Response({"error": {"code": "invalid_input", "message": exc.message, "field": field}}, status=400)
+        return self._answered(request, approval, Approval.Decision.APPROVED, reply.recorded(), False)
+
+    def _answered(self, request: Request, approval: Approval, decision: str, reason: str, always: bool) -> Response:
         try:
             answered = wait_answer_for_operator(
                 interrupt_id=approval.pk,
-                decision=Approval.Decision.APPROVED if approved else Approval.Decision.DENIED,
-                reason=answer.validated_data["reason"],
-                always=approved and answer.validated_data["always"],
+                decision=decision,
+                reason=reason,
+                always=always,
                 answered_by=request.user.get_username(),
             )
         except ApprovalAbandoned as exc:

@@ -197,6 +197,10 @@ class Approval(models.Model):
     requested_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     answered_at = models.DateTimeField(null=True, blank=True)
+    # An MCP server's question mid-call rather than an approval (issue #46): its server, tool, mode
+    # (form or url), the schema its answer must match, or the URL and its domain. Its answer is
+    # kept in ``reason`` as JSON: {"action": "accept"|"decline"|"cancel", "content": {...}}.
+    elicitation = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-requested_at"]

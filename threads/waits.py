@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from agents.metrics import record_approval
+from agents.metrics import record_approval, record_elicitation
 from agents.models import Agent
 from agents.permissions import memory_key
 from orchestrator.approvals import Answer
@@ -115,9 +115,10 @@ def run_wait(
                     arguments=call.arguments,
                     message=call.message,
                     expires_at=_expires(call),
+                    elicitation=elicitation_shown(call.input) if call.kind is WaitKind.INPUT else None,
                 )
                 for call in needed
-                if call.kind in (WaitKind.APPROVAL, WaitKind.QUESTION)
+                if call.kind in (WaitKind.APPROVAL, WaitKind.QUESTION, WaitKind.INPUT)
             ]
         )
         now = timezone.now()
@@ -144,6 +145,12 @@ def run_wait(
             ]
         )
         Thread.objects.filter(pk=run.thread_id).update(state=state, updated_at=now)
+
+
+def elicitation_shown(request: dict[str, Any]) -> dict[str, Any]:
+    """What an elicitation's row keeps of it: what the person is shown and what checks the answer
+    (not the answers given before it nor the server's opaque state: those stay in the checkpoint)."""
+    return {key: request.get(key) for key in ("server", "tool", "mode", "message", "schema", "url", "domain")}
 
 
 def _answer_of(approval: Approval, question: bool) -> Answer:
@@ -196,7 +203,7 @@ def _collect(run: Run, *, now: datetime, expire: bool, supersede: str | None = N
             else:
                 return None
             _close(approval, closing, reason, now)
-        answers[call.answer_id] = _answer_of(approval, call.kind is WaitKind.QUESTION)
+        answers[call.answer_id] = _answer_of(approval, call.kind in (WaitKind.QUESTION, WaitKind.INPUT))
     return answers
 
 
@@ -426,12 +433,14 @@ def wait_cancel(*, run_id: uuid.UUID) -> bool:
         ):
             return False
         pending = Approval.objects.select_for_update().filter(run_id=run_id, decision=Approval.Decision.PENDING)
-        closed = list(pending.values_list("tool", "requested_at"))
+        closed = list(pending.values_list("tool", "requested_at", "elicitation"))
         pending.update(decision=Approval.Decision.CANCELLED, reason=reason, answered_at=now)
         tally_on_commit([(Approval.Decision.CANCELLED, asked) for _, asked in closed], now)
     # No run goes on from a cancelled one, so its questions are counted here, once.
-    for tool, requested_at in closed:
-        record_approval(
-            tool, Answer(approved=False, cancelled=True, reason=reason), (now - requested_at).total_seconds()
-        )
+    cancelled = Answer(approved=False, cancelled=True, reason=reason)
+    for tool, requested_at, elicitation in closed:
+        if elicitation is not None:
+            record_elicitation(str(elicitation.get("server", "")), cancelled)
+        else:
+            record_approval(tool, cancelled, (now - requested_at).total_seconds())
     return True

@@ -3,16 +3,16 @@
 ``McpServer`` runs a supervisor task that opens the transport (a stdio process, or a streamable
 HTTP session), initialises, lists the tools, and then waits until the connection ends, the server
 misbehaves, or a call found it unresponsive; then it starts it again, with backoff. Calls in flight
-when it went down get a tool error (the SDK ends them with "connection closed"). A server that was up
-keeps its listed tools while it restarts (issue #42: the model was told "unknown tool" in that window):
-a call made then waits for the restart within the call's timeout, or fails at once saying that the
-server is restarting and when it will be started again. A server that never came up offers no tools.
-"""
+when it went down get a tool error ("connection closed"). A server that was up keeps its tools while it
+restarts (issue #42: the model was told "unknown tool" then): a call made then waits for the restart
+within its timeout, or fails at once saying when the server will be started again. A server that never
+came up offers no tools."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,11 +32,15 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from agents.mcp.config import HTTP, ServerConfig
+from agents.mcp.elicitation import Asked, Questions
 from agents.mcp.redaction import redact, secret_values
+from agents.mcp.revisions import call_modern, negotiate
 from agents.mcp.sandboxing import stdio_launch
 from agents.mcp.stdio import OVERSIZED, stdio_transport
+from orchestrator.tools.inputs import CallInputs
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # MCP_MAX_MESSAGE_BYTES: eight 5 MB images
 PING_SECONDS = 5.0
 
 ProgressListener = ProgressFnT
+Progress = ProgressListener | None
 
 
 class ServerState(StrEnum):
@@ -100,6 +105,7 @@ class McpServer:
         self.started_at = 0.0
         self.tools_changed: Callable[[McpServer], None] | None = None
         self._session: ClientSession | None = None
+        self._questions = Questions()  # elicitation/create during calls (older revisions)
         self._broken = asyncio.Event()  # set to make the supervisor start the server again
         self._attempted = asyncio.Event()  # the first start has succeeded or failed
         self._task: asyncio.Task[None] | None = None
@@ -164,21 +170,39 @@ class McpServer:
                 await task
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], *, progress: ProgressListener | None = None
-    ) -> mcp_types.CallToolResult:
-        """Calls ``tool``. Raises ``McpUnavailable`` when the server is down or went away during the
-        call, ``TimeoutError`` when it did not answer in time (the SDK has then sent MCP's
-        cancellation notification), ``MCPError`` for a protocol error the server answered with.
-        Cancelling the caller cancels the call on the server too (the SDK's notification). A call to a
-        server that is restarting waits for it, all within the call's timeout."""
+        self, tool: str, arguments: dict[str, Any], *, progress: Progress = None, inputs: CallInputs | None = None
+    ) -> mcp_types.CallToolResult | Asked:
+        """``tool``'s result, or ``Asked``: the server asked the person (agents/mcp/elicitation.py;
+        ``inputs``: the answers so far). Raises McpUnavailable (down, or gone during the call),
+        TimeoutError (MCP's cancellation sent), MCPError (a protocol error), Declined (sampling, roots).
+        Cancelling the caller cancels the call; a restarting server is waited for, within the timeout."""
         deadline = time.monotonic() + self.timeouts.call
         session = await self._session_by(deadline)
+        once = functools.partial(self._call_once, session, tool, arguments, deadline, progress)
+        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return await call_modern(once, inputs, self.name)
+        result = await self._questions.ask_during(once, inputs)
+        if isinstance(result, mcp_types.InputRequiredResult):  # not of this era: a broken server
+            raise McpUnavailable(f"MCP server {self.name!r} answered input_required without discover")
+        return result
+
+    async def _call_once(
+        self,
+        session: ClientSession,
+        tool: str,
+        arguments: dict[str, Any],
+        deadline: float,
+        progress: Progress,
+        **retry: Any,
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         try:
-            return await session.call_tool(
+            result: mcp_types.CallToolResult | mcp_types.InputRequiredResult = await session.call_tool(
                 tool,
                 arguments,
                 read_timeout_seconds=max(deadline - time.monotonic(), 0.001),
                 progress_callback=progress,
+                allow_input_required=True,
+                **retry,
             )
         except MCPError as exc:
             if exc.error.code == mcp_types.CONNECTION_CLOSED:
@@ -195,6 +219,7 @@ class McpServer:
                     f"MCP server {self.name!r} did not answer within {self.timeouts.call:g} s; the call was cancelled"
                 ) from None
             raise
+        return result
 
     async def _check_alive(self, session: ClientSession) -> None:
         """After a call timed out: a server that does not answer a ping either is started again."""
@@ -278,11 +303,13 @@ class McpServer:
             forwarded, gone = await self._watched(read)
             async with (
                 anyio.create_task_group() as group,
-                ClientSession(forwarded, write, message_handler=self._on_message) as session,
+                ClientSession(
+                    forwarded, write, message_handler=self._on_message, elicitation_callback=self._questions.on_elicit
+                ) as session,
             ):
                 group.start_soon(self._forward_end, gone)
                 with anyio.fail_after(self.timeouts.start):
-                    await session.initialize()
+                    await negotiate(session)
                     self.tools = await self._list_tools(session)
                 self._session = session
                 self._ever_up = True

@@ -15,11 +15,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from agents.mcp.connection import McpAnswerTooLarge, McpServer, McpUnavailable
+from agents.mcp.elicitation import Asked, Declined
 from agents.mcp.progress import CoalescedProgress
 from agents.mcp.results import tool_output
+from agents.mcp.revisions import TooManyRounds
 from agents.metrics import record_mcp_call
 from orchestrator.approval_text import MAX_LINE_CHARS
 from orchestrator.tools.base import CURRENT_CALL_ID, Tool, ToolContext, ToolError, ToolOutput
+from orchestrator.tools.inputs import CallInputs, InputRequest
 from orchestrator.tools.targets import NO_TARGETS
 
 MAX_DESCRIPTION = 4000
@@ -69,13 +72,19 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
             context.progress(call_id, name, progress, total, server.redact(message or ""))
 
         progress = CoalescedProgress(report)
+        inputs = context.inputs.get(call_id)
         try:
-            result = await _unless_cancelled(server.call(tool_name, arguments, progress=progress), context)
+            result = await _unless_cancelled(
+                server.call(tool_name, arguments, progress=progress, inputs=inputs), context
+            )
         except RunCancelled:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(
                 f"the run was cancelled; the call of {tool_name!r} on {server_name!r} was cancelled"
             ) from None
+        except (Declined, TooManyRounds) as exc:
+            record_mcp_call(server_name, tool_name, "failed")
+            raise ToolError(f"MCP server {server_name!r}: {exc}") from None
         except (McpUnavailable, McpAnswerTooLarge, TimeoutError) as exc:
             record_mcp_call(server_name, tool_name, "failed")
             raise ToolError(str(exc)) from None
@@ -88,6 +97,8 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
             raise ToolError(f"MCP server {server_name!r} answered with something that is not a tool result") from None
         finally:
             progress.close()
+        if isinstance(result, Asked):
+            return ToolOutput("", needs_input=_input_request(server, tool_name, result, inputs))
         output = tool_output(result)
         output.content = server.redact(output.content)  # what the run records and streams (#49 item 2)
         record_mcp_call(server_name, tool_name, "error" if output.is_error else "ok")
@@ -111,6 +122,26 @@ def mcp_tool(server: McpServer, listed: mcp_types.Tool, name: str) -> Tool:
         read_only=is_read_only(listed),
         targets=NO_TARGETS,
         approval_text=approval_text,
+    )
+
+
+def _input_request(server: McpServer, tool: str, asked: Asked, inputs: CallInputs | None) -> InputRequest:
+    """The server's question as the run waits on it, without the server's secrets (#49 item 2): it is
+    stored and shown to people, and a server may echo its token in a message, a form or a URL."""
+    try:
+        schema = json.loads(server.redact(json.dumps(asked.schema)))
+    except ValueError:
+        schema = {"type": "object"}
+    return InputRequest(
+        server=server.name,
+        tool=tool,
+        mode=asked.mode,
+        message=server.redact(asked.message),
+        schema=schema if isinstance(schema, dict) else {"type": "object"},
+        url=server.redact(asked.url),
+        key=asked.key,
+        state=asked.state,
+        given=inputs.answers if inputs else (),
     )
 
 

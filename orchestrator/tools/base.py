@@ -13,6 +13,7 @@ from typing import Any
 from orchestrator.events import ToolProgress
 from orchestrator.tools import usage
 from orchestrator.tools.errors import ToolError
+from orchestrator.tools.inputs import CallInputs, InputRequest
 from orchestrator.tools.netguard import WebConfig
 from orchestrator.tools.shaping import OutputLimits, shape_tool_output
 from orchestrator.tools.targets import NO_TARGETS, Targets
@@ -32,6 +33,9 @@ class ToolOutput:
     truncated: bool = False
     # Image blocks the model sees beside ``content`` (an MCP tool's images), in the model API's shape.
     images: tuple[dict[str, Any], ...] = ()
+    # The call needs the person before it can end (an MCP server's elicitation): the run waits on
+    # it and makes the call again with the answer (orchestrator/tools/inputs.py).
+    needs_input: InputRequest | None = None
 
 
 TodoItem = dict[str, str]  # {"id", "content", "status"}
@@ -61,6 +65,8 @@ class ToolContext:
     on_progress: Callable[[ToolProgress], None] | None = None
     # The server's environment variables bash sees besides its fixed allowlist (AGENT_BASH_ENV_ALLOW).
     bash_env_allow: tuple[str, ...] = ()
+    # The answers a call that asked the person is made again with, by the model's call id.
+    inputs: dict[str, CallInputs] = field(default_factory=dict)
 
     def progress(self, call_id: str, name: str, progress: float, total: float | None = None, message: str = "") -> None:
         """Reports how far the call ``call_id`` of the tool ``name`` is."""

@@ -28,7 +28,8 @@ def test_info_lists_each_agents_servers_without_secrets(server, tmp_path: Path, 
         response = httpx.get(f"{server.url}/agui/info", headers=AUTH)
     (agent,) = response.json()["agents"]
     everything, gone = agent["mcpServers"]
-    assert everything == {"name": "everything", "transport": "stdio", "toolCount": 13, "up": True}
+    # 15: its two elicitation tools are listed to a client that can answer them (issue #46)
+    assert everything == {"name": "everything", "transport": "stdio", "toolCount": 15, "up": True}
     assert gone == {"name": "gone", "transport": "stdio", "toolCount": 0, "up": False}
     assert "team-secret-value" not in response.text and "no-such-program" not in response.text
 

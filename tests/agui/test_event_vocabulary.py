@@ -1,7 +1,7 @@
 """The AG-UI event vocabulary the server emits, pinned for both protocol versions.
 
 Representative runs (a chat with reasoning and tool calls, a hydrate, an approval and a question
-asked and answered, a browser tool, a delegation to sub-agents, a provider error, a cancel, a
+asked and answered, an MCP server's question, a browser tool, a delegation to sub-agents, a provider error, a cancel, a
 message that joins a run in flight, a pause) go through the real
 @ag-ui/client 1.0.0 and 0.0.59. Every frame the server sent is reduced to its type and its
 sorted keys (with the outcome's, the interrupts' and the custom events' names apart), and the
@@ -12,6 +12,7 @@ away, fails here, so widening the vocabulary is a deliberate edit of this table.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ import pytest
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import http_error, text, text_turn, thinking, tool_turn, tool_use, turn
 from tests.helpers import eventually
+from tests.mcp_world import elicit_stdio, mcp_servers
 from tests.sse import EVENT
 from threads.models import QueuedMessage
 
@@ -51,7 +53,7 @@ def _shapes(event: dict[str, Any]) -> set[Shape]:
     return shapes
 
 
-def _runs(server: Any, fake_api: Any, coder: Any, version: str) -> list[dict[str, Any]]:
+def _runs(server: Any, fake_api: Any, coder: Any, version: str, tmp_path: Path) -> list[dict[str, Any]]:
     """The representative runs, through the client of ``version``; each result as run.mjs reports it."""
     coder.thinking_budget = 1024
     coder.save()
@@ -98,6 +100,20 @@ def _runs(server: Any, fake_api: Any, coder: Any, version: str) -> list[dict[str
             {"runId": "r1", "answerAll": {"status": "resolved", "payload": {"answer": "README.md"}}},
         ],
     )
+
+    # An MCP server's question mid-call (issue #46): an mcp:elicitation interrupt, after the call's approval.
+    fake_api.script([tool_turn("mcp__shop__book", {}), text_turn(["Booked."])])
+    with mcp_servers(server, tmp_path, {"shop": elicit_stdio()}):
+        results += run_client(
+            version,
+            url,
+            server.token,
+            [
+                {"threadId": f"t-vocabulary-elicit-{version}", "runId": "r1", "messages": [_user("book")]},
+                {"runId": "r1", "answerAll": {"status": "resolved", "payload": {"approved": True}}},
+                {"runId": "r1", "answerAll": {"status": "resolved", "payload": {"seats": 1}}},
+            ],
+        )
 
     # A browser tool: the run ends waiting for the client's result, which the next request brings.
     fake_api.script([tool_turn("change_background", {"color": "blue"}, id="toolu_bg"), text_turn(["Blue now."])])
@@ -217,8 +233,8 @@ def _vocabulary(results: list[dict[str, Any]]) -> set[Shape]:
 
 
 @pytest.mark.parametrize("version", ["1", "0"])
-def test_the_server_emits_exactly_the_pinned_vocabulary(server, fake_api, coder, workspace, version):
-    emitted = _vocabulary(_runs(server, fake_api, coder, version))
+def test_the_server_emits_exactly_the_pinned_vocabulary(server, fake_api, coder, workspace, version, tmp_path):
+    emitted = _vocabulary(_runs(server, fake_api, coder, version, tmp_path))
     expected = VOCABULARY[version]
     assert emitted == expected, f"new: {sorted(emitted - expected)}\ngone: {sorted(expected - emitted)}"
 
@@ -234,6 +250,10 @@ BOTH_VERSIONS: set[Shape] = {
         ("expiresAt", "id", "message", "metadata", "reason", "responseSchema", "toolCallId"),
     ),
     ("RUN_FINISHED interrupt input_required", ("expiresAt", "id", "message", "reason", "responseSchema", "toolCallId")),
+    (
+        "RUN_FINISHED interrupt mcp:elicitation",
+        ("expiresAt", "id", "message", "metadata", "reason", "responseSchema", "toolCallId"),
+    ),
     ("RUN_FINISHED outcome interrupt", ("interrupts", "type")),
     ("RUN_ERROR", ("code", "message", "type")),
     ("CUSTOM threadline.message_queued", ("name", "type", "value")),

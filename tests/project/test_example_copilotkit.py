@@ -23,10 +23,12 @@ import pytest
 
 from tests.example_page import MESSAGES, ExampleServer, Page, build_page, missing_prerequisite
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text, text_turn, thinking, tool_turn, turn
+from tests.mcp_world import elicit_stdio
 from tests.procs import ServerProcess
 
 APPROVAL = "[data-testid=approval]"
 QUESTION = "[data-testid=question]"
+ELICITATION = "[data-testid=elicitation]"
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +49,9 @@ class Stack:
         self.workspace = base / "workspace"
         self.workspace.mkdir()
         self.fake = FakeAnthropic().__enter__()
-        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": self.fake.base_url}
+        servers = base / ".mcp.json"  # a server whose tools ask the person mid-call (issue #46)
+        servers.write_text(json.dumps({"mcpServers": {"shop": elicit_stdio()}}))
+        env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": self.fake.base_url, "MCP_SERVERS": str(servers)}
         self.threadline = ServerProcess(data_dir=base, workspace=self.workspace, env=env).start()
         self.example = ExampleServer(
             threadline_url=self.threadline.url, token=self.threadline.token, log=base / "example.log"
@@ -176,6 +180,34 @@ def test_a_question_is_answered_in_words(stack):
     page.click("[data-testid=answer]")
     page.sees("I will read notes.txt.", MESSAGES)
     assert "notes.txt" in _result_text(stack.tool_results()[0])
+
+
+def test_an_mcp_servers_question_is_a_form_drawn_from_its_schema_and_the_tool_gets_the_answer(stack):
+    stack.fake.script([tool_turn("mcp__shop__book", {}, id="toolu_book"), text_turn(["Booked for you."])])
+    page = stack.open("t-elicit")
+    page.say("book me seats")
+    page.sees("Allow the MCP server shop to run its tool book?", APPROVAL)
+    page.click("[data-testid=approve]")
+    page.sees("How many seats, and for whom?", ELICITATION)
+    page.sees("The MCP server shop asks, for its tool book", ELICITATION)
+    page.sees("Seats *", ELICITATION)
+    page.fill("[data-testid=elicit-seats]", "3")
+    page.fill("[data-testid=elicit-name]", "Ann")
+    page.click("[data-testid=elicitation-accept]")
+    page.sees("Booked for you.", MESSAGES)
+    assert _result_text(stack.tool_results()[0]) == 'book done with {"name": "Ann", "seats": 3}'
+
+
+def test_an_mcp_servers_sign_in_page_shows_its_domain_first(stack):
+    stack.fake.script([tool_turn("mcp__shop__sign_in", {}, id="toolu_in"), text_turn(["Signed in."])])
+    page = stack.open("t-elicit-url")
+    page.say("sign me in")
+    page.sees("Allow the MCP server shop to run its tool sign_in?", APPROVAL)
+    page.click("[data-testid=approve]")
+    page.sees("login.example.com", "[data-testid=elicitation-domain]")
+    page.click("[data-testid=elicitation-decline]")
+    page.sees("Signed in.", MESSAGES)
+    assert _result_text(stack.tool_results()[0]) == "sign_in: the person chose decline"
 
 
 def test_the_state_panels_fill_in_live(stack):

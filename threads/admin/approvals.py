@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import Case, QuerySet, When
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from threads.admin.elicitations import FIELDS, ElicitationAnswerForm, asked_by
 from threads.admin.links import timeline_url
 from threads.admin.rows import AppList
 from threads.locking import Contended
 from threads.models import Approval
 from threads.waits import ABANDONED, ApprovalAbandoned, wait_answer_for_operator
+
+
+class AskedFilter(admin.SimpleListFilter):
+    """Approvals, the agent's questions, and MCP servers' questions (elicitations), apart."""
+
+    title = "asked"
+    parameter_name = "asked"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("approval", "approvals"), ("question", "the agent's questions"), ("mcp", "MCP servers' questions")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Approval]) -> QuerySet[Approval]:
+        value = self.value()
+        if value == "mcp":
+            return queryset.filter(elicitation__isnull=False)
+        if value == "question":
+            return queryset.filter(pk__startswith="question_")
+        if value == "approval":
+            return queryset.filter(elicitation__isnull=True).exclude(pk__startswith="question_")
+        return queryset
 
 
 @admin.register(Approval)
@@ -21,6 +44,7 @@ class ApprovalAdmin(AppList):
 
     list_display = (
         "tool",
+        "asked",
         "call",
         "decision",
         "thread",
@@ -30,7 +54,7 @@ class ApprovalAdmin(AppList):
         "answered_by",
         "latency",
     )
-    list_filter = ("decision", "tool")
+    list_filter = ("decision", AskedFilter, "tool")
     list_select_related = ("run__thread",)
     search_fields = ("id", "tool", "tool_call_id", "run__agui_run_id")
     readonly_fields = [f.name for f in Approval._meta.fields]
@@ -48,10 +72,45 @@ class ApprovalAdmin(AppList):
     def run_link(self, approval: Approval) -> SafeString:
         return format_html('<a href="{}">{}</a>', timeline_url(approval.run_id), approval.run.agui_run_id)
 
+    @admin.display(description="asked")
+    def asked(self, approval: Approval) -> str:
+        if approval.elicitation is not None:
+            return f"MCP question ({approval.elicitation.get('server')})"
+        return "question" if approval.pk.startswith("question_") else "approval"
+
     @admin.display(description="call")
     def call(self, approval: Approval) -> SafeString:
+        if approval.elicitation is not None:
+            return asked_by(approval)
         # The text the chat's prompt shows (orchestrator/approval_text.py), lines kept.
         return format_html('<div style="white-space: pre-wrap">{}</div>', approval.message)
+
+    def _answerable(self, approval: Approval | None) -> bool:
+        return approval is not None and approval.elicitation is not None and approval.decision == "pending"
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        if self._answerable(obj):
+            kwargs["form"] = ElicitationAnswerForm
+            kwargs["fields"] = list(FIELDS)
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = [f.name for f in Approval._meta.fields]
+        return [*FIELDS, *fields] if self._answerable(obj) else fields
+
+    def save_model(self, request: HttpRequest, obj: Approval, form: Any, change: bool) -> None:
+        """An MCP question answered on its page; nothing else on an approval's page is saved."""
+        if not isinstance(form, ElicitationAnswerForm):
+            return
+        try:
+            wait_answer_for_operator(
+                interrupt_id=obj.pk,
+                decision=Approval.Decision.APPROVED,
+                reason=form.reply.recorded(),
+                answered_by=request.user.get_username(),
+            )
+        except ApprovalAbandoned:
+            self.message_user(request, f"Not answered: {ABANDONED}.", level=messages.WARNING)
 
     @admin.display(description="latency (s)")
     def latency(self, approval: Approval) -> str:
@@ -66,7 +125,8 @@ class ApprovalAdmin(AppList):
         decision = Approval.Decision.APPROVED if approved else Approval.Decision.DENIED
         reason = "" if approved else f"denied by {who} in the admin"
         answered = gone = contended = 0
-        for pending in queryset.filter(decision=Approval.Decision.PENDING):
+        # An MCP server's question is answered on its own page (it may want content), not approved.
+        for pending in queryset.filter(decision=Approval.Decision.PENDING, elicitation__isnull=True):
             try:
                 answered += wait_answer_for_operator(
                     interrupt_id=pending.pk, decision=decision, reason=reason, answered_by=who

@@ -85,17 +85,146 @@ function ThemeTool() {
   return null;
 }
 
-// Approvals and questions from Threadline arrive as AG-UI interrupts.
+// Approvals and questions from Threadline arrive as AG-UI interrupts; so do an MCP server's questions
+// mid-call (reason "mcp:elicitation"), whose form is drawn from the interrupt's responseSchema.
 function Questions() {
   useInterrupt({
     render: ({ interrupt, resolve }) =>
-      interrupt?.reason === "input_required" ? (
+      interrupt?.reason === "mcp:elicitation" ? (
+        <ElicitationCard interrupt={interrupt} resolve={resolve} />
+      ) : interrupt?.reason === "input_required" ? (
         <QuestionCard interrupt={interrupt} resolve={resolve} />
       ) : (
         <ApprovalCard interrupt={interrupt} resolve={resolve} />
       ),
   });
   return null;
+}
+
+// The value a form field starts with, and the value it sends, by the schema's type.
+const FIELD_INPUT = { integer: "number", number: "number", boolean: "checkbox" };
+const STRING_FORMATS = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" };
+
+function fieldStart(property) {
+  if (property.default !== undefined) return property.default;
+  if (property.type === "boolean") return false;
+  if (property.type === "array") return [];
+  return "";
+}
+
+function choicesOf(property) {
+  if (Array.isArray(property.enum)) return property.enum.map((value, i) => [value, property.enumNames?.[i] ?? value]);
+  if (Array.isArray(property.oneOf)) return property.oneOf.map((option) => [option.const, option.title ?? option.const]);
+  return null;
+}
+
+function ElicitationField({ name, property, required, value, onChange }) {
+  const label = `${property.title ?? name}${required ? " *" : ""}`;
+  const choices = choicesOf(property);
+  const items = property.type === "array" ? choicesOf(property.items ?? {}) ?? choicesOf({ oneOf: property.items?.anyOf }) : null;
+  let input;
+  if (items) {
+    input = items.map(([option, title]) => (
+      <label key={option} className="choice">
+        <input
+          type="checkbox"
+          data-testid={`elicit-${name}-${option}`}
+          checked={value.includes(option)}
+          onChange={(event) => onChange(event.target.checked ? [...value, option] : value.filter((v) => v !== option))}
+        />
+        {title}
+      </label>
+    ));
+  } else if (choices) {
+    input = (
+      <select data-testid={`elicit-${name}`} value={value} onChange={(event) => onChange(event.target.value)}>
+        <option value="" />
+        {choices.map(([option, title]) => <option key={option} value={option}>{title}</option>)}
+      </select>
+    );
+  } else if (property.type === "boolean") {
+    input = <input type="checkbox" data-testid={`elicit-${name}`} checked={value} onChange={(event) => onChange(event.target.checked)} />;
+  } else {
+    input = (
+      <input
+        type={FIELD_INPUT[property.type] ?? STRING_FORMATS[property.format] ?? "text"}
+        data-testid={`elicit-${name}`}
+        min={property.minimum}
+        max={property.maximum}
+        value={value}
+        onChange={(event) => onChange(event.target.value)}
+      />
+    );
+  }
+  return (
+    <div className="field">
+      <label>{label}</label> {input}
+      {property.description && <small>{property.description}</small>}
+    </div>
+  );
+}
+
+function ElicitationCard({ interrupt, resolve }) {
+  const asked = interrupt?.metadata ?? {};
+  const schema = interrupt?.responseSchema ?? {};
+  const properties = asked.mode === "url" ? {} : schema.properties ?? {};
+  const required = new Set(schema.required ?? []);
+  const [values, setValues] = useState(() =>
+    Object.fromEntries(Object.entries(properties).map(([name, property]) => [name, fieldStart(property)])),
+  );
+  const [sent, setSent] = useState(false);
+  const answer = (payload) => {
+    setSent(true);
+    resolve(payload, interrupt.id);
+  };
+  // What the form sends: numbers as numbers, empty optional fields left out (the server's schema decides).
+  const content = () =>
+    Object.fromEntries(
+      Object.entries(values)
+        .filter(([name, value]) => required.has(name) || (value !== "" && !(Array.isArray(value) && value.length === 0)))
+        .map(([name, value]) => {
+          const type = properties[name]?.type;
+          return [name, (type === "integer" || type === "number") && value !== "" ? Number(value) : value];
+        }),
+    );
+  const accept = (event) => {
+    event.preventDefault();
+    answer(asked.mode === "url" ? { action: "accept" } : { action: "accept", content: content() });
+  };
+  return (
+    <form className="card elicitation" data-testid="elicitation" onSubmit={accept}>
+      <p className="who">The MCP server <strong>{asked.server}</strong> asks, for its tool {asked.tool}:</p>
+      <p className="message">{interrupt?.message}</p>
+      {asked.mode === "url" ? (
+        <p data-testid="elicitation-url">
+          Opens a page on <strong data-testid="elicitation-domain">{asked.domain}</strong>:{" "}
+          <a href={asked.url} target="_blank" rel="noopener noreferrer">{asked.url}</a>
+        </p>
+      ) : (
+        Object.entries(properties).map(([name, property]) => (
+          <ElicitationField
+            key={name}
+            name={name}
+            property={property}
+            required={required.has(name)}
+            value={values[name]}
+            onChange={(value) => setValues((before) => ({ ...before, [name]: value }))}
+          />
+        ))
+      )}
+      <div className="buttons">
+        <button data-testid="elicitation-accept" type="submit" disabled={sent}>
+          {asked.mode === "url" ? "Done" : "Send"}
+        </button>
+        <button data-testid="elicitation-decline" type="button" disabled={sent} onClick={() => answer({ action: "decline" })}>
+          Decline
+        </button>
+        <button data-testid="elicitation-cancel" type="button" disabled={sent} onClick={() => answer({ action: "cancel" })}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
 }
 
 function ApprovalCard({ interrupt, resolve }) {
