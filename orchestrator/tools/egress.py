@@ -9,10 +9,14 @@ unless the host is in ``allowed_private_hosts`` (AGENT_BASH_ALLOWED_PRIVATE_HOST
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from orchestrator.tools.egressproxy import NetworkUsage
 
 EgressMode = Literal["allowlist", "on"]
 
@@ -123,7 +127,7 @@ class EgressPolicy:
     def refusal(self, host: str, port: int) -> str | None:
         """Why the lists refuse ``host``:``port`` (already normalised), or None when they let it through
         to the address check."""
-        denied = next((pattern for pattern in self.denied if pattern.matches(host, port)), None)
+        denied = self.denied_by(host, port)
         if denied is not None:
             return f"the operator denies it (AGENT_BASH_DENIED_HOSTS has {denied})"
         if self.mode == "on":
@@ -132,7 +136,45 @@ class EgressPolicy:
             return "it is not in the operator's list of hosts bash may reach (AGENT_BASH_ALLOWED_HOSTS)"
         return None
 
+    def denied_by(self, host: str, port: int) -> HostPattern | None:
+        return next((pattern for pattern in self.denied if pattern.matches(host, port)), None)
+
+    def with_hosts(self, allowed: tuple[HostPattern, ...], denied: tuple[HostPattern, ...]) -> EgressPolicy:
+        """This policy with more hosts allowed and more denied (an agent's lists, a thread's grants)."""
+        return dataclasses.replace(self, allowed=(*self.allowed, *allowed), denied=(*self.denied, *denied))
+
+    def denial(self, pattern: HostPattern) -> HostPattern | None:
+        """The deny entry that covers every host ``pattern`` names, if one does (a grant of it is moot)."""
+        port = pattern.port or 0
+        for denied in self.denied:
+            if denied.port is not None and denied.port != pattern.port:
+                continue
+            if pattern.wildcard:
+                if denied.wildcard and (pattern.host == denied.host or pattern.host.endswith("." + denied.host)):
+                    return denied
+            elif denied.matches(pattern.host, port if denied.port is None else denied.port):
+                return denied
+        return None
+
     def describe(self) -> str:
         if self.mode == "on":
             return "network to every public host through Threadline's proxy"
         return f"network to {len(self.allowed)} allowed host pattern(s) through Threadline's proxy"
+
+
+class NetworkAccess(Protocol):
+    """What the run's surroundings add to bash's network (issue #47), given to the tools by the
+    composition root: the lists of the run's agent and the hosts granted to its thread, the grants
+    themselves, and where each command's network use is recorded."""
+
+    async def policy(self, base: EgressPolicy) -> EgressPolicy:
+        """``base`` (the operator's settings) with the agent's lists and the thread's grants."""
+        ...
+
+    async def grant(self, pattern: HostPattern) -> None:
+        """Lets the thread's bash reach ``pattern`` from now on (request_network_access approved)."""
+        ...
+
+    async def record(self, tool_call_id: str, usage: NetworkUsage) -> None:
+        """Keeps what one command did on the network, for the run's page and /metrics."""
+        ...

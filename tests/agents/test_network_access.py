@@ -1,0 +1,137 @@
+"""The agent asks for a host bash's proxy refused (issue #47): ``request_network_access`` is answered
+as an approval with the permissions a new user starts with, and after "yes" the same command reaches
+the host, in that thread only; "yes, always" adds the host to the agent's own list.
+
+As root with bubblewrap, as the other sandbox tests. The "host" is a loopback server on 127.0.0.2
+that the operator lets through the address checks (AGENT_BASH_ALLOWED_PRIVATE_HOSTS), as in
+tests/agents/test_bash_network.py; nothing lists it as allowed, so the proxy refuses it until a grant."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from agents.models import Agent
+from tests.agui_client import run_client
+from tests.fakes.anthropic_api import text_turn, tool_turn
+from tests.fakes.web_site import FakeWeb
+from tests.sse import EVENT
+from threads.models import Approval, NetworkUse, Session
+
+pytestmark = [
+    pytest.mark.clients,
+    pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None, reason="needs bwrap and curl"),
+]
+VERSIONS = ["1", "0"]
+HOST = "127.0.0.2"
+YES = {"status": "resolved", "payload": {"approved": True}}
+YES_ALWAYS = {"status": "resolved", "payload": {"approved": True, "always": True}}
+
+
+@pytest.fixture
+def site() -> Iterator[FakeWeb]:
+    with FakeWeb(address=HOST) as web:
+        yield web
+
+
+@pytest.fixture
+def allowlist(workspace: Any) -> Iterator[None]:
+    with override_settings(
+        AGENT_BASH_SANDBOX="on", AGENT_BASH_NETWORK="allowlist", AGENT_BASH_ALLOWED_PRIVATE_HOSTS=frozenset({HOST})
+    ):
+        yield
+
+
+def _curl(site: FakeWeb) -> dict[str, str]:
+    return {"command": f"curl -sS {site.url('/plain')}"}
+
+
+def _script(fake_api: Any, site: FakeWeb, *, retry: bool = True) -> None:
+    request = {"host": HOST, "port": int(site.base_url.rsplit(":", 1)[1]), "reason": "to fetch the plain page"}
+    fake_api.script(
+        [
+            tool_turn("bash", _curl(site), id="toolu_first"),
+            tool_turn("request_network_access", request, id="toolu_ask"),
+            *([tool_turn("bash", _curl(site), id="toolu_again")] if retry else []),
+            text_turn(["Fetched."]),
+        ]
+    )
+
+
+def _results(results: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        event["toolCallId"]: event["content"]
+        for result in results
+        for event in result["received"]
+        if event["type"] == "TOOL_CALL_RESULT"
+    }
+
+
+def _run(server: Any, version: str, thread_id: str, *answers: dict[str, Any]) -> list[dict[str, Any]]:
+    first = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "fetch"}]}
+    steps = [first, *({"runId": f"r{n}", "answerAll": answer} for n, answer in enumerate(answers, 2))]
+    results = run_client(version, f"{server.url}/agui/coder", "test-token", steps)
+    server.drain()
+    for result in results:
+        assert result["error"] is None, result["error"]
+        for event in result["received"]:
+            EVENT.validate_python(event)
+    return results
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_refused_host_asked_for_and_approved_is_reached_by_the_same_command(
+    server, fake_api, allowlist, site, version
+):
+    _script(fake_api, site)
+    # bash asks (a change); "always" for it, so the retry of the same command runs unasked.
+    results = _run(server, version, f"t-net-{version}", YES_ALWAYS, YES)
+    outputs = _results(results)
+    assert "403" in outputs["toolu_first"] or "refused" in outputs["toolu_first"], outputs["toolu_first"]
+    assert "request_network_access" in outputs["toolu_first"]
+    assert "granted" in outputs["toolu_ask"], outputs["toolu_ask"]
+    assert "just text" in outputs["toolu_again"], outputs["toolu_again"]
+    assert site.requests == ["/plain"]
+    (asked,) = Approval.objects.filter(tool="request_network_access")
+    assert asked.decision == Approval.Decision.APPROVED
+    port = site.base_url.rsplit(":", 1)[1]
+    assert Session.objects.get(thread__agui_thread_id=f"t-net-{version}").network_grants == [f"{HOST}:{port}"]
+    assert Agent.objects.get(name="coder").bash_allowed_hosts == ""  # "yes" is for the thread only
+    uses = list(NetworkUse.objects.filter(run__thread__agui_thread_id=f"t-net-{version}").order_by("id"))
+    assert [(use.allowed, use.tool_call_id) for use in uses] == [(False, "toolu_first"), (True, "toolu_again")]
+    assert uses[1].bytes_received > 0 and uses[1].bytes_sent > 0
+
+
+def test_a_grant_for_one_thread_does_not_reach_another(server, fake_api, allowlist, site):
+    _script(fake_api, site)
+    _run(server, "1", "t-net-granted", YES_ALWAYS, YES)
+    assert site.requests == ["/plain"]
+    # Another thread (another user's or the same one's): the same command is refused there.
+    fake_api.script([tool_turn("bash", _curl(site), id="toolu_other"), text_turn(["No."])])
+    outputs = _results(_run(server, "1", "t-net-other", YES))
+    assert "request_network_access" in outputs["toolu_other"], outputs["toolu_other"]
+    assert site.requests == ["/plain"]
+
+
+def test_no_grants_nothing(server, fake_api, allowlist, site):
+    _script(fake_api, site)
+    no = {"status": "resolved", "payload": {"approved": False}}
+    outputs = _results(_run(server, "0", "t-net-no", YES_ALWAYS, no))
+    assert "denied" in outputs["toolu_ask"], outputs["toolu_ask"]
+    assert "request_network_access" in outputs["toolu_again"]
+    assert site.requests == []
+    assert Session.objects.get(thread__agui_thread_id="t-net-no").network_grants == []
+
+
+def test_yes_always_adds_the_host_to_the_agents_list(server, fake_api, allowlist, site):
+    _script(fake_api, site)
+    _run(server, "1", "t-net-always", YES_ALWAYS, YES_ALWAYS)
+    port = site.base_url.rsplit(":", 1)[1]
+    assert Agent.objects.get(name="coder").bash_allowed_hosts == f"{HOST}:{port}"
+    fake_api.script([tool_turn("bash", _curl(site), id="toolu_later"), text_turn(["Yes."])])
+    outputs = _results(_run(server, "1", "t-net-later", YES))
+    assert "just text" in outputs["toolu_later"], outputs["toolu_later"]
