@@ -129,7 +129,7 @@ class EgressPolicy:
         to the address check."""
         denied = self.denied_by(host, port)
         if denied is not None:
-            return f"the operator denies it (AGENT_BASH_DENIED_HOSTS has {denied})"
+            return f"the operator denies it (AGENT_BASH_DENIED_HOSTS or the agent's denied hosts have {denied})"
         if self.mode == "on":
             return None
         if not any(pattern.matches(host, port) for pattern in self.allowed):
