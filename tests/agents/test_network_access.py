@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.test import override_settings
+from django.contrib.auth.models import User
+from django.test import Client, override_settings
 
 from agents.models import Agent
+from tests.agents.test_metrics import _delta, _samples
 from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.fakes.web_site import FakeWeb
@@ -135,3 +137,23 @@ def test_yes_always_adds_the_host_to_the_agents_list(server, fake_api, allowlist
     fake_api.script([tool_turn("bash", _curl(site), id="toolu_later"), text_turn(["Yes."])])
     outputs = _results(_run(server, "1", "t-net-later", YES))
     assert "just text" in outputs["toolu_later"], outputs["toolu_later"]
+
+
+def test_a_runs_network_use_is_on_its_admin_page_and_counted_in_metrics(server, fake_api, allowlist, site):
+    operator = Client()
+    operator.force_login(User.objects.create_superuser("operator", "op@example.com", None))
+
+    _script(fake_api, site)
+    before = _samples(server)
+    _run(server, "1", "t-net-seen", YES_ALWAYS, YES)
+    after = _samples(server)
+    allowed = {"agent": "coder", "outcome": "allowed"}
+    assert _delta(before, after, "threadline_bash_network_connections_total", **allowed) == 1
+    assert _delta(before, after, "threadline_bash_network_connections_total", agent="coder", outcome="refused") == 1
+    received = _delta(before, after, "threadline_bash_network_bytes_total", agent="coder", direction="received")
+    (use,) = NetworkUse.objects.filter(run__thread__agui_thread_id="t-net-seen", allowed=True)
+    assert received == use.bytes_received > 0
+    refused = NetworkUse.objects.get(run__thread__agui_thread_id="t-net-seen", allowed=False)
+    page = operator.get(f"/admin/threads/run/{refused.run_id}/change/").content.decode()
+    assert "network use (connections through Threadline" in page
+    assert HOST in page and "request_network_access" in page  # the refusal's reason says how to ask
