@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -108,6 +109,46 @@ def parse_host_patterns(text: str) -> tuple[HostPattern, ...]:
     return tuple(parse_host_pattern(entry) for entry in text.split(",") if entry.strip())
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+Headers = tuple[tuple[str, str], ...]
+
+
+@dataclass(slots=True, frozen=True)
+class HostHeaders:
+    """Headers the proxy adds to every plain-HTTP request to ``host`` (a registry's token): the
+    sandbox never sees them. Over CONNECT (HTTPS) the proxy only relays bytes and adds nothing."""
+
+    host: HostPattern
+    headers: Headers = field(repr=False)  # secrets: never in a repr, a log or an event
+
+
+def parse_host_headers(text: str) -> tuple[HostHeaders, ...]:
+    """AGENT_BASH_NETWORK_HEADERS: a JSON object of host (as the lists write it) to an object of
+    header name to value; blank: none. ValueError saying what is wrong (never the values)."""
+    if not text.strip():
+        return ()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError('not JSON; write {"host[:port]": {"Header-Name": "value"}}') from None
+    if not isinstance(data, dict):
+        raise ValueError('write an object: {"host[:port]": {"Header-Name": "value"}}')
+    parsed: list[HostHeaders] = []
+    for host, headers in data.items():
+        pattern = parse_host_pattern(host)
+        if not isinstance(headers, dict) or not headers:
+            raise ValueError(f"{host!r}: give an object of header names to values")
+        pairs: list[tuple[str, str]] = []
+        for name, value in headers.items():
+            if not _HEADER_NAME.fullmatch(name) or name.lower() in ("host", "connection", "content-length"):
+                raise ValueError(f"{host!r}: {name!r} is not a header the proxy may add")
+            if not isinstance(value, str) or "\r" in value or "\n" in value:
+                raise ValueError(f"{host!r}: the value of {name!r} must be a string on one line")
+            pairs.append((name, value))
+        parsed.append(HostHeaders(pattern, tuple(pairs)))
+    return tuple(parsed)
+
+
 @dataclass(slots=True, frozen=True)
 class EgressBounds:
     max_connections: int = 64  # per command
@@ -123,6 +164,11 @@ class EgressPolicy:
     denied: tuple[HostPattern, ...] = ()
     allowed_private_hosts: frozenset[str] = field(default_factory=frozenset)
     bounds: EgressBounds = EgressBounds()
+    headers: tuple[HostHeaders, ...] = field(default=(), repr=False)
+
+    def headers_for(self, host: str, port: int) -> Headers:
+        """The operator's headers for a plain-HTTP request to ``host``:``port`` (the first entry that matches)."""
+        return next((entry.headers for entry in self.headers if entry.host.matches(host, port)), ())
 
     def refusal(self, host: str, port: int) -> str | None:
         """Why the lists refuse ``host``:``port`` (already normalised), or None when they let it through

@@ -32,6 +32,7 @@ from orchestrator.tools.egresswire import (
     http_destination,
     socks_destination,
     socks_reply,
+    with_headers,
 )
 from orchestrator.tools.netguard import HostRefused, resolve_public
 
@@ -215,6 +216,7 @@ class EgressProxy:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
             else:
+                forwarded = with_headers(forwarded, self.policy.headers_for(host, port))
                 upstream_writer.write(forwarded)
                 record.bytes_sent += len(forwarded)
             await self._relay(record, reader, writer, upstream_reader, upstream_writer)

@@ -5,6 +5,7 @@ its denied hosts win over every allow list and every grant of a thread. As root 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from agents.models import Agent
 from agents.runtime import tool_context
 from agents.workspaces import hand_over
 from orchestrator.tools.base import ToolOutput, ToolRegistry
-from orchestrator.tools.egress import parse_host_pattern
+from orchestrator.tools.egress import parse_host_headers, parse_host_pattern
 from orchestrator.tools.mutating import BASH
 from runhost.network import RunNetwork, grant_to_thread
 from tests.fakes.web_site import FakeWeb
@@ -110,3 +111,33 @@ def test_the_agents_allowed_hosts_are_reached_and_its_denied_hosts_win_over_a_gr
     assert site.requests == ["/plain"]
     uses = list(NetworkUse.objects.filter(run=run).values_list("allowed", "tool_call_id"))
     assert uses == [(False, "toolu_x"), (True, "toolu_x"), (False, "toolu_x")]
+
+
+SECRET = "registry-token-0123456789"
+
+
+def test_the_operators_header_reaches_its_host_over_plain_http_and_never_the_sandbox(run, site, coder):
+    """Per-host credential headers (item 4): added by the proxy to plain-HTTP requests to that host
+    only, replacing what the command sent; not in bash's environment, output or the run's records."""
+    coder.bash_allowed_hosts = f"{HOST}\n127.0.0.3"
+    coder.save()
+    headers = {HOST: {"Authorization": f"Bearer {SECRET}"}}
+    with (
+        FakeWeb(address="127.0.0.3") as other,
+        override_settings(
+            AGENT_BASH_NETWORK_HEADERS=parse_host_headers(json.dumps(headers)),
+            AGENT_BASH_ALLOWED_PRIVATE_HOSTS=frozenset({HOST, "127.0.0.3"}),
+        ),
+    ):
+        out = _bash(
+            run,
+            f"curl -sS -H 'Authorization: Bearer mine' {site.url('/plain')}; curl -sS {other.url('/plain')}; "
+            "env; cat /proc/self/environ; ls -a /run/threadline",
+        ).content
+    assert site.authorizations == [f"Bearer {SECRET}"]  # the command's own header was replaced
+    assert other.authorizations == [""]  # another host gets nothing
+    assert out.count("just text") == 2
+    assert SECRET not in out
+    stored = list(NetworkUse.objects.filter(run=run).values_list("host", "reason"))
+    assert len(stored) == 2 and SECRET not in repr(stored)
+    assert SECRET not in repr(tool_context().workspace.sandbox)
