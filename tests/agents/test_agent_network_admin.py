@@ -22,12 +22,12 @@ from orchestrator.tools.egress import parse_host_headers, parse_host_pattern
 from orchestrator.tools.mutating import BASH
 from runhost.network import RunNetwork, grant_to_thread
 from tests.fakes.web_site import FakeWeb
+from tests.network import HOST
 from threads.models import NetworkUse, Run, Session, Thread
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("curl") is None, reason="needs bwrap and curl"
 )
-HOST = "127.0.0.2"
 
 
 def _agent_form(agent: Agent, **fields: str) -> dict[str, Any]:

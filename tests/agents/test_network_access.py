@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client, override_settings
+from django.test import Client
 
 from agents.models import Agent
-from tests.agents.test_metrics import _delta, _samples
-from tests.agui_client import run_client
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.fakes.web_site import FakeWeb
-from tests.sse import EVENT
+from tests.metrics import delta, samples
+from tests.network import HOST, YES, YES_ALWAYS, answered_chat, tool_results
+from tests.network import allowlist as bash_allowlist
 from threads.models import Approval, NetworkUse, Session
 
 pytestmark = [
@@ -29,9 +29,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None, reason="needs bwrap and curl"),
 ]
 VERSIONS = ["1", "0"]
-HOST = "127.0.0.2"
-YES = {"status": "resolved", "payload": {"approved": True}}
-YES_ALWAYS = {"status": "resolved", "payload": {"approved": True, "always": True}}
 
 
 @pytest.fixture
@@ -42,9 +39,7 @@ def site() -> Iterator[FakeWeb]:
 
 @pytest.fixture
 def allowlist(workspace: Any) -> Iterator[None]:
-    with override_settings(
-        AGENT_BASH_SANDBOX="on", AGENT_BASH_NETWORK="allowlist", AGENT_BASH_ALLOWED_PRIVATE_HOSTS=frozenset({HOST})
-    ):
+    with bash_allowlist():
         yield
 
 
@@ -64,35 +59,14 @@ def _script(fake_api: Any, site: FakeWeb, *, retry: bool = True) -> None:
     )
 
 
-def _results(results: list[dict[str, Any]]) -> dict[str, str]:
-    return {
-        event["toolCallId"]: event["content"]
-        for result in results
-        for event in result["received"]
-        if event["type"] == "TOOL_CALL_RESULT"
-    }
-
-
-def _run(server: Any, version: str, thread_id: str, *answers: dict[str, Any]) -> list[dict[str, Any]]:
-    first = {"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "fetch"}]}
-    steps = [first, *({"runId": f"r{n}", "answerAll": answer} for n, answer in enumerate(answers, 2))]
-    results = run_client(version, f"{server.url}/agui/coder", "test-token", steps)
-    server.drain()
-    for result in results:
-        assert result["error"] is None, result["error"]
-        for event in result["received"]:
-            EVENT.validate_python(event)
-    return results
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_refused_host_asked_for_and_approved_is_reached_by_the_same_command(
     server, fake_api, allowlist, site, version
 ):
     _script(fake_api, site)
     # bash asks (a change); "always" for it, so the retry of the same command runs unasked.
-    results = _run(server, version, f"t-net-{version}", YES_ALWAYS, YES)
-    outputs = _results(results)
+    results = answered_chat(server, version, f"t-net-{version}", YES_ALWAYS, YES)
+    outputs = tool_results(results)
     assert "403" in outputs["toolu_first"] or "refused" in outputs["toolu_first"], outputs["toolu_first"]
     assert "request_network_access" in outputs["toolu_first"]
     assert "granted" in outputs["toolu_ask"], outputs["toolu_ask"]
@@ -110,11 +84,11 @@ def test_a_refused_host_asked_for_and_approved_is_reached_by_the_same_command(
 
 def test_a_grant_for_one_thread_does_not_reach_another(server, fake_api, allowlist, site):
     _script(fake_api, site)
-    _run(server, "1", "t-net-granted", YES_ALWAYS, YES)
+    answered_chat(server, "1", "t-net-granted", YES_ALWAYS, YES)
     assert site.requests == ["/plain"]
     # Another thread (another user's or the same one's): the same command is refused there.
     fake_api.script([tool_turn("bash", _curl(site), id="toolu_other"), text_turn(["No."])])
-    outputs = _results(_run(server, "1", "t-net-other", YES))
+    outputs = tool_results(answered_chat(server, "1", "t-net-other", YES))
     assert "request_network_access" in outputs["toolu_other"], outputs["toolu_other"]
     assert site.requests == ["/plain"]
 
@@ -122,7 +96,7 @@ def test_a_grant_for_one_thread_does_not_reach_another(server, fake_api, allowli
 def test_no_grants_nothing(server, fake_api, allowlist, site):
     _script(fake_api, site)
     no = {"status": "resolved", "payload": {"approved": False}}
-    outputs = _results(_run(server, "0", "t-net-no", YES_ALWAYS, no))
+    outputs = tool_results(answered_chat(server, "0", "t-net-no", YES_ALWAYS, no))
     assert "denied" in outputs["toolu_ask"], outputs["toolu_ask"]
     assert "request_network_access" in outputs["toolu_again"]
     assert site.requests == []
@@ -131,11 +105,11 @@ def test_no_grants_nothing(server, fake_api, allowlist, site):
 
 def test_yes_always_adds_the_host_to_the_agents_list(server, fake_api, allowlist, site):
     _script(fake_api, site)
-    _run(server, "1", "t-net-always", YES_ALWAYS, YES_ALWAYS)
+    answered_chat(server, "1", "t-net-always", YES_ALWAYS, YES_ALWAYS)
     port = site.base_url.rsplit(":", 1)[1]
     assert Agent.objects.get(name="coder").bash_allowed_hosts == f"{HOST}:{port}"
     fake_api.script([tool_turn("bash", _curl(site), id="toolu_later"), text_turn(["Yes."])])
-    outputs = _results(_run(server, "1", "t-net-later", YES))
+    outputs = tool_results(answered_chat(server, "1", "t-net-later", YES))
     assert "just text" in outputs["toolu_later"], outputs["toolu_later"]
 
 
@@ -144,13 +118,13 @@ def test_a_runs_network_use_is_on_its_admin_page_and_counted_in_metrics(server, 
     operator.force_login(User.objects.create_superuser("operator", "op@example.com", None))
 
     _script(fake_api, site)
-    before = _samples(server)
-    _run(server, "1", "t-net-seen", YES_ALWAYS, YES)
-    after = _samples(server)
+    before = samples(server)
+    answered_chat(server, "1", "t-net-seen", YES_ALWAYS, YES)
+    after = samples(server)
     allowed = {"agent": "coder", "outcome": "allowed"}
-    assert _delta(before, after, "threadline_bash_network_connections_total", **allowed) == 1
-    assert _delta(before, after, "threadline_bash_network_connections_total", agent="coder", outcome="refused") == 1
-    received = _delta(before, after, "threadline_bash_network_bytes_total", agent="coder", direction="received")
+    assert delta(before, after, "threadline_bash_network_connections_total", **allowed) == 1
+    assert delta(before, after, "threadline_bash_network_connections_total", agent="coder", outcome="refused") == 1
+    received = delta(before, after, "threadline_bash_network_bytes_total", agent="coder", direction="received")
     (use,) = NetworkUse.objects.filter(run__thread__agui_thread_id="t-net-seen", allowed=True)
     assert received == use.bytes_received > 0
     refused = NetworkUse.objects.get(run__thread__agui_thread_id="t-net-seen", allowed=False)

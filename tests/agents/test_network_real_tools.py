@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from tests.agents.test_network_access import HOST, YES, YES_ALWAYS, _results, _run
 from tests.fakes.anthropic_api import text_turn, tool_turn
+from tests.network import HOST, YES, YES_ALWAYS, answered_chat, tool_results
+from tests.network import allowlist as bash_allowlist
 
 pytestmark = [
     pytest.mark.clients,
@@ -64,11 +65,7 @@ def served(tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def allowlist(workspace: Path) -> Iterator[None]:
-    from django.test import override_settings
-
-    with override_settings(
-        AGENT_BASH_SANDBOX="on", AGENT_BASH_NETWORK="allowlist", AGENT_BASH_ALLOWED_PRIVATE_HOSTS=frozenset({HOST})
-    ):
+    with bash_allowlist():
         yield
 
 
@@ -132,7 +129,7 @@ def _asked_then_approved(server: Any, fake_api: Any, thread_id: str, command: st
         ]
     )
     # bash asks (a change): "always" for this command, so its retry runs unasked; the host: "yes".
-    return _results(_run(server, "1", thread_id, YES_ALWAYS, YES))
+    return tool_results(answered_chat(server, "1", thread_id, YES_ALWAYS, YES))
 
 
 def test_pip_installs_from_an_index_once_its_host_is_approved(server, fake_api, allowlist, served, tmp_path, workspace):

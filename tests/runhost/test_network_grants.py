@@ -10,17 +10,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.cluster import Cluster, answer_on, ask
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.fakes.web_site import FakeWeb
-from tests.runhost.test_waiting_runs import Cluster, _answer_on, _ask, _cluster, cluster
+from tests.network import HOST
 
-__all__ = ["_cluster", "cluster"]  # the waiting-runs module's two processes, for this module
 pytestmark = [
     pytest.mark.services,
     pytest.mark.clients,
     pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("curl") is None, reason="needs bwrap and curl"),
 ]
-HOST = "127.0.0.2"
 NETWORK = {"AGENT_BASH_SANDBOX": "on", "AGENT_BASH_NETWORK": "allowlist", "AGENT_BASH_ALLOWED_PRIVATE_HOSTS": HOST}
 
 
@@ -55,14 +54,14 @@ def test_a_host_granted_on_another_process_after_the_first_died_is_reached(netwo
                 text_turn(["Fetched after the crash."]),
             ]
         )
-        asked = _ask(networked, version, thread_id, text="fetch it")
+        asked = ask(networked, version, thread_id, text="fetch it")
         assert asked["pendingInterrupts"][0]["toolCallId"] == "toolu_first"
-        refused = _answer_on(networked.a, version, thread_id, asked, resume=_answer(asked, always=True))
+        refused = answer_on(networked.a, version, thread_id, asked, resume=_answer(asked, always=True))
         assert refused["pendingInterrupts"][0]["toolCallId"] == "toolu_ask", refused["received"][-3:]
         first = next(e for e in refused["received"] if e["type"] == "TOOL_CALL_RESULT")
         assert "request_network_access" in first["content"], first
         networked.a.kill()  # kill -9: the question survives only in the database
-        answered = _answer_on(networked.b, version, thread_id, refused, resume=_answer(refused))
+        answered = answer_on(networked.b, version, thread_id, refused, resume=_answer(refused))
         results = {e["toolCallId"]: e["content"] for e in answered["received"] if e["type"] == "TOOL_CALL_RESULT"}
         assert "granted" in results["toolu_ask"], results
         assert "just text" in results["toolu_again"], results
