@@ -12,16 +12,20 @@ import shutil
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
+from rest_framework.authtoken.models import Token
 
 from agents.models import Agent
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.fakes.web_site import FakeWeb
+from tests.helpers import eventually, run_input, user, v1
 from tests.metrics import delta, samples
 from tests.network import HOST, YES, YES_ALWAYS, answered_chat, tool_results
 from tests.network import allowlist as bash_allowlist
+from tests.sse import post_run
 from threads.models import Approval, NetworkUse, Session
 
 pytestmark = [
@@ -131,3 +135,39 @@ def test_a_runs_network_use_is_on_its_admin_page_and_counted_in_metrics(server, 
     page = operator.get(f"/admin/threads/run/{refused.run_id}/change/").content.decode()
     assert "network use (connections through Threadline" in page
     assert HOST in page and "request_network_access" in page  # the refusal's reason says how to ask
+
+
+def test_a_host_approved_always_through_the_rest_api_joins_the_agents_list(server, fake_api, allowlist, site):
+    request = {"host": HOST, "reason": "to fetch the plain page"}
+    fake_api.script([tool_turn("request_network_access", request, id="toolu_ask"), text_turn(["Asked."])])
+    asked = post_run(server.url, "coder", v1(run_input("t-net-api", "r1", user("fetch"))))
+    (interrupt,) = asked.events[-1]["outcome"]["interrupts"]
+    assert interrupt["toolCallId"] == "toolu_ask"
+    assert "Let bash reach 127.0.0.2 (any port)" in interrupt["message"], interrupt
+    staff = User.objects.create_user("ops", password="a-long-password", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="change_approval"))
+    answered = httpx.post(
+        f"{server.url}/api/approvals/{interrupt['id']}/answer",
+        headers={"Authorization": f"Token {Token.objects.create(user=staff).key}"},
+        json={"approved": True, "always": True},
+        timeout=10,
+    )
+    assert answered.status_code == 200, answered.text
+    eventually(
+        lambda: Session.objects.get(thread__agui_thread_id="t-net-api").network_grants == [HOST],
+        what="the grant the run that went on recorded",
+    )
+    server.drain()
+    assert Agent.objects.get(name="coder").bash_allowed_hosts == HOST
+
+
+def test_arguments_that_name_no_host_are_refused_without_asking(server, fake_api, allowlist):
+    bad = {"host": "https://pypi.org/simple", "reason": "packages"}
+    fake_api.script([tool_turn("request_network_access", bad, id="toolu_bad"), text_turn(["Sorry."])])
+    done = post_run(server.url, "coder", v1(run_input("t-net-bad", "r1", user("fetch"))))
+    assert (done.events[-1]["type"] == "RUN_FINISHED" and "outcome" not in done.events[-1]) or not done.events[-1].get(
+        "outcome", {}
+    ).get("interrupts")
+    result = next(e for e in done.events if e["type"] == "TOOL_CALL_RESULT")
+    assert "not asked" in result["content"] and "not a URL" in result["content"], result
+    assert Approval.objects.count() == 0
