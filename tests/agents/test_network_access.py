@@ -165,9 +165,8 @@ def test_arguments_that_name_no_host_are_refused_without_asking(server, fake_api
     bad = {"host": "https://pypi.org/simple", "reason": "packages"}
     fake_api.script([tool_turn("request_network_access", bad, id="toolu_bad"), text_turn(["Sorry."])])
     done = post_run(server.url, "coder", v1(run_input("t-net-bad", "r1", user("fetch"))))
-    assert (done.events[-1]["type"] == "RUN_FINISHED" and "outcome" not in done.events[-1]) or not done.events[-1].get(
-        "outcome", {}
-    ).get("interrupts")
+    assert done.events[-1]["type"] == "RUN_FINISHED", done.events[-1]
+    assert done.events[-1]["outcome"] == {"type": "success"}  # not an interrupt: nobody was asked
     result = next(e for e in done.events if e["type"] == "TOOL_CALL_RESULT")
     assert "not asked" in result["content"] and "not a URL" in result["content"], result
     assert Approval.objects.count() == 0
