@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster import Cluster, answer_on, ask
+from tests.cluster import Cluster, answer_on, ask, started_cluster
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.fakes.web_site import FakeWeb
 from tests.network import HOST
@@ -23,16 +23,16 @@ pytestmark = [
 NETWORK = {"AGENT_BASH_SANDBOX": "on", "AGENT_BASH_NETWORK": "allowlist", "AGENT_BASH_ALLOWED_PRIVATE_HOSTS": HOST}
 
 
+@pytest.fixture(scope="module")
+def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The cluster's two processes with bash's network by allowlist, as root in bwrap."""
+    yield from started_cluster(tmp_path_factory, "network", **NETWORK)
+
+
 @pytest.fixture
-def networked(cluster: Cluster) -> Iterator[Cluster]:
-    """The cluster's processes restarted with bash's network by allowlist."""
-    for server in (cluster.a, cluster.b):
-        if any(server.env.get(name) != value for name, value in NETWORK.items()):
-            server.env.update(NETWORK)
-            server.kill()
-            server.start()
+def networked(cluster: Cluster) -> Cluster:
     cluster.workspace.chmod(0o777)  # the sandbox's user works in it
-    yield cluster
+    return cluster
 
 
 def _answer(asked: dict, always: bool = False) -> list[dict]:

@@ -8,19 +8,16 @@ Two real ``manage.py serve`` processes on PostgreSQL and Redis, the fake Message
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
-import psycopg
 import pytest
 
 from orchestrator.takeover import INTERRUPTED_UNKNOWN
-from tests.fakes.anthropic_api import FakeAnthropic, Turn, text_turn, tool_turn
+from tests.cluster import Cluster, started_cluster
+from tests.fakes.anthropic_api import Turn, text_turn, tool_turn
 from tests.fakes.anthropic_api.script import tool_use, turn
 from tests.helpers import eventually, run_input, unmarked, user, v1
 from tests.procs import ServerProcess
@@ -31,79 +28,9 @@ pytestmark = [pytest.mark.services, pytest.mark.clients]
 VERSIONS = ["1", "0"]
 
 
-@dataclass
-class Cluster:
-    fake: FakeAnthropic
-    a: ServerProcess
-    b: ServerProcess
-    workspace: Path
-    database: str
-
-    def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        with psycopg.connect(self.database, autocommit=True) as db:
-            return db.execute(sql, args).fetchall()
-
-    def run_row(self, thread_id: str) -> tuple[str, str, int, str]:
-        ((row),) = self.query(
-            "SELECT r.agui_run_id, r.status, r.takeovers, r.owner FROM threads_run r "
-            "JOIN threads_thread t ON t.id = r.thread_id WHERE t.agui_thread_id = %s",
-            thread_id,
-        )
-        return row  # type: ignore[no-any-return]
-
-    def server_of(self, thread_id: str) -> ServerProcess:
-        """The process that runs the thread's run now."""
-        owner = self.run_row(thread_id)[3]
-        pid = int(owner.rpartition(":")[2])
-        return next(s for s in (self.a, self.b) if s.proc is not None and s.proc.pid == pid)
-
-
 @pytest.fixture(scope="module")
 def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    from tests.services import PG_ADMIN, REDIS_URL, _unavailable
-
-    name = f"threadline_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.Error as exc:
-        _unavailable("PostgreSQL at 127.0.0.1:5432", exc)
-    database = f"postgresql://127.0.0.1:5432/{name}"
-    root = tmp_path_factory.mktemp("takeover")
-    workspace = root / "ws"
-    workspace.mkdir()
-    with FakeAnthropic() as fake:
-        env = {
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "DATABASE_URL": database,
-            "REDIS_URL": REDIS_URL,
-            "AGENT_MUTATING_TOOLS": "on",
-            "RUN_LEASE_SECONDS": "1.5",
-            "WAIT_SWEEP_SECONDS": "0.2",
-        }
-        servers: list[ServerProcess] = []
-        try:
-            for label in ("a", "b"):
-                (root / label).mkdir()
-                servers.append(ServerProcess(data_dir=root / label, workspace=workspace, env=dict(env)).start())
-            yield Cluster(fake, servers[0], servers[1], workspace, database)
-        finally:
-            for server in servers:
-                server.kill()
-            with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def cluster(_cluster: Cluster, redis_url: str) -> Iterator[Cluster]:
-    for server in (_cluster.a, _cluster.b):
-        if server.proc is None or server.proc.poll() is not None:
-            server.start()
-    _cluster.fake.reset()
-    for path in _cluster.workspace.iterdir():
-        path.unlink()
-    yield _cluster
+    yield from started_cluster(tmp_path_factory, "takeover", AGENT_MUTATING_TOOLS="on")
 
 
 def _body(version: str, thread_id: str) -> bytes:
