@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,42 @@ def test_the_operators_header_reaches_its_host_over_plain_http_and_never_the_san
     stored = list(NetworkUse.objects.filter(run=run).values_list("host", "reason"))
     assert len(stored) == 2 and SECRET not in repr(stored)
     assert SECRET not in repr(tool_context().workspace.sandbox)
+
+
+def test_a_granted_loopback_or_metadata_address_stays_out_of_reach(run, listener):
+    """A hostile model's request approved by a careless person: the grant widens the lists only,
+    never the address checks (loopback, where the database listens, and the cloud metadata address)."""
+    listener_port = listener.getsockname()[1]
+    session = Session.objects.get(thread_id=run.thread_id)
+    for host in ("127.0.0.1", "169.254.169.254", "localhost"):
+        grant_to_thread(session_id=session.pk, pattern=parse_host_pattern(host))
+    out = _bash(
+        run,
+        # --noproxy '': through the proxy even for loopback names (without it curl tries the sandbox's own
+        # loopback, where nothing listens).
+        f"curl -sS -m 5 --noproxy '' http://127.0.0.1:{listener_port}/; "
+        "curl -sS -m 5 --noproxy '' http://169.254.169.254/latest/meta-data/; "
+        f"curl -sS -m 5 --noproxy '' http://localhost:{listener_port}/",
+    ).content
+    assert out.count("Threadline's network proxy refused") == 3, out
+    assert list(NetworkUse.objects.filter(run=run).values_list("allowed", flat=True)) == [False, False, False]
+    assert not _accepted(listener)
+
+
+def _accepted(sock: socket.socket) -> bool:
+    try:
+        sock.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A port on the host's loopback standing for the database's."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    yield sock
+    sock.close()
