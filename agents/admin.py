@@ -56,6 +56,8 @@ class AgentForm(forms.ModelForm):
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3, "cols": 100}),
             "system_prompt": forms.Textarea(attrs={"rows": 18, "cols": 100, "style": "font-family: monospace"}),
+            "bash_allowed_hosts": forms.Textarea(attrs={"rows": 4, "cols": 60, "style": "font-family: monospace"}),
+            "bash_denied_hosts": forms.Textarea(attrs={"rows": 4, "cols": 60, "style": "font-family: monospace"}),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -136,6 +138,17 @@ class AgentAdmin(admin.ModelAdmin):
                 "description": (
                     "What this agent may spend, all users together, in US dollars at list prices per UTC day and "
                     "month. Blank: the BUDGET_AGENT_* settings. A run over a cap is refused (budget_exceeded)."
+                ),
+            },
+        ),
+        (
+            "bash's network",
+            {
+                "fields": ("bash_allowed_hosts", "bash_denied_hosts"),
+                "description": (
+                    "With AGENT_BASH_NETWORK=allowlist, bash reaches the hosts of AGENT_BASH_ALLOWED_HOSTS and these, "
+                    "and the hosts granted to a thread (request_network_access); the denied hosts here and in "
+                    "AGENT_BASH_DENIED_HOSTS are never reached, whatever was granted."
                 ),
             },
         ),

@@ -39,6 +39,7 @@ def _settings_key() -> tuple[object, ...]:
         settings.AGENT_BASH_ALLOWED_HOSTS,
         settings.AGENT_BASH_DENIED_HOSTS,
         settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS,
+        settings.AGENT_BASH_NETWORK_HEADERS,
         settings.AGENT_BASH_NETWORK_MAX_CONNECTIONS,
         settings.AGENT_BASH_NETWORK_MAX_BYTES,
         settings.AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS,
@@ -262,6 +263,7 @@ def egress_policy() -> EgressPolicy | None:
         denied=tuple(settings.AGENT_BASH_DENIED_HOSTS),
         allowed_private_hosts=frozenset(settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS),
         bounds=bounds,
+        headers=tuple(settings.AGENT_BASH_NETWORK_HEADERS),
     )
 
 

@@ -23,6 +23,7 @@ from orchestrator.events import (
     Usage,
 )
 from orchestrator.questions import input_reply
+from orchestrator.tools.egressproxy import NetworkUsage
 from orchestrator.waits import Checkpoint, WaitKind
 
 TOOL_SECONDS = Histogram(
@@ -186,3 +187,25 @@ def record_mcp_call(server: str, tool: str, outcome: str) -> None:
     MCP_CALLS.labels(server, tool, outcome).inc()
     if outcome == "failed":
         MCP_FAILURES.labels(server, tool).inc()
+
+
+# bash's network use through Threadline's proxy (issue #47): connections by outcome (allowed, or
+# refused by a list, an address check or a bound) and bytes by direction. Hosts are not labels (a
+# model chooses them: unbounded); each run's page in the admin lists them.
+NETWORK_CONNECTIONS = Counter(
+    "threadline_bash_network_connections_total",
+    "Connections bash's commands asked the network proxy for, by agent and outcome (allowed, refused).",
+    ["agent", "outcome"],
+)
+NETWORK_BYTES = Counter(
+    "threadline_bash_network_bytes_total",
+    "Bytes bash's commands moved through the network proxy, by agent and direction (sent, received).",
+    ["agent", "direction"],
+)
+
+
+def record_network(agent: str, usage: NetworkUsage) -> None:
+    for record in usage.connections:
+        NETWORK_CONNECTIONS.labels(agent, "allowed" if record.allowed else "refused").inc()
+        NETWORK_BYTES.labels(agent, "sent").inc(record.bytes_sent)
+        NETWORK_BYTES.labels(agent, "received").inc(record.bytes_received)

@@ -12,6 +12,7 @@ from agents.mcp.config import HTTP, STDIO, McpConfigError, ServerConfig, check_v
 from agents.mcp.names import is_mcp_name, is_tool_glob
 from agents.mcp.sandboxing import McpNotConfined, shown_paths
 from orchestrator.tools.catalog import KNOWN_TOOLS
+from orchestrator.tools.egress import HostPattern, parse_host_patterns
 from orchestrator.tools.targets import glob_error
 
 
@@ -92,6 +93,23 @@ class Agent(models.Model):
     budget_monthly_usd = usd_cap(
         "monthly", "What this agent may spend a UTC month, all users together; blank: BUDGET_AGENT_MONTHLY_USD."
     )
+    bash_allowed_hosts = models.TextField(
+        "hosts bash may reach",
+        blank=True,
+        help_text=(
+            "Hosts this agent's bash may reach through Threadline's proxy besides AGENT_BASH_ALLOWED_HOSTS, "
+            "one a line or comma-separated: name, *.name or an IP address, each with an optional :port. "
+            "Used with AGENT_BASH_NETWORK=allowlist; a 'yes, always' to request_network_access adds here."
+        ),
+    )
+    bash_denied_hosts = models.TextField(
+        "hosts bash may not reach",
+        blank=True,
+        help_text=(
+            "Hosts this agent's bash may never reach, besides AGENT_BASH_DENIED_HOSTS (same form); "
+            "the deny list wins over every allow list and every grant."
+        ),
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -102,6 +120,10 @@ class Agent(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def host_lists(self) -> tuple[tuple[HostPattern, ...], tuple[HostPattern, ...]]:
+        """The agent's own allowed and denied hosts, parsed (``clean`` checked them)."""
+        return _patterns(self.bash_allowed_hosts), _patterns(self.bash_denied_hosts)
+
     def clean(self) -> None:
         names = self.mcp_servers
         if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
@@ -109,6 +131,16 @@ class Agent(models.Model):
         unknown = sorted(set(names) - mcp_server_names())
         if unknown:
             raise ValidationError({"mcp_servers": f"No MCP server is called {', '.join(map(repr, unknown))}."})
+        for name in ("bash_allowed_hosts", "bash_denied_hosts"):
+            try:
+                _patterns(getattr(self, name))
+            except ValueError as exc:
+                raise ValidationError({name: str(exc)}) from exc
+
+
+def _patterns(text: str) -> tuple[HostPattern, ...]:
+    """A host list as the admin holds it: entries separated by commas or lines."""
+    return parse_host_patterns(",".join(text.splitlines()))
 
 
 def mcp_server_names() -> set[str]:

@@ -20,6 +20,7 @@ from orchestrator.subagents import SubAgentLimits
 from orchestrator.tools.base import Tool, ToolContext, ToolRegistry
 from orchestrator.tools.catalog import SERVER_TOOLS
 from orchestrator.tools.mutating import BASH
+from orchestrator.tools.netaccess import REQUEST_NETWORK_ACCESS
 from orchestrator.tools.netguard import WebConfig
 from orchestrator.tools.shaping import OutputLimits
 from orchestrator.tools.web import WEB_SEARCH
@@ -107,6 +108,9 @@ def _offered(tool: Tool) -> bool:
         return True
     if settings.AGENT_MUTATING_TOOLS == "off":
         return False
+    if tool is REQUEST_NETWORK_ACCESS:  # only where bash's proxy has a list a grant can add to
+        choice = bash_choice()
+        return choice.offered and choice.sandbox is not None and settings.AGENT_BASH_NETWORK == "allowlist"
     return tool is not BASH or bash_choice().offered
 
 

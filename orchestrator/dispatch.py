@@ -95,6 +95,8 @@ def classify(
         return GroundingReport(arguments)
     if not gate_allows(tool, grounded=grounded):
         return Refused(gate_refusal(tool))
+    if tool.check is not None and (problem := tool.check(arguments)) is not None:
+        return Refused(ToolOutput(problem, True))
     return approved_call(tool, arguments)
 
 

@@ -104,6 +104,7 @@ class ChildLoops:
                 web=context.web,
                 cancelled=context.cancelled,
                 bash_env_allow=context.bash_env_allow,
+                network=context.network,
             ),
             config=config,
             store=spec.store,

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from orchestrator.tools.egress import HostPattern, parse_host_patterns
+from orchestrator.tools.egress import HostHeaders, HostPattern, parse_host_headers, parse_host_patterns
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -226,3 +226,12 @@ def env_host_patterns(name: str, env: Mapping[str, str] | None = None) -> tuple[
             f"{name}: {exc}; write hosts such as 'example.com', '*.example.org' or 'example.net:8443', "
             "separated by commas"
         ) from None
+
+
+def env_host_headers(name: str, env: Mapping[str, str] | None = None) -> tuple[HostHeaders, ...]:
+    """Headers bash's proxy adds per host (orchestrator/tools/egress.py, ``parse_host_headers``);
+    anything it cannot read stops start-up, naming what is wrong but never a value."""
+    try:
+        return parse_host_headers(env_str(name, "", env))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None

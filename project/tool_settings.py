@@ -13,6 +13,7 @@ from agents.mcp.config import load_servers as load_mcp_servers
 from project.env import (
     env_choice,
     env_float,
+    env_host_headers,
     env_host_patterns,
     env_int,
     env_names,
@@ -41,6 +42,9 @@ AGENT_BASH_DENIED_HOSTS = env_host_patterns("AGENT_BASH_DENIED_HOSTS")
 AGENT_BASH_ALLOWED_PRIVATE_HOSTS = frozenset(
     host.strip().lower() for host in env_str("AGENT_BASH_ALLOWED_PRIVATE_HOSTS").split(",") if host.strip()
 )
+# Headers the proxy adds to plain-HTTP requests per host (a registry's token), kept out of the sandbox:
+# a JSON object {"host[:port]": {"Header-Name": "value"}}. Not added over HTTPS (CONNECT is relayed as is).
+AGENT_BASH_NETWORK_HEADERS = env_host_headers("AGENT_BASH_NETWORK_HEADERS")
 AGENT_BASH_NETWORK_MAX_CONNECTIONS = env_int("AGENT_BASH_NETWORK_MAX_CONNECTIONS", 64, minimum=1)
 AGENT_BASH_NETWORK_MAX_BYTES = env_int("AGENT_BASH_NETWORK_MAX_BYTES", 1 << 30, minimum=1024)
 AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS = env_float("AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS", 10.0, minimum=0.1)
@@ -65,6 +69,7 @@ _OWN_CREDENTIALS = (
     "DATABASE_URL",
     "REDIS_URL",
     "BRAVE_API_KEY",
+    "AGENT_BASH_NETWORK_HEADERS",
 )
 AGENT_BASH_ENV_ALLOW = env_names("AGENT_BASH_ENV_ALLOW", refused=_OWN_CREDENTIALS)
 GROUNDING_MAX_ITERATIONS = env_int("GROUNDING_MAX_ITERATIONS", 6, minimum=1)

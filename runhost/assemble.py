@@ -18,6 +18,7 @@ from orchestrator.providers.base import ModelProvider
 from orchestrator.subagents import SubAgentParams
 from orchestrator.tools.base import ToolRegistry
 from orchestrator.tools.client import add_client_tools
+from runhost.network import RunNetwork
 from runhost.policy import PolicyApprover
 from threads.models import Session, Thread
 from threads.queue import DbInbox
@@ -44,6 +45,7 @@ def assemble_loop(
     working = tool_context(agent_name=agent.name, thread_id=thread.agui_thread_id, workspace=workspace)
     working.cancelled = cancelled
     working.reads.update(session.reads)  # a run that goes on from a checkpoint adds the checkpoint's
+    working.network = RunNetwork(agent_id=agent.pk, agent_name=agent.name, session_id=session.pk, run_pk=run_pk)
     add_client_tools(tools, client_tools)
 
     def subagent_store(started: SubAgentStarted, params: SubAgentParams) -> DbSubAgentStore:

@@ -59,6 +59,9 @@ class Session(models.Model):
     # The read ledger (orchestrator/tools/ledger.py) as the last tool calls left it: a file the agent read
     # in an earlier run of the conversation may be edited in the next, unless it changed since.
     reads = models.JSONField(default=dict, blank=True)
+    # Hosts a person let this thread's bash reach (request_network_access answered "yes"): host
+    # patterns as AGENT_BASH_ALLOWED_HOSTS writes them (orchestrator/tools/egress.py).
+    network_grants = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
@@ -407,3 +410,26 @@ class ApprovalTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.decision}[{self.bucket}]: {self.approvals}"
+
+
+class NetworkUse(models.Model):
+    """One connection a bash command of a run asked Threadline's proxy for (issue #47): where, whether
+    it was let through, and how many bytes went each way."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="network_uses")
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField()
+    allowed = models.BooleanField()
+    reason = models.TextField(blank=True)  # why it was refused or cut short
+    bytes_sent = models.PositiveBigIntegerField(default=0)
+    bytes_received = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "id"], name="networkuse_run")]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port} ({'allowed' if self.allowed else 'refused'})"

@@ -9,6 +9,7 @@ from the checkpoint in a new Run row, the waiting run's child.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,8 +21,11 @@ from django.utils.dateparse import parse_datetime
 
 from agents.metrics import record_approval, record_elicitation
 from agents.models import Agent
+from agents.network import allow_always
 from agents.permissions import memory_key
 from orchestrator.approvals import Answer
+from orchestrator.tools.egress import HostPattern
+from orchestrator.tools.netaccess import REQUEST_NETWORK_ACCESS, requested
 from orchestrator.waits import Checkpoint, OpenCall, WaitKind
 from threads import leases
 from threads.locking import again_after_a_race, thread_lock
@@ -274,12 +278,18 @@ class _Recorded:
 
     count: int = 0
     always: list[str] = field(default_factory=list)
+    hosts: list[HostPattern] = field(default_factory=list)  # request_network_access approved "always"
 
     def remember(self, run: Run) -> None:
         # A "yes, always" is kept for the session at once, whoever goes on with the run; the
         # session's row is the last a writer locks (threads/locking.py), so after every approval.
         for key in self.always:
             session_remember_approval(thread_id=run.thread_id, key=key)
+        if self.hosts:  # and a host asked for "always" joins the agent's own list (issue #47)
+            agent_id = Thread.objects.filter(pk=run.thread_id).values_list("agent_id", flat=True).first()
+            for pattern in self.hosts:
+                if agent_id is not None:
+                    allow_always(agent_id, pattern)
 
 
 def _record(
@@ -298,6 +308,9 @@ def _record(
         tally_on_commit([(decided.decision, approval.requested_at)], now)
         if decided.always and decided.decision == Approval.Decision.APPROVED:
             recorded.always.append(memory_key(approval.tool, approval.arguments))
+            if approval.tool == REQUEST_NETWORK_ACCESS.name:
+                with contextlib.suppress(ValueError):
+                    recorded.hosts.append(requested(approval.arguments))
 
 
 @again_after_a_race
@@ -435,7 +448,7 @@ def wait_cancel(*, run_id: uuid.UUID) -> bool:
         pending = Approval.objects.select_for_update().filter(run_id=run_id, decision=Approval.Decision.PENDING)
         closed = list(pending.values_list("tool", "requested_at", "elicitation"))
         pending.update(decision=Approval.Decision.CANCELLED, reason=reason, answered_at=now)
-        tally_on_commit([(Approval.Decision.CANCELLED, asked) for _, asked in closed], now)
+        tally_on_commit([(Approval.Decision.CANCELLED, asked) for _, asked, _ in closed], now)
     # No run goes on from a cancelled one, so its questions are counted here, once.
     cancelled = Answer(approved=False, cancelled=True, reason=reason)
     for tool, requested_at, elicitation in closed:

@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.events import ToolProgress
 from orchestrator.tools import usage
+from orchestrator.tools.egress import NetworkAccess
 from orchestrator.tools.errors import ToolError
 from orchestrator.tools.inputs import CallInputs, InputRequest
 from orchestrator.tools.netguard import WebConfig
@@ -67,6 +68,9 @@ class ToolContext:
     bash_env_allow: tuple[str, ...] = ()
     # The answers a call that asked the person is made again with, by the model's call id.
     inputs: dict[str, CallInputs] = field(default_factory=dict)
+    # The agent's host lists, the thread's grants and the record of bash's network use (issue #47);
+    # None: the operator's settings alone, nothing recorded.
+    network: NetworkAccess | None = None
 
     def progress(self, call_id: str, name: str, progress: float, total: float | None = None, message: str = "") -> None:
         """Reports how far the call ``call_id`` of the tool ``name`` is."""
@@ -113,6 +117,9 @@ class Tool:
     # What a person reads when a call of it waits for approval, in place of the generic line
     # (an MCP tool names its server and says when the server marks it destructive).
     approval_text: Callable[[dict[str, Any]], str] | None = None
+    # Arguments refused before anyone is asked (a person is not asked to approve nonsense): what
+    # is wrong with them, or None.
+    check: Callable[[dict[str, Any]], str | None] | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}

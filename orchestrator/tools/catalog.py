@@ -11,6 +11,7 @@ from orchestrator.tools.ask import ASK_USER
 from orchestrator.tools.base import Tool
 from orchestrator.tools.grounding import GROUNDING_REPORT
 from orchestrator.tools.mutating import MUTATING_TOOLS
+from orchestrator.tools.netaccess import REQUEST_NETWORK_ACCESS
 from orchestrator.tools.readonly import READ_ONLY_TOOLS
 from orchestrator.tools.subagent import SUB_AGENT
 from orchestrator.tools.web import WEB_TOOLS
@@ -22,6 +23,7 @@ SERVER_TOOLS: tuple[Tool, ...] = (
     GROUNDING_REPORT,
     SUB_AGENT,
     *MUTATING_TOOLS,
+    REQUEST_NETWORK_ACCESS,
 )
 
 KNOWN_TOOLS: dict[str, Tool] = {tool.name: tool for tool in SERVER_TOOLS}

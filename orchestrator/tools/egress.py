@@ -9,10 +9,15 @@ unless the host is in ``allowed_private_hosts`` (AGENT_BASH_ALLOWED_PRIVATE_HOST
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from orchestrator.tools.egressproxy import NetworkUsage
 
 EgressMode = Literal["allowlist", "on"]
 
@@ -104,6 +109,46 @@ def parse_host_patterns(text: str) -> tuple[HostPattern, ...]:
     return tuple(parse_host_pattern(entry) for entry in text.split(",") if entry.strip())
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+Headers = tuple[tuple[str, str], ...]
+
+
+@dataclass(slots=True, frozen=True)
+class HostHeaders:
+    """Headers the proxy adds to every plain-HTTP request to ``host`` (a registry's token): the
+    sandbox never sees them. Over CONNECT (HTTPS) the proxy only relays bytes and adds nothing."""
+
+    host: HostPattern
+    headers: Headers = field(repr=False)  # secrets: never in a repr, a log or an event
+
+
+def parse_host_headers(text: str) -> tuple[HostHeaders, ...]:
+    """AGENT_BASH_NETWORK_HEADERS: a JSON object of host (as the lists write it) to an object of
+    header name to value; blank: none. ValueError saying what is wrong (never the values)."""
+    if not text.strip():
+        return ()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError('not JSON; write {"host[:port]": {"Header-Name": "value"}}') from None
+    if not isinstance(data, dict):
+        raise ValueError('write an object: {"host[:port]": {"Header-Name": "value"}}')
+    parsed: list[HostHeaders] = []
+    for host, headers in data.items():
+        pattern = parse_host_pattern(host)
+        if not isinstance(headers, dict) or not headers:
+            raise ValueError(f"{host!r}: give an object of header names to values")
+        pairs: list[tuple[str, str]] = []
+        for name, value in headers.items():
+            if not _HEADER_NAME.fullmatch(name) or name.lower() in ("host", "connection", "content-length"):
+                raise ValueError(f"{host!r}: {name!r} is not a header the proxy may add")
+            if not isinstance(value, str) or "\r" in value or "\n" in value:
+                raise ValueError(f"{host!r}: the value of {name!r} must be a string on one line")
+            pairs.append((name, value))
+        parsed.append(HostHeaders(pattern, tuple(pairs)))
+    return tuple(parsed)
+
+
 @dataclass(slots=True, frozen=True)
 class EgressBounds:
     max_connections: int = 64  # per command
@@ -119,20 +164,63 @@ class EgressPolicy:
     denied: tuple[HostPattern, ...] = ()
     allowed_private_hosts: frozenset[str] = field(default_factory=frozenset)
     bounds: EgressBounds = EgressBounds()
+    headers: tuple[HostHeaders, ...] = field(default=(), repr=False)
+
+    def headers_for(self, host: str, port: int) -> Headers:
+        """The operator's headers for a plain-HTTP request to ``host``:``port`` (the first entry that matches)."""
+        return next((entry.headers for entry in self.headers if entry.host.matches(host, port)), ())
 
     def refusal(self, host: str, port: int) -> str | None:
         """Why the lists refuse ``host``:``port`` (already normalised), or None when they let it through
         to the address check."""
-        denied = next((pattern for pattern in self.denied if pattern.matches(host, port)), None)
+        denied = self.denied_by(host, port)
         if denied is not None:
-            return f"the operator denies it (AGENT_BASH_DENIED_HOSTS has {denied})"
+            return f"the operator denies it (AGENT_BASH_DENIED_HOSTS or the agent's denied hosts have {denied})"
         if self.mode == "on":
             return None
         if not any(pattern.matches(host, port) for pattern in self.allowed):
             return "it is not in the operator's list of hosts bash may reach (AGENT_BASH_ALLOWED_HOSTS)"
         return None
 
+    def denied_by(self, host: str, port: int) -> HostPattern | None:
+        return next((pattern for pattern in self.denied if pattern.matches(host, port)), None)
+
+    def with_hosts(self, allowed: tuple[HostPattern, ...], denied: tuple[HostPattern, ...]) -> EgressPolicy:
+        """This policy with more hosts allowed and more denied (an agent's lists, a thread's grants)."""
+        return dataclasses.replace(self, allowed=(*self.allowed, *allowed), denied=(*self.denied, *denied))
+
+    def denial(self, pattern: HostPattern) -> HostPattern | None:
+        """The deny entry that covers every host ``pattern`` names, if one does (a grant of it is moot)."""
+        port = pattern.port or 0
+        for denied in self.denied:
+            if denied.port is not None and denied.port != pattern.port:
+                continue
+            if pattern.wildcard:
+                if denied.wildcard and (pattern.host == denied.host or pattern.host.endswith("." + denied.host)):
+                    return denied
+            elif denied.matches(pattern.host, port if denied.port is None else denied.port):
+                return denied
+        return None
+
     def describe(self) -> str:
         if self.mode == "on":
             return "network to every public host through Threadline's proxy"
         return f"network to {len(self.allowed)} allowed host pattern(s) through Threadline's proxy"
+
+
+class NetworkAccess(Protocol):
+    """What the run's surroundings add to bash's network (issue #47), given to the tools by the
+    composition root: the lists of the run's agent and the hosts granted to its thread, the grants
+    themselves, and where each command's network use is recorded."""
+
+    async def policy(self, base: EgressPolicy) -> EgressPolicy:
+        """``base`` (the operator's settings) with the agent's lists and the thread's grants."""
+        ...
+
+    async def grant(self, pattern: HostPattern) -> None:
+        """Lets the thread's bash reach ``pattern`` from now on (request_network_access approved)."""
+        ...
+
+    async def record(self, tool_call_id: str, usage: NetworkUsage) -> None:
+        """Keeps what one command did on the network, for the run's page and /metrics."""
+        ...

@@ -32,6 +32,7 @@ from orchestrator.tools.egresswire import (
     http_destination,
     socks_destination,
     socks_reply,
+    with_headers,
 )
 from orchestrator.tools.netguard import HostRefused, resolve_public
 
@@ -39,7 +40,10 @@ PROXY_PORT = 3128  # in the sandbox's own network namespace: nobody else's
 SANDBOX_SOCKET = "/run/threadline/proxy.sock"  # where the call's socket is bound in the sandbox
 _CHUNK = 256 * 1024
 _MAX_NOTED = 20  # refusals listed in the tool's output, then a count
-_HOW_TO_ASK = "ask the person you work for to have the operator allow it"
+_HOW_TO_ASK = (
+    "to reach it, call the request_network_access tool with the host (and port) and why you need it; once a person "
+    "approves, run the command again"
+)
 
 # Run by /usr/bin/python3 -I in the sandbox, before the command: binds the listener, then forks, so
 # the port is open by the time the command starts (the parent's exit is the signal); the child lets
@@ -212,6 +216,7 @@ class EgressProxy:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
             else:
+                forwarded = with_headers(forwarded, self.policy.headers_for(host, port))
                 upstream_writer.write(forwarded)
                 record.bytes_sent += len(forwarded)
             await self._relay(record, reader, writer, upstream_reader, upstream_writer)
@@ -221,8 +226,10 @@ class EgressProxy:
     async def _open(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         policy, bounds = self.policy, self.policy.bounds
         refusal = policy.refusal(host, port)
+        if refusal is not None and policy.denied_by(host, port) is not None:
+            raise _Refused(403, f"{refusal}; no approval can let it through")
         if refusal is not None:
-            raise _Refused(403, f"{refusal}; to reach it, {_HOW_TO_ASK} (AGENT_BASH_ALLOWED_HOSTS)")
+            raise _Refused(403, f"{refusal}; {_HOW_TO_ASK}")
         if sum(record.allowed for record in self.usage.connections) >= bounds.max_connections:
             raise _Refused(
                 403,

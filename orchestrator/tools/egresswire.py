@@ -121,3 +121,13 @@ async def answer_http(writer: asyncio.StreamWriter, status: int, message: str) -
     writer.write(head.encode() + body)
     with contextlib.suppress(OSError):
         await writer.drain()
+
+
+def with_headers(request: bytes, headers: tuple[tuple[str, str], ...]) -> bytes:
+    """A plain-HTTP request head with ``headers`` added, any the client sent of the same names dropped."""
+    if not headers:
+        return request
+    lines = request.decode("latin-1").split("\r\n")
+    names = {name.lower() for name, _ in headers}
+    kept = [lines[0], *(line for line in lines[1:-2] if line.split(":", 1)[0].strip().lower() not in names)]
+    return "\r\n".join([*kept, *(f"{name}: {value}" for name, value in headers), "", ""]).encode("latin-1")

@@ -57,6 +57,7 @@ GATE_ALLOWED_TOOLS = frozenset(
         "symbol_search",
         "file_read",
         "bash",
+        "request_network_access",  # bash's way to a host its proxy refused; it asks a person too
         "list_tools",
         "env_read",
         "web_search",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.tools import usage
-from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, require_str
+from orchestrator.tools.base import CURRENT_CALL_ID, Tool, ToolContext, ToolError, ToolOutput, require_str
 from orchestrator.tools.cgroups import CallGroup, open_call_group
 from orchestrator.tools.egressproxy import EgressProxy, NetworkUsage
 from orchestrator.tools.sandbox import IGNORE_FILE_SIZE_SIGNAL, Sandbox, file_size_blocks
@@ -266,6 +266,9 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     timeout = _timeout(arguments)
     workspace = context.workspace
     sandbox = workspace.sandbox
+    if sandbox is not None and sandbox.egress is not None and context.network is not None:
+        # Read at each call: a host granted a moment ago (request_network_access) counts at once.
+        sandbox = dataclasses.replace(sandbox, egress=await context.network.policy(sandbox.egress))
     env = command_environment(context.bash_env_allow)
     bound = await usage.bash_ceiling(workspace.root, workspace.max_bytes)
     watch = None if bound is None else SizeWatch(workspace.root, bound[0], bound[0] - bound[1])
@@ -304,6 +307,8 @@ async def bash_tool(arguments: dict[str, Any], context: ToolContext) -> ToolOutp
     body = f"{output}\n{status}" if output else f"(no output)\n{status}"
     if result.network is not None and result.network.connections:
         body += "\n" + result.network.summary()
+        if context.network is not None:
+            await context.network.record(CURRENT_CALL_ID.get(), result.network)
     # A command that ran and failed is a result, not a tool error; one that never finished is.
     shaped = result.output
     return ToolOutput(

@@ -198,6 +198,24 @@ class UrlTarget:
 
 
 @dataclass(slots=True, frozen=True)
+class HostTarget:
+    """request_network_access's ``host`` and ``port``, as ``host`` or ``host:port``: a glob is matched
+    against the host alone (case does not matter); a yes-always remembers the host and port."""
+
+    paths: bool = False
+
+    def of(self, arguments: Mapping[str, Any]) -> list[str]:
+        return [_text(arguments, "host").strip().lower()]
+
+    def matches(self, pattern: str, target: str) -> bool:
+        return bool(target) and bool(wcfnmatch.fnmatch(target, pattern, flags=_HOST_FLAGS))
+
+    def remembered_as(self, tool_name: str, arguments: Mapping[str, Any]) -> str:
+        port = arguments.get("port")
+        return f"{tool_name}:{self.of(arguments)[0]}" + (f":{port}" if isinstance(port, int) else "")
+
+
+@dataclass(slots=True, frozen=True)
 class TextTarget:
     """One string argument (web_search's query), stripped; a yes-always covers every call."""
 

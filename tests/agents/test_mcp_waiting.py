@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.agui_client import run_client
-from tests.cluster import two_servers
+from tests.cluster import started_cluster
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.mcp_world import elicit_stdio, everything_stdio
 from tests.procs import ServerProcess
@@ -21,11 +21,10 @@ pytestmark = [pytest.mark.services, pytest.mark.clients]
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeAnthropic, ServerProcess, ServerProcess]]:
-    root = tmp_path_factory.mktemp("mcp-pair")
-    servers_file = root / ".mcp.json"
+    servers_file = tmp_path_factory.mktemp("mcp-servers") / ".mcp.json"
     servers = {"everything": everything_stdio(), "shop": elicit_stdio("2026-07-28")}
     servers_file.write_text(json.dumps({"mcpServers": servers}))
-    with two_servers(root, MCP_SERVERS=str(servers_file)) as cluster:
+    for cluster in started_cluster(tmp_path_factory, "mcp-pair", MCP_SERVERS=str(servers_file)):
         yield cluster.fake, cluster.a, cluster.b
 
 

@@ -28,6 +28,8 @@ class FakeWeb:
     searches: list[dict[str, Any]] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)  # the Host header of each request
+    authorizations: list[str] = field(default_factory=list)  # the Authorization header of each request
+    address: str = "127.0.0.1"  # where it listens (bash's sandbox reaches 127.0.0.2, not 127.0.0.1)
     big_bytes: int = 5 * 1024 * 1024
     _release: threading.Event = field(default_factory=threading.Event)
 
@@ -58,6 +60,7 @@ class FakeWeb:
                 parts = urlsplit(self.path)
                 web.requests.append(parts.path)
                 web.hosts.append(self.headers.get("Host", ""))
+                web.authorizations.append(self.headers.get("Authorization", ""))
                 route = parts.path
                 if route == "/page":
                     self._send(200, PAGE.encode())
@@ -117,9 +120,9 @@ class FakeWeb:
                 else:
                     self._send(404, b"unknown route", "text/plain")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.address, 0), Handler)
         self._server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.base_url = f"http://{self.address}:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-web", daemon=True)
         self._thread.start()
         return self

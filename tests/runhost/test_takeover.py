@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from orchestrator.takeover import INTERRUPTED_UNKNOWN
-from tests.cluster import Cluster, two_servers
+from tests.cluster import Cluster, started_cluster
 from tests.fakes.anthropic_api import Turn, text_turn, tool_turn
 from tests.fakes.anthropic_api.script import tool_use, turn
 from tests.helpers import eventually, run_input, unmarked, user, v1
@@ -30,15 +30,7 @@ VERSIONS = ["1", "0"]
 
 @pytest.fixture(scope="module")
 def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Two server processes for the module (starting them is the slow part); each test gets them
-    alive, with an empty workspace and a fresh script."""
-    with two_servers(tmp_path_factory.mktemp("takeover"), AGENT_MUTATING_TOOLS="on") as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def cluster(_cluster: Cluster, redis_url: str) -> Iterator[Cluster]:
-    yield _cluster.revived()
+    yield from started_cluster(tmp_path_factory, "takeover", AGENT_MUTATING_TOOLS="on")
 
 
 def _body(version: str, thread_id: str) -> bytes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import orjson
 import pytest
 
 from tests.agui_client import run_client
-from tests.cluster import Cluster, two_servers
+from tests.cluster import Cluster, answer_on, ask
 from tests.fakes.anthropic_api import split_tokens, text_turn, tool_turn
 from tests.helpers import eventually, run_input, unmarked, user, v1
 from tests.procs import ServerProcess
@@ -29,44 +28,6 @@ from threads.logframes import decode
 pytestmark = [pytest.mark.services, pytest.mark.clients]
 VERSIONS = ["1", "0"]
 WRITE = {"path": "notes.txt", "content": "approved once\n"}
-
-
-@pytest.fixture(scope="module")
-def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Two server processes for the module (starting them is the slow part); each test gets them
-    alive, with an empty workspace and a fresh script."""
-    with two_servers(tmp_path_factory.mktemp("cluster")) as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def cluster(_cluster: Cluster, redis_url: str) -> Iterator[Cluster]:
-    yield _cluster.revived()
-    _cluster.a.env.pop("APPROVAL_TIMEOUT_SECONDS", None)
-
-
-def _ask(cluster: Cluster, version: str, thread_id: str, text: str = "note it", **extra: Any) -> dict[str, Any]:
-    (asked,) = run_client(
-        version,
-        f"{cluster.a.url}/agui/coder",
-        cluster.a.token,
-        [{"threadId": thread_id, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": text}], **extra}],
-    )
-    assert asked["error"] is None, asked["error"]
-    assert asked["received"][-1]["type"] == "RUN_FINISHED", (asked["received"], cluster.a.log.read_text()[-3000:])
-    return asked
-
-
-def _answer_on(server: ServerProcess, version: str, thread_id: str, asked: dict[str, Any], **step: Any) -> dict:
-    """A new page (or another agent object) on another process sends the answer."""
-    (answered,) = run_client(
-        version,
-        f"{server.url}/agui/coder",
-        server.token,
-        [{"threadId": thread_id, "runId": "r1", "messages": asked["messages"], **step}],
-    )
-    assert answered["error"] is None, answered["error"]
-    return answered
 
 
 def _approve(asked: dict[str, Any], approved: bool = True) -> list[dict[str, Any]]:
@@ -80,9 +41,9 @@ def _approve(asked: dict[str, Any], approved: bool = True) -> list[dict[str, Any
 def test_an_approval_asked_on_one_process_is_answered_on_another(cluster: Cluster, version: str) -> None:
     thread_id = f"t-x-approve-{version}"
     cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written."])])
-    asked = _ask(cluster, version, thread_id)
+    asked = ask(cluster, version, thread_id)
     assert asked["pendingInterrupts"][0]["toolCallId"] == "toolu_w"
-    answered = _answer_on(cluster.b, version, thread_id, asked, resume=_approve(asked))
+    answered = answer_on(cluster.b, version, thread_id, asked, resume=_approve(asked))
     types = [e["type"] for e in answered["received"]]
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
     assert next(e for e in answered["received"] if e["type"] == "TOOL_CALL_RESULT")["toolCallId"] == "toolu_w"
@@ -102,7 +63,7 @@ def test_a_browser_tool_result_sent_to_another_process_goes_on(cluster: Cluster,
     thread_id = f"t-x-tool-{version}"
     tool = {"name": "change_background", "description": "Paint the page.", "parameters": {"type": "object"}}
     cluster.fake.script([tool_turn("change_background", {"color": "blue"}, id="toolu_bg"), text_turn(["Blue now."])])
-    asked = _ask(cluster, version, thread_id, "paint it", tools=[tool])
+    asked = ask(cluster, version, thread_id, "paint it", tools=[tool])
     assert asked["messages"][-1]["toolCalls"][0]["id"] == "toolu_bg"
     result = {"id": "tool-result-1", "role": "tool", "toolCallId": "toolu_bg", "content": "painted blue"}
     (answered,) = run_client(
@@ -123,11 +84,11 @@ def test_a_question_asked_on_one_process_is_answered_on_another(cluster: Cluster
     cluster.fake.script(
         [tool_turn("ask_user", {"question": "Which file?"}, id="toolu_q"), text_turn(["Using notes.txt."])]
     )
-    asked = _ask(cluster, version, thread_id)
+    asked = ask(cluster, version, thread_id)
     (interrupt,) = asked["pendingInterrupts"]
     assert interrupt["reason"] == "input_required"
     resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"answer": "notes.txt"}}]
-    answered = _answer_on(cluster.b, version, thread_id, asked, resume=resume)
+    answered = answer_on(cluster.b, version, thread_id, asked, resume=resume)
     assert answered["messages"][-1]["content"] == "Using notes.txt."
     told = cluster.fake.requests[-1].body["messages"][-1]["content"][0]
     assert told["tool_use_id"] == "toolu_q" and told["content"] == "notes.txt"
@@ -234,9 +195,9 @@ def _deep_json(levels: int) -> str:
 def test_a_run_waiting_on_a_killed_process_completes_on_another(cluster: Cluster, version: str) -> None:
     thread_id = f"t-x-kill-{version}"
     cluster.fake.script([tool_turn("file_write", WRITE, id="toolu_w"), text_turn(["Written after the crash."])])
-    asked = _ask(cluster, version, thread_id)
+    asked = ask(cluster, version, thread_id)
     cluster.a.kill()  # kill -9: nothing of it survives but the database
-    answered = _answer_on(cluster.b, version, thread_id, asked, resume=_approve(asked))
+    answered = answer_on(cluster.b, version, thread_id, asked, resume=_approve(asked))
     assert answered["messages"][-1]["content"] == "Written after the crash."
     assert (cluster.workspace / "notes.txt").read_text() == WRITE["content"]
     assert sorted(p.name for p in cluster.workspace.iterdir()) == ["notes.txt"]
@@ -274,10 +235,10 @@ def test_an_edit_of_a_read_file_approved_after_its_process_died_is_made_on_anoth
             text_turn(["Edited after the crash."]),
         ]
     )
-    asked = _ask(cluster, version, thread_id)
+    asked = ask(cluster, version, thread_id)
     assert asked["pendingInterrupts"][0]["toolCallId"] == "toolu_e"
     cluster.a.kill()
-    answered = _answer_on(cluster.b, version, thread_id, asked, resume=_approve(asked))
+    answered = answer_on(cluster.b, version, thread_id, asked, resume=_approve(asked))
     result = next(e for e in answered["received"] if e["type"] == "TOOL_CALL_RESULT")
     assert result["toolCallId"] == "toolu_e" and "read the file" not in result["content"], result
     assert answered["messages"][-1]["content"] == "Edited after the crash."

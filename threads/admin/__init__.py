@@ -20,6 +20,7 @@ from threads.admin.board import board_liveness, thread_board
 from threads.admin.display import ListCheckboxes, message_html, pretty_json
 from threads.admin.links import board_url, runs_url, timeline_url
 from threads.admin.liveness import Liveness
+from threads.admin.network import NetworkUseInline
 from threads.admin.rows import SHAPE_PK, AppList
 from threads.admin.timeline_reads import run_liveness, run_timeline
 from threads.models import Message, QueuedMessage, Run, Session, SubAgentTask, Thread
@@ -251,6 +252,7 @@ class RunAdmin(ListCheckboxes, AppList):
     list_deferred = ("checkpoint", "client_answers", "error", "thread__state")
     search_fields = ("agui_run_id", "thread__agui_thread_id")
     readonly_fields = ("timeline", *(f.name for f in Run._meta.fields))
+    inlines = [NetworkUseInline]
     actions = ["cancel_runs"]
 
     @admin.display(description="timeline")
