@@ -21,6 +21,12 @@ from orchestrator.tools.inputs import ACTIONS, FORM
 ID_PREFIX = "elicitation_"
 
 
+def elicitation_shown(request: dict[str, Any]) -> dict[str, Any]:
+    """What an elicitation's row keeps of it: what the person is shown and what checks the answer
+    (not the answers given before it nor the server's opaque state: those stay in the checkpoint)."""
+    return {key: request.get(key) for key in ("server", "tool", "mode", "message", "schema", "url", "domain")}
+
+
 class ElicitationInvalid(Exception):
     """The answer does not fit the question: ``field`` names what is wrong."""
 

@@ -21,16 +21,15 @@ from django.utils.dateparse import parse_datetime
 
 from agents.metrics import record_approval, record_elicitation
 from agents.models import Agent
-from agents.network import allow_always
 from agents.permissions import memory_key
 from orchestrator.approvals import Answer
-from orchestrator.tools.egress import HostPattern
 from orchestrator.tools.netaccess import REQUEST_NETWORK_ACCESS, requested
 from orchestrator.waits import Checkpoint, OpenCall, WaitKind
 from threads import leases
+from threads.elicitations import elicitation_shown
 from threads.locking import again_after_a_race, thread_lock
 from threads.models import Approval, Run, Session, Thread
-from threads.services.approvals import session_remember_approval
+from threads.services.approvals import AnswersRecorded
 from threads.services.tallies import tally_on_commit
 from threads.takeover import RunTakenOver
 
@@ -151,12 +150,6 @@ def run_wait(
         Thread.objects.filter(pk=run.thread_id).update(state=state, updated_at=now)
 
 
-def elicitation_shown(request: dict[str, Any]) -> dict[str, Any]:
-    """What an elicitation's row keeps of it: what the person is shown and what checks the answer
-    (not the answers given before it nor the server's opaque state: those stay in the checkpoint)."""
-    return {key: request.get(key) for key in ("server", "tool", "mode", "message", "schema", "url", "domain")}
-
-
 def _answer_of(approval: Approval, question: bool) -> Answer:
     decision = approval.decision
     by = approval.answered_by
@@ -272,28 +265,8 @@ def _waiting_run(*, agui_thread_id: str) -> Run | None:
     )
 
 
-@dataclass(slots=True)
-class _Recorded:
-    """What ``_record`` wrote: how many answers, and the "yes, always" keys the session is to keep."""
-
-    count: int = 0
-    always: list[str] = field(default_factory=list)
-    hosts: list[HostPattern] = field(default_factory=list)  # request_network_access approved "always"
-
-    def remember(self, run: Run) -> None:
-        # A "yes, always" is kept for the session at once, whoever goes on with the run; the
-        # session's row is the last a writer locks (threads/locking.py), so after every approval.
-        for key in self.always:
-            session_remember_approval(thread_id=run.thread_id, key=key)
-        if self.hosts:  # and a host asked for "always" joins the agent's own list (issue #47)
-            agent_id = Thread.objects.filter(pk=run.thread_id).values_list("agent_id", flat=True).first()
-            for pattern in self.hosts:
-                if agent_id is not None:
-                    allow_always(agent_id, pattern)
-
-
 def _record(
-    run: Run, interrupt_id: str, decided: Decided, answered_by: str, now: datetime, recorded: _Recorded
+    run: Run, interrupt_id: str, decided: Decided, answered_by: str, now: datetime, recorded: AnswersRecorded
 ) -> None:
     """Writes one answer unless the interrupt already has one (the first answer wins)."""
     approval = Approval.objects.filter(pk=interrupt_id, run=run).first()
@@ -340,7 +313,7 @@ def wait_answer(
         ]
         if missing:
             return Missing(missing)
-        recorded = _Recorded()
+        recorded = AnswersRecorded()
         for call in needed:
             if call.kind is WaitKind.CLIENT:
                 if call.answer_id in client_results and call.answer_id not in run.client_answers:
@@ -351,7 +324,7 @@ def wait_answer(
                 _record(run, call.answer_id, decisions[call.answer_id], answered_by, now, recorded)
         Run.objects.filter(pk=run.pk).update(client_answers=run.client_answers)
         answers = _collect(run, now=now, expire=True)
-        recorded.remember(run)
+        recorded.remember(run.thread_id)
         if answers is None:  # cannot be: every call was answered or is past its deadline
             return Missing([c.answer_id for c in needed])
         return _claim(run, answers, claim)
@@ -378,11 +351,11 @@ def wait_answer_for_operator(
         elif run.status != Run.Status.WAITING:
             return False
         else:
-            recorded = _Recorded()
+            recorded = AnswersRecorded()
             _record(run, interrupt_id, Decided(decision, reason, always), answered_by, now, recorded)
             if recorded.count and _collect(run, now=now, expire=False) is not None:
                 Run.objects.filter(pk=run.pk, status=Run.Status.WAITING).update(wait_deadline=now)
-            recorded.remember(run)
+            recorded.remember(run.thread_id)
             return bool(recorded.count)
     raise ApprovalAbandoned(ABANDONED)
 
