@@ -418,13 +418,19 @@ class FakeAnthropic:
             events = [start, *enc.post_start[: enc.cut - 1]] if enc.cut >= 1 else []
             pause_n = t.resolve(t.pause_at, enc.block_ends, 1 + len(enc.post_start)) if t.pause_at else -1
             sock.sendall(head)
+            # Event i is due ``delay`` after event i - 1 was due, as a model's tokens leave its servers
+            # whether the reader keeps up or not: a busy fake (or reader) does not slow the pace.
+            due = time.monotonic()
             for i, ev in enumerate(events):
                 if i == pause_n:
                     t.paused.set()
                     if _wait(sock, t.pause_timeout, t.resume):
                         raise _ClientGone
-                if i and t.delay and _wait(sock, t.delay):
-                    raise _ClientGone
+                    due = time.monotonic()
+                if i and t.delay:
+                    due += t.delay
+                    if _wait(sock, due - time.monotonic()):
+                        raise _ClientGone
                 sock.sendall(frame(ev))
             if pause_n >= len(events):
                 t.paused.set()
