@@ -4,7 +4,6 @@ Prints its base URL on the first line of stdout, then reads commands, one a line
 and answers each with ``ok``:
   bench N [K]  queue K (default 1) benchmark_turn(N): one text block of N one-token deltas, pre-encoded
   text N K     queue K replies of N one-token deltas (text_turn)
-  paced N K MS queue K replies of N one-token deltas, one SSE event every MS milliseconds (a model's pace)
   hold         queue a reply that stops after its first token until ``release`` (a run held in flight)
   release      lets the held replies go on
   quit         stop
@@ -46,13 +45,6 @@ def main() -> None:
                 key = ("text", n)
                 if key not in turns:
                     turns[key] = text_turn(["tok "] * n).prepare()
-                fake.add_turn(turns[key], times=times)  # type: ignore[arg-type]
-                print("ok", flush=True)
-            elif words[0] == "paced":
-                n, times, ms = int(words[1]), int(words[2]), float(words[3])
-                key = (f"paced-{ms}", n)
-                if key not in turns:
-                    turns[key] = text_turn(["tok "] * n).paced(ms / 1000).prepare()
                 fake.add_turn(turns[key], times=times)  # type: ignore[arg-type]
                 print("ok", flush=True)
             elif words[0] == "hold":

@@ -11,17 +11,18 @@ in the same run:
   bare        a bare ASGI app under uvicorn (uvloop, httptools; bench/servers.py ``bare``) sending
               the same paced tokens, one send each (frame k due at the start + k * pace)
   threadline  ``manage.py serve`` as ``make run`` starts it, the real ``anthropic`` SDK reading from
-              FakeAnthropic (bench/fake_model.py), which paces each SSE event (frame k due at its
-              start + k * pace, whether the reader keeps up or not)
+              a fake model that paces each SSE event (bench/paced_model.py: FakeAnthropic's replies,
+              event k due at its start + k * pace, whether the reader keeps up or not)
 
 Each gets N streams of ``--tokens`` tokens, one every ``--pace-ms`` (800 at 25 ms: 40 tokens/s),
 their starts spread over ``--ramp`` seconds as people's are. This process (the clients) and the
 fake model run on the other cores. Printed for each: the server's CPU per token from /proc (the
-whole measurement, run starts and ends included, and the steady window where every stream is
-open), the gap between a stream's tokens as the clients read them (p50, p99, max, the worst
-stream's p99), how long the streams took against their paced length, and whether they kept
-their pace (gap p99 within 50 ms of the pace and no stream more than 5% late); then the ratio
-of Threadline's CPU per token to the bare app's. Targets (#50): at most 1.5x, and the pace kept.
+whole measurement, run starts and ends included, and the steady window where the streams are
+open: from 95% of them started to 5% of them done), the gap between a stream's tokens as the
+clients read them (p50, p99, max, the worst stream's p99), how long the streams took against
+their paced length, and whether they kept their pace (gap p99 within 50 ms of the pace and no
+stream more than 5% late); then the ratio of Threadline's CPU per token to the bare app's.
+Targets (#50): at most 1.5x, and the pace kept.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from httpclient import CLOCK
 from measure import Target
 from openstreams import raise_own_file_limit
 from operators import _cpu_seconds, _PacedStream, _quiet, _run_request
-from processes import Lab, ServerProc
+from processes import BENCH, PYTHON, REPO, FakeModel, Lab, ServerProc, base_env
 from profiling import start_py_spy, stop_py_spy, summarize_py_spy
 
 GAP_SLACK_MS = 50.0
@@ -72,6 +73,25 @@ class Paced:
 
     def gaps_ms(self) -> list[list[float]]:
         return [[(b - a) * 1e3 for a, b in itertools.pairwise(s.arrivals)] for s in self.streams]
+
+
+class PacedModel(FakeModel):
+    """bench/paced_model.py in its own process (on the clients' cores): the model at its pace."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [PYTHON, str(BENCH / "paced_model.py")],
+            cwd=REPO,
+            env=base_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+        )
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().decode().strip()
+        if not self.base_url.startswith("http://"):
+            raise RuntimeError(f"bench/paced_model.py did not start (said {self.base_url!r}); see {log_path}")
 
 
 def pin(pid: int, cores: str) -> None:
@@ -106,9 +126,7 @@ def _cpu_at(samples: list[tuple[float, float]], when: float) -> float:
 async def measure(server: ServerProc, args: argparse.Namespace, label: str, profile: Path | None) -> Paced:
     """``args.streams`` paced streams on ``server``, their starts spread over ``args.ramp`` seconds."""
     result = Paced(label)
-    threadline = server.fake is not None
-    if threadline:
-        server.fake.command(f"paced {args.tokens} {args.streams} {args.pace_ms}")  # type: ignore[union-attr]
+    threadline = server.name == "sdk"
     await _quiet(server.proc.pid)
     loop = asyncio.get_running_loop()
     samples: list[tuple[float, float]] = []
@@ -121,7 +139,7 @@ async def measure(server: ServerProc, args: argparse.Namespace, label: str, prof
         _, stream = await loop.create_connection(_PacedStream, "127.0.0.1", server.port)
         assert stream.transport is not None
         if threadline:
-            stream.transport.write(_run_request(server.port, args.pace_ms))
+            stream.transport.write(_run_request(server.port, args.pace_ms, args.tokens))
         else:
             stream.transport.write(_bare_request(server.port, args.tokens, args.pace_ms))
         return stream
@@ -147,10 +165,11 @@ async def measure(server: ServerProc, args: argparse.Namespace, label: str, prof
             result.errors.append(f"a stream got {len(stream.arrivals)} tokens, status {stream.status}")
         elif threadline and not stream.finished_cleanly:
             result.errors.append(f"a run did not finish cleanly: {stream.tail[-160:]!r}")
-    firsts = [s.arrivals[0] for s in opened if s.arrivals]
-    lasts = [s.arrivals[-1] for s in opened if s.arrivals]
-    if firsts and max(firsts) < min(lasts):
-        low, high = max(firsts), min(lasts)
+    # The steady window: from when 95% of the streams have their first token to when 5% are done.
+    firsts = sorted(s.arrivals[0] for s in opened if s.arrivals)
+    lasts = sorted(s.arrivals[-1] for s in opened if s.arrivals)
+    if firsts and firsts[int(0.95 * (len(firsts) - 1))] < lasts[int(0.05 * (len(lasts) - 1))]:
+        low, high = firsts[int(0.95 * (len(firsts) - 1))], lasts[int(0.05 * (len(lasts) - 1))]
         result.steady_s = high - low
         result.steady_tokens = sum(1 for s in opened for t in s.arrivals if low <= t <= high)
         result.steady_cpu_s = _cpu_at(samples, high) - _cpu_at(samples, low)
@@ -211,8 +230,11 @@ def report(results: list[Paced], args: argparse.Namespace, database: str) -> str
 
 async def run(args: argparse.Namespace, lab: Lab) -> int:
     raise_own_file_limit(args.streams * 2 + 1024)
+    model = PacedModel(lab.tmp / "paced-model.log")
+    lab.fakes.append(model)  # stopped with the lab's
     # The Threadline server counts every client of the bench (all 127.0.0.1) as one: no per-client cap.
-    threadline = lab.start("sdk", {"SERVER_MAX_CONNECTIONS_PER_CLIENT": "0"}, tag="paced", serve=True)
+    extra = {"SERVER_MAX_CONNECTIONS_PER_CLIENT": "0", "ANTHROPIC_BASE_URL": model.base_url}
+    threadline = lab.start("sdk", extra, tag="paced", serve=True)
     bare = lab.start("bare")
     for server in (threadline, bare):
         pin(server.proc.pid, str(args.core))
