@@ -110,9 +110,7 @@ def django_app() -> Any:
         global _SDK_CLIENT
         import anthropic
 
-        _SDK_CLIENT = anthropic.AsyncAnthropic(
-            api_key="bench-not-a-key", base_url="http://127.0.0.1:9", http_client=anthropic.DefaultAioHttpClient()
-        )
+        _SDK_CLIENT = anthropic.AsyncAnthropic(api_key="bench-not-a-key", base_url="http://127.0.0.1:9")
         _SDK_CLIENT.messages.with_streaming_response  # noqa: B018 - the resources the provider's first call loads
     return get_asgi_application()
 

@@ -47,18 +47,8 @@ class AnthropicProvider:
         max_retries: int = 2,
         timeout: float = 600.0,
     ) -> None:
-        # The SDK's aiohttp transport (its ``aiohttp`` extra) rather than its default: at a model's pace
-        # every token is a network read of its own, and the default's read (httpcore's h11 parser in
-        # Python, an anyio cancel scope per read, five async generators deep) cost more than the rest
-        # of the path to the client; aiohttp parses in C on asyncio's own protocol (bench/paced.py:
-        # the server's CPU per token about 60 -> 36 µs, issue #50). Requests, retries and errors are
-        # the SDK's as before.
         self.client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url or None,
-            max_retries=max_retries,
-            timeout=timeout,
-            http_client=anthropic.DefaultAioHttpClient(),
+            api_key=api_key, base_url=base_url or None, max_retries=max_retries, timeout=timeout
         )
         self.info = ModelInfo(id=model, name=model, provider="anthropic", context_window=context_window_for(model))
 

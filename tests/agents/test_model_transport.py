@@ -1,7 +1,7 @@
-"""The model API's HTTP layer: the SDK's aiohttp transport (issue #50: its cost per read at a model's
-pace, bench/paced.py) keeps what a reply needs. Each delta is handed over as soon as it is read, the
-API is reached over TLS, and a stream that stops mid-way or a connection that is refused ends as a
-ModelError the loop can retry. The real SDK against FakeAnthropic at the network edge."""
+"""The model API's HTTP layer, whichever transport the SDK is given (issue #50 tried its aiohttp one):
+each delta is handed over as soon as it is read, the API is reached over TLS, and a stream that
+stops mid-way, a connection that is refused or a model that stops writing ends as a ModelError the
+loop can retry. The real SDK against FakeAnthropic at the network edge."""
 
 from __future__ import annotations
 
