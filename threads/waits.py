@@ -435,7 +435,7 @@ def wait_cancel(*, run_id: uuid.UUID) -> bool:
         pending = Approval.objects.select_for_update().filter(run_id=run_id, decision=Approval.Decision.PENDING)
         closed = list(pending.values_list("tool", "requested_at", "elicitation"))
         pending.update(decision=Approval.Decision.CANCELLED, reason=reason, answered_at=now)
-        tally_on_commit([(Approval.Decision.CANCELLED, asked) for _, asked in closed], now)
+        tally_on_commit([(Approval.Decision.CANCELLED, asked) for _, asked, _ in closed], now)
     # No run goes on from a cancelled one, so its questions are counted here, once.
     cancelled = Answer(approved=False, cancelled=True, reason=reason)
     for tool, requested_at, elicitation in closed:
