@@ -92,10 +92,12 @@ bench: install-test
 	$(PY) bench/stream.py
 	$(PY) bench/log_storage.py
 	$(PY) bench/reconnect_storm.py --streams 3000
+	$(PY) bench/paced.py
 	@if $(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" "$(BENCH_DATABASE_URL)" 2>/dev/null; then \
 		echo; echo "=== The same with the full stack on PostgreSQL ($(BENCH_DATABASE_URL))"; \
 		DATABASE_URL="$(BENCH_DATABASE_URL)" $(PY) bench/stream.py --streams 0 --growth '' --concurrent 100x2000; \
 		DATABASE_URL="$(BENCH_DATABASE_URL)" $(PY) bench/log_storage.py; \
+		DATABASE_URL="$(BENCH_DATABASE_URL)" $(PY) bench/paced.py; \
 	else echo "PostgreSQL at $(BENCH_DATABASE_URL) is not reachable: the PostgreSQL bench did not run"; fi
 
 clean:

@@ -30,12 +30,13 @@ def frames_for(n_tokens: int) -> tuple[bytes, ...]:
     return tuple(frames)
 
 
-def tokens_from_query(query: bytes | str, default: int = 10) -> int:
+def tokens_from_query(query: bytes | str, default: int = 10, name: str = "n") -> int:
+    """The whole number ``name`` of the query (the token count ``n`` unless told), else ``default``."""
     if isinstance(query, bytes):
         query = query.decode("latin-1")
     for pair in query.split("&"):
-        name, _, value = pair.partition("=")
-        if name == "n" and value.isdigit():
+        key, _, value = pair.partition("=")
+        if key == name and value.isdigit():
             return int(value)
     return default
 

@@ -114,12 +114,14 @@ class _PacedStream(asyncio.Protocol):
         return self.status == 200 and self.done.done() and not self.done.exception() and b"RUN_FINISHED" in self.tail
 
 
-def _run_request(port: int, pace_ms: int) -> bytes:
+def _run_request(port: int, pace_ms: int, tokens: int = 0) -> bytes:
+    """A run's request whose message asks for a token every ``pace_ms`` (and ``tokens`` of them)."""
+    content = f"paced bench-slow={pace_ms}" + (f" bench-tokens={tokens}" if tokens else "")
     body = json.dumps(
         {
             "threadId": f"t-ops-{uuid.uuid4().hex}",
             "runId": f"r-ops-{uuid.uuid4().hex}",
-            "messages": [{"id": f"m-{uuid.uuid4().hex}", "role": "user", "content": f"paced bench-slow={pace_ms}"}],
+            "messages": [{"id": f"m-{uuid.uuid4().hex}", "role": "user", "content": content}],
             "tools": [],
             "context": [],
             "state": {},

@@ -70,8 +70,21 @@ def bare_app() -> Any:
             message = await receive()
             if message["type"] != "http.request" or not message.get("more_body"):
                 break
-        frames = frames_for(tokens_from_query(scope.get("query_string", b"")))
+        query = scope.get("query_string", b"")
+        frames = frames_for(tokens_from_query(query))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
+        pace = tokens_from_query(query, default=0, name="pace") / 1000
+        if pace:
+            # ``pace=MS``: one frame every MS milliseconds, one send each, frame k due at the start
+            # + k * pace (bench/paced.py: the same tokens at a model's pace).
+            loop = asyncio.get_running_loop()
+            due = loop.time()
+            for frame in frames:
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+                due += pace
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         for i, frame in enumerate(frames):
             await send({"type": "http.response.body", "body": frame, "more_body": True})
             if i % YIELD_EVERY == YIELD_EVERY - 1:

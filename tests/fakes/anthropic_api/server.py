@@ -9,6 +9,7 @@ import itertools
 import json
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -111,11 +112,21 @@ class FakeAnthropic:
 
         with FakeAnthropic([text_turn("hi")]) as fake:
             client = anthropic.Anthropic(api_key="test", base_url=fake.base_url, max_retries=0)
+
+    With ``tls`` (a server-side SSLContext) it speaks HTTPS, as the real API does.
     """
 
-    def __init__(self, turns: Iterable[AnyTurn] = (), *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        turns: Iterable[AnyTurn] = (),
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self._host = host
         self._port = port
+        self._tls = tls
         self._lock = threading.Condition()
         self._queue: deque[AnyTurn] = deque(turns)
         # Scripts for the requests whose first message contains a marker (see script_for).
@@ -136,6 +147,9 @@ class FakeAnthropic:
             return self
         server = _Server((self._host, self._port), _Handler)
         server.fake = self
+        if self._tls is not None:
+            # Each accepted connection is wrapped and its handshake made in the accepting thread.
+            server.socket = self._tls.wrap_socket(server.socket, server_side=True)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="FakeAnthropic", daemon=True
@@ -170,7 +184,7 @@ class FakeAnthropic:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self._host}:{self.port}"
+        return f"{'https' if self._tls is not None else 'http'}://{self._host}:{self.port}"
 
     # ---- script
 

@@ -1,0 +1,142 @@
+"""The model API's HTTP layer, whichever transport the SDK is given (issue #50 tried its aiohttp one):
+each delta is handed over as soon as it is read, the API is reached over TLS, and a stream that
+stops mid-way, a connection that is refused or a model that stops writing ends as a ModelError the
+loop can retry. The real SDK against FakeAnthropic at the network edge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import ssl
+from pathlib import Path
+
+import pytest
+
+from orchestrator.providers.anthropic import AnthropicProvider
+from orchestrator.providers.base import BlockDelta, BlockStart, BlockStop, ModelError, ModelReply, ModelRequest
+from tests.fakes.anthropic_api import FakeAnthropic, text_turn
+
+MODEL = "claude-sonnet-5-5"
+REQUEST = ModelRequest(model=MODEL, system="", messages=[{"role": "user", "content": "hi"}], tools=[], max_tokens=10)
+
+
+def _provider(base_url: str, **kwargs: object) -> AnthropicProvider:
+    return AnthropicProvider(api_key="k", model=MODEL, base_url=base_url, max_retries=0, **kwargs)  # type: ignore[arg-type]
+
+
+async def _events(provider: AnthropicProvider) -> list[object]:
+    items: list[object] = []
+    try:
+        async for item in provider.stream(REQUEST):
+            items += item if type(item) is list else [item]
+    finally:
+        await provider.aclose()
+    return items
+
+
+async def test_a_delta_is_handed_over_while_the_model_is_still_writing_the_next():
+    # The stream is held after the first token: a transport that waited to fill its read buffer
+    # would hand nothing over until the model went on.
+    turn = text_turn(["first ", "second"]).pause(after_events=4, timeout=30)
+    with FakeAnthropic([turn]) as fake:
+        provider = _provider(fake.base_url)
+        try:
+            async with contextlib.aclosing(provider.stream(REQUEST)) as stream:
+                seen: list[object] = []
+                while BlockDelta(0, "first ") not in seen:
+                    seen += await asyncio.wait_for(anext(stream), 10)  # type: ignore[operator]
+                assert turn.paused.is_set() and not turn.resume.is_set()
+                turn.resume.set()
+                rest = [item async for item in stream]
+        finally:
+            await provider.aclose()
+    assert seen == [BlockStart(0, "text"), BlockDelta(0, "first ")]
+    *batches, reply = rest
+    assert [event for batch in batches for event in batch] == [BlockDelta(0, "second"), BlockStop(0)]  # type: ignore[attr-defined]
+    assert type(reply) is ModelReply and reply.content[0]["text"] == "first second"
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+async def test_the_api_is_reached_over_tls_with_the_trusted_certificates(tmp_path, monkeypatch):
+    cert, key = _self_signed(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with FakeAnthropic([text_turn(["over ", "TLS"]), text_turn(["again"])], tls=tls) as fake:
+        assert fake.base_url.startswith("https://")
+        # The system's trust store, as the SDK reads it (SSL_CERT_FILE): the fake's certificate only.
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        provider = _provider(fake.base_url)
+        try:
+            first = [item async for item in provider.stream(REQUEST)]
+            second = [item async for item in provider.stream(REQUEST)]
+        finally:
+            await provider.aclose()
+        assert first[-1].content[0]["text"] == "over TLS"  # type: ignore[union-attr]
+        assert second[-1].content[0]["text"] == "again"  # type: ignore[union-attr]
+        # One connection kept alive for both calls, as the default transport did.
+        assert fake.requests[0].client_address == fake.requests[1].client_address
+
+        monkeypatch.delenv("SSL_CERT_FILE")
+        monkeypatch.setenv("SSL_CERT_FILE", str(Path(ssl.get_default_verify_paths().openssl_cafile)))
+        untrusting = _provider(fake.base_url)
+        with pytest.raises(ModelError) as refused:
+            await _events(untrusting)
+        assert refused.value.code == "connection" and refused.value.retryable
+
+
+async def test_a_stream_cut_mid_reply_is_a_retryable_connection_error():
+    with FakeAnthropic([text_turn(["one ", "two ", "three"]).drop_connection(after_events=4)]) as fake:
+        provider = _provider(fake.base_url)
+        with pytest.raises(ModelError) as cut:
+            await _events(provider)
+    assert cut.value.retryable and cut.value.code in ("connection", "early_end")
+
+
+async def test_a_refused_connection_is_a_retryable_connection_error():
+    with FakeAnthropic() as fake:
+        url = fake.base_url  # its port is free again once it stops
+    with pytest.raises(ModelError) as refused:
+        await _events(_provider(url))
+    assert refused.value.code == "connection" and refused.value.retryable
+
+
+async def test_a_model_that_stops_writing_times_out_as_a_retryable_error():
+    turn = text_turn(["slow"]).pause(after_events=3, timeout=30)
+    with FakeAnthropic([turn]) as fake:
+        provider = _provider(fake.base_url, timeout=0.5)
+        try:
+            with pytest.raises(ModelError) as stalled:
+                await _events(provider)
+        finally:
+            turn.resume.set()
+    assert stalled.value.retryable and stalled.value.code == "connection"
