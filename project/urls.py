@@ -1,9 +1,10 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import URLResolver, include, path
+from django.urls import URLResolver, include, path, re_path
 from django.urls.resolvers import RoutePattern
 
 from agui.views import metrics
+from project.app_page import app_asset, app_page
 from project.home import home
 
 # The REST API's URLconf is imported when a path under /api/ is first resolved (or any URL is
@@ -20,6 +21,9 @@ urlpatterns = [
     # Django's own sign-in and sign-out: a page this server serves calls the CopilotKit routes
     # with the session they make (agui/http.py authenticate).
     path("accounts/", include("django.contrib.auth.urls")),
+    # The CopilotKit page Threadline serves itself, behind that sign-in (project/app_page.py).
+    path("app/", app_page, name="app"),
+    re_path(r"^app/assets/(?P<path>.+)$", app_asset, name="app-asset"),
     LAZY_API,
     path("metrics", metrics, name="metrics"),
 ]

@@ -72,7 +72,7 @@ function readable(error) {
 }
 
 // A browser tool: the agent changes this page's theme, and the conversation goes on with the result.
-function ThemeTool() {
+export function ThemeTool() {
   useFrontendTool({
     name: "change_theme",
     description: "Change the page's colour theme to light or dark.",
@@ -86,7 +86,7 @@ function ThemeTool() {
 }
 
 // Approvals and questions from Threadline arrive as AG-UI interrupts.
-function Questions() {
+export function Questions() {
   useInterrupt({
     render: ({ interrupt, resolve }) =>
       interrupt?.reason === "input_required" ? (
@@ -151,7 +151,7 @@ function QuestionCard({ interrupt, resolve }) {
 }
 
 // The thread's shared state, as Threadline keeps it; it updates live as STATE_DELTA events arrive.
-function StatePanels() {
+export function StatePanels() {
   const { agent } = useAgent({ updates: [UseAgentUpdate.OnStateChanged, UseAgentUpdate.OnRunStatusChanged] });
   const state = agent.state ?? {};
   const todos = state.todos ?? [];
