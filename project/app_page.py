@@ -10,8 +10,8 @@ tags. Its assets have content-hashed names and are the same for everyone, so the
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.exceptions import SuspiciousFileOperation
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import SuspiciousFileOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.middleware.csrf import get_token
 from django.urls import reverse

@@ -52,6 +52,18 @@ def build_page() -> None:
     assert done.returncode == 0, f"the example's page did not build:\n{done.stdout}\n{done.stderr}"
 
 
+def build_app_page() -> None:
+    """The page Threadline serves at /app/ (vite's app mode, into dist-app/), once per test session."""
+    done = subprocess.run(
+        ["node_modules/.bin/vite", "build", "--mode", "app", "--logLevel", "warn"],
+        cwd=EXAMPLE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"the page at /app/ did not build:\n{done.stdout}\n{done.stderr}"
+
+
 class ExampleServer:
     """examples/copilotkit/server.mjs: the page and CopilotKit's runtime, on a port it keeps across restarts."""
 
@@ -189,6 +201,18 @@ class Page:
 
     def click(self, selector: str, text: str | None = None) -> None:
         self.do("click", selector=selector, **({} if text is None else {"text": text}))
+
+    def attach(self, selector: str, path: Path) -> None:
+        self.do("attach", selector=selector, path=str(path))
+
+    def sign_in(self, url: str, name: str, password: str) -> None:
+        """Open ``url`` on Threadline, be sent to Django's sign-in page, sign in and come back to it."""
+        self.do("goto", url=url)
+        self.do("waitFor", selector="#id_username")
+        self.fill("#id_username", name)
+        self.fill("#id_password", password)
+        self.click("button[type=submit]")
+        self.do("waitFor", selector=CHAT_INPUT)
 
     def fill(self, selector: str, value: str) -> None:
         self.do("fill", selector=selector, value=value)

@@ -86,8 +86,9 @@ export function ThemeTool() {
 }
 
 // Approvals and questions from Threadline arrive as AG-UI interrupts.
-export function Questions() {
+export function Questions({ agentId } = {}) {
   useInterrupt({
+    agentId,
     render: ({ interrupt, resolve }) =>
       interrupt?.reason === "input_required" ? (
         <QuestionCard interrupt={interrupt} resolve={resolve} />
@@ -151,8 +152,8 @@ function QuestionCard({ interrupt, resolve }) {
 }
 
 // The thread's shared state, as Threadline keeps it; it updates live as STATE_DELTA events arrive.
-export function StatePanels() {
-  const { agent } = useAgent({ updates: [UseAgentUpdate.OnStateChanged, UseAgentUpdate.OnRunStatusChanged] });
+export function StatePanels({ agentId } = {}) {
+  const { agent } = useAgent({ agentId, updates: [UseAgentUpdate.OnStateChanged, UseAgentUpdate.OnRunStatusChanged] });
   const state = agent.state ?? {};
   const todos = state.todos ?? [];
   const files = state.files ?? [];

@@ -90,7 +90,7 @@ export function ThreadlineApp() {
           )}
           <ThemeTool />
           <ToolRenders />
-          <Questions />
+          <Questions key={threadId} agentId={AGENT} />
           <CopilotChat
             key={threadId}
             agentId={AGENT}
@@ -104,7 +104,7 @@ export function ThreadlineApp() {
             }}
           />
         </main>
-        <StatePanels />
+        <StatePanels agentId={AGENT} />
       </div>
     </CopilotKitProvider>
   );
@@ -123,6 +123,12 @@ function ThreadList({ current, open }) {
   // A new thread's name is its first message, known once its run has started: the list is read
   // again when a run of the open thread ends.
   const { agent } = useAgent({ agentId: AGENT, updates: [UseAgentUpdate.OnRunStatusChanged] });
+  // @ag-ui/client keeps the open approvals on the agent, not per thread, and refuses a run in any
+  // thread while one is unanswered; the thread opened next brings its own back when it connects.
+  const switchTo = (id) => {
+    agent.pendingInterrupts = [];
+    open(id);
+  };
   const wasRunning = useRef(false);
   useEffect(() => {
     if (wasRunning.current && !agent.isRunning) refetchThreads();
@@ -132,11 +138,11 @@ function ThreadList({ current, open }) {
   const attempt = (promise) => promise.then(() => setProblem(null), (failure) => setProblem(String(failure?.message ?? failure)));
   const remove = (id) => {
     if (!window.confirm("Delete this thread, its messages and its workspace?")) return;
-    attempt(deleteThread(id).then(() => id === current && open(newThreadId())));
+    attempt(deleteThread(id).then(() => id === current && switchTo(newThreadId())));
   };
   return (
     <nav className="threads" data-testid="threads">
-      <button className="new" data-testid="new-thread" onClick={() => open(newThreadId())}>New thread</button>
+      <button className="new" data-testid="new-thread" onClick={() => switchTo(newThreadId())}>New thread</button>
       <label className="archived-toggle">
         <input
           type="checkbox"
@@ -155,7 +161,7 @@ function ThreadList({ current, open }) {
             key={thread.id}
             thread={thread}
             current={thread.id === current}
-            open={() => open(thread.id)}
+            open={() => switchTo(thread.id)}
             rename={(name) => attempt(renameThread(thread.id, name))}
             archive={() => attempt(thread.archived ? unarchiveThread(thread.id) : archiveThread(thread.id))}
             remove={() => remove(thread.id)}
