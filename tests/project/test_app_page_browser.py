@@ -178,7 +178,7 @@ def test_a_thread_is_renamed_archived_and_deleted_from_the_list(stack):
     page.click("[data-testid=show-archived]")
     page.sees("Kept and renamed", f"{ROWS}.archived")
 
-    page.eval("window.confirm = () => true")
+    page.eval("(window.confirm = () => true, null)")
     page.click(f"{ROWS}[data-thread-id=t-gone] [data-testid=delete]")
     page.do("waitFor", selector=f"{ROWS}[data-thread-id=t-gone]", state="detached")
     page.check(_thread_id(page) != "t-gone", "the deleted thread is still open")
@@ -208,10 +208,8 @@ def test_an_image_attached_reaches_the_model_and_shows_again_after_a_reload(stac
     page.reload()
     page.sees("A tiny image.", MESSAGES)
     page.do("waitFor", selector=f"{MESSAGES} img")
-    shown = page.eval(
-        f"(async () => {{ const img = document.querySelector('{MESSAGES} img'); "
-        "await img.decode(); return [img.naturalWidth, img.naturalHeight]; }})()"
-    )
+    img = f"document.querySelector('{MESSAGES} img')"
+    shown = page.eval(f"{img}.decode().then(() => [{img}.naturalWidth, {img}.naturalHeight])")
     page.check(shown == [1, 1], f"the image did not show again: {shown}")
 
 

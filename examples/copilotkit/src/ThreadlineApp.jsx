@@ -138,7 +138,8 @@ function ThreadList({ current, open }) {
   const attempt = (promise) => promise.then(() => setProblem(null), (failure) => setProblem(String(failure?.message ?? failure)));
   const remove = (id) => {
     if (!window.confirm("Delete this thread, its messages and its workspace?")) return;
-    attempt(deleteThread(id).then(() => id === current && switchTo(newThreadId())));
+    if (id === current) switchTo(newThreadId());
+    attempt(deleteThread(id));
   };
   return (
     <nav className="threads" data-testid="threads">
