@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
 
 from ag_ui.core import DataSource, TextPart, UrlSource, UserMessage
 from django.conf import settings
 
 from threads.models import Attachment
+from threads.services.attachments import uploaded_id
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,38 +35,12 @@ class AttachmentRefused:
     field: str
 
 
-def attachment_path(attachment_id: uuid.UUID) -> str:
-    """The path of an uploaded file, its address in a message."""
-    return f"{settings.COPILOTKIT_PATH}/attachments/{attachment_id.hex}"
-
-
-def uploaded_id(url: str) -> uuid.UUID | None:
-    """The id of the uploaded file a ``url`` source names (its path is an attachment's, whatever the
-    host: the page may reach this server under another name), or None for any other address."""
-    path = urlsplit(url).path
-    found = re.fullmatch(re.escape(settings.COPILOTKIT_PATH) + r"/attachments/([0-9a-f]{32})", path)
-    return uuid.UUID(hex=found.group(1)) if found else None
-
-
 def uploads_named(message: UserMessage) -> dict[str, uuid.UUID]:
     """The uploaded files the message's parts name, by their URLs."""
     if isinstance(message.content, str):
         return {}
     urls = [p.source.value for p in message.content if not isinstance(p, TextPart) and isinstance(p.source, UrlSource)]
     return {url: attachment_id for url in urls if (attachment_id := uploaded_id(url)) is not None}
-
-
-def attachments_named(transcript: list[dict[str, Any]]) -> set[uuid.UUID]:
-    """The uploaded files a stored transcript's messages name (they go with its thread)."""
-    named = set()
-    for message in transcript:
-        content = message.get("content")
-        for part in content if isinstance(content, list) else ():
-            source = part.get("source") if isinstance(part, dict) else None
-            value = source.get("value") if isinstance(source, dict) and source.get("type") == "url" else None
-            if isinstance(value, str) and (attachment_id := uploaded_id(value)) is not None:
-                named.add(attachment_id)
-    return named
 
 
 def uploads_refusal(message: UserMessage, found: Mapping[uuid.UUID, Attachment]) -> AttachmentRefused | None:

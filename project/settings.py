@@ -100,6 +100,8 @@ if AGUI_PORT and AGUI_PORT == PORT:
 # model reads (agui/attachments.py). The body cap (AGUI_MAX_BODY_BYTES) bounds them all together.
 ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
 ATTACHMENTS_MAX_COUNT = env_int("ATTACHMENTS_MAX_COUNT", 10, minimum=0, maximum=1000)
+# An upload (POST /copilotkit/attachments) that no message names within this time is deleted by the sweep.
+ATTACHMENT_UNUSED_SECONDS = env_float("ATTACHMENT_UNUSED_SECONDS", 24 * 3600.0, minimum=1.0)
 ATTACHMENT_TYPES = env_media_types(
     "ATTACHMENT_TYPES", "image/png,image/jpeg,image/gif,image/webp,application/pdf,text/plain"
 )

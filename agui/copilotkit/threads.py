@@ -17,7 +17,6 @@ import orjson
 from django.core import signing
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
-from agui.attachments import attachments_named
 from agui.body import request_body
 from agui.decode import InputError, check_path_ids
 from agui.http import Caller, agui_endpoint, error_response
@@ -27,6 +26,7 @@ from runhost.requests import ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.models import Thread
+from threads.services.attachments import attachments_named
 from threads.services.threads import thread_archive as archive
 from threads.services.threads import thread_rename
 from threads.services.workspaces import thread_delete
