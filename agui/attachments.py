@@ -2,8 +2,9 @@
 useAttachments sends them inline, base64), checked before anything of the request is stored.
 
 Each must carry its data, or name a file its sender uploaded here (``POST /copilotkit/attachments``,
-CopilotKit's ``onUpload``: a ``url`` source with that file's address, whose data the model is sent).
-Any other ``url`` or ``file`` source is refused: Threadline fetches no address a client names. Each
+CopilotKit's ``onUpload``: a ``url`` source with that file's address, whose data the model is sent),
+or name another address, which is fetched under web_fetch's guard (agui/attachment_urls.py). Any
+other source is refused. Each
 must be of a type the model reads (ATTACHMENT_TYPES; an image part an image, a document part not
 one) and hold at most ATTACHMENT_MAX_BYTES once decoded; a message carries at most
 ATTACHMENTS_MAX_COUNT. An attachment that passes is stored with its message, so a reloaded page
@@ -97,14 +98,16 @@ def attachments_refusal(message: UserMessage) -> AttachmentRefused | None:
     for index, part in attached:
         field = f"content[{index}]"
         source = part.source
-        if isinstance(source, UrlSource) and uploaded_id(source.value) is not None:
-            continue  # an uploaded file: checked when it was uploaded, and against its owner (uploads_refusal)
+        if isinstance(source, UrlSource):
+            # An uploaded file was checked when it was uploaded, and is checked against its owner
+            # (uploads_refusal); any other address when it is fetched (agui/attachment_urls.py).
+            continue
         if not isinstance(source, DataSource):
             return AttachmentRefused(
                 415,
                 "attachment_source_refused",
-                f"a {part.type} attachment must carry its data (source type 'data'); a {source.type!r} source is "
-                "not fetched: send the file's base64 data",
+                f"a {part.type} attachment must carry its data (source type 'data') or a 'url'; a {source.type!r} "
+                "source is not taken",
                 field,
             )
         media_type = source.mime_type.lower()

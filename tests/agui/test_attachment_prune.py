@@ -72,4 +72,3 @@ def test_an_upload_younger_than_the_setting_is_kept_until_a_message_names_it(ser
     assert _status(server, waiting) == 200
     _send(server, "t-later", waiting)
     assert Thread.objects.get(agui_thread_id="t-later").attachments.get().pk.hex == waiting["metadata"]["id"]
-
