@@ -57,7 +57,7 @@ def app_page(request: HttpRequest) -> HttpResponse:
 def app_asset(request: HttpRequest, path: str) -> HttpResponseBase:
     """A file of the built page (under ``assets/``, named by its content's hash)."""
     try:
-        response = serve(request, path, document_root=settings.APP_PAGE_DIR / "assets")
+        response = serve(request, path, document_root=str(settings.APP_PAGE_DIR / "assets"))
     except (Http404, SuspiciousFileOperation):
         raise Http404("no such file of the page") from None
     response["Cache-Control"] = "public, max-age=31536000, immutable"
