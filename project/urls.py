@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.urls import URLResolver, include, path, re_path
 from django.urls.resolvers import RoutePattern
 
+from agui.copilotkit.single_route import single_route
 from agui.views import metrics
 from project.app_page import app_asset, app_page
 from project.home import home
@@ -17,6 +18,7 @@ urlpatterns = [
     path("", home, name="home"),
     path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
     path(settings.COPILOTKIT_PATH.lstrip("/") + "/", include("agui.copilotkit.urls")),
+    path(settings.COPILOTKIT_PATH.lstrip("/"), single_route, name="copilotkit-single-route"),
     path("admin/", admin.site.urls),
     # Django's own sign-in and sign-out: a page this server serves calls the CopilotKit routes
     # with the session they make (agui/http.py authenticate).
