@@ -37,7 +37,7 @@ def _as_sent_to(request: HttpRequest, *, method: str, body: Any, path: str | Non
     inner.path = inner.path_info = path
     inner.META = {**request.META, "REQUEST_METHOD": method, "QUERY_STRING": query, "CONTENT_LENGTH": str(len(data))}
     inner.GET = QueryDict(query)
-    inner._body = data  # type: ignore[attr-defined]  # what HttpRequest.body reads
+    inner._body = data  # what HttpRequest.body reads
     vars(inner).pop("headers", None)  # a cached property over META
     return inner
 
