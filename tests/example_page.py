@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.agui_client import CLIENTS_DIR
 from tests.procs import ROOT, free_port
@@ -42,6 +43,16 @@ def missing_prerequisite() -> str | None:
     if not (EXAMPLE_DIR / "node_modules" / "@copilotkit" / "runtime" / "package.json").is_file():
         return "the example's packages are not installed (make install-test runs npm ci in examples/copilotkit)"
     return None
+
+
+def require_prerequisites(what: str) -> None:
+    """Skips the calling test, saying why, when ``what`` cannot run here; with REQUIRE_SERVICES=1
+    (CI) that is a failure."""
+    if (missing := missing_prerequisite()) is not None:
+        reason = f"{what} did NOT run: {missing}"
+        if os.environ.get("REQUIRE_SERVICES") == "1":
+            pytest.fail(f"{reason}; REQUIRE_SERVICES=1 makes that a failure")
+        pytest.skip(reason)
 
 
 def build_page() -> None:

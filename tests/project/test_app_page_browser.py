@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.example_page import MESSAGES, Page, build_app_page, missing_prerequisite
+from tests.example_page import MESSAGES, Page, build_app_page, require_prerequisites
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn, tool_turn
 from tests.procs import ServerProcess
 
@@ -32,11 +32,7 @@ PNG = base64.b64decode(
 
 @pytest.fixture(scope="session")
 def app_page_built() -> None:
-    if (missing := missing_prerequisite()) is not None:
-        reason = f"the /app/ page's browser tests did NOT run: {missing}"
-        if os.environ.get("REQUIRE_SERVICES") == "1":
-            pytest.fail(f"{reason}; REQUIRE_SERVICES=1 makes that a failure")
-        pytest.skip(reason)
+    require_prerequisites("the /app/ page's browser tests")
     if os.environ.get("EXAMPLE_SKIP_BUILD") != "1":
         build_app_page()
 
