@@ -50,7 +50,7 @@ class Stack:
             "shell",
             "-c",
             "from django.contrib.auth.models import User\n"
-            f"for name in ('alice', 'bob'): User.objects.create_user(name, password={PASSWORD!r})",
+            f"for name in ('alice', 'bob', 'carol'): User.objects.create_user(name, password={PASSWORD!r})",
         )
         assert made.returncode == 0, made.stderr
         self.pages: dict[str, Page] = {}
@@ -227,3 +227,24 @@ def test_each_person_has_their_own_list_and_sees_nothing_of_anothers_thread(stac
     )
     alice.reload()
     alice.check("bob's question" not in _listed(alice), f"alice's list holds bob's thread: {_listed(alice)}")
+
+
+def test_a_long_list_is_read_a_page_at_a_time(stack):
+    made = stack.threadline.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User\n"
+        "from agents.models import Agent\n"
+        "from threads.models import Thread\n"
+        "carol, coder = User.objects.get(username='carol'), Agent.objects.get(name='coder')\n"
+        "for n in range(55): Thread.objects.create(agui_thread_id=f't-carol-{n}', agent=coder, owner=carol, "
+        "title=f'carol thread {n:02d}')",
+    )
+    assert made.returncode == 0, made.stderr
+    page = stack.open("carol", "t-carol-new")
+    page.sees("carol thread 54", ROWS)
+    page.check(page.count(ROWS) == 50, f"the first page holds {page.count(ROWS)} threads")
+    page.click("[data-testid=more-threads]")
+    page.sees("carol thread 00", ROWS)
+    page.check(page.count(ROWS) == 55, f"after Older threads the list holds {page.count(ROWS)}")
+    page.check(page.count("[data-testid=more-threads]") == 0, "Older threads is offered with nothing older")

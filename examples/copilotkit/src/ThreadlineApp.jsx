@@ -118,8 +118,19 @@ function ToolRenders() {
 
 function ThreadList({ current, open }) {
   const [showArchived, setShowArchived] = useState(false);
-  const { threads, isLoading, error, renameThread, archiveThread, unarchiveThread, deleteThread, refetchThreads } =
-    useThreads({ agentId: AGENT, includeArchived: showArchived, limit: 50 });
+  const {
+    threads,
+    isLoading,
+    error,
+    hasMoreThreads,
+    isFetchingMoreThreads,
+    fetchMoreThreads,
+    renameThread,
+    archiveThread,
+    unarchiveThread,
+    deleteThread,
+    refetchThreads,
+  } = useThreads({ agentId: AGENT, includeArchived: showArchived, limit: 50 });
   // A new thread's name is its first message, known once its run has started: the list is read
   // again when a run of the open thread ends.
   const { agent } = useAgent({ agentId: AGENT, updates: [UseAgentUpdate.OnRunStatusChanged] });
@@ -169,6 +180,11 @@ function ThreadList({ current, open }) {
           />
         ))}
       </ul>
+      {hasMoreThreads && (
+        <button className="more" data-testid="more-threads" disabled={isFetchingMoreThreads} onClick={fetchMoreThreads}>
+          {isFetchingMoreThreads ? "Loading…" : "Older threads"}
+        </button>
+      )}
     </nav>
   );
 }
