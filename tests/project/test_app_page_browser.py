@@ -145,6 +145,14 @@ def test_a_thread_reopened_comes_back_whole_also_after_a_restart(stack):
     page.click(f"{ROWS}[data-thread-id=t-whole] [data-testid=open-thread]")
     _sees_whole_thread(page)
     page.check(page.count(f"{MESSAGES} >> text=Hello in the other thread.") == 0, "the other thread's reply shows")
+    # The browser's Back opens the other thread again, where the open approval does not hold up a message.
+    page.eval("(history.back(), null)")
+    page.sees("Hello in the other thread.", MESSAGES)
+    stack.fake.script([text_turn(["Still here."])])
+    page.say("and again")
+    page.sees("Still here.", MESSAGES)
+    page.eval("(history.forward(), null)")
+    _sees_whole_thread(page)
 
     stack.restart()
     page.reload()

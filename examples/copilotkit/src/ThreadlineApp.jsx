@@ -135,11 +135,11 @@ function ThreadList({ current, open }) {
   // again when a run of the open thread ends.
   const { agent } = useAgent({ agentId: AGENT, updates: [UseAgentUpdate.OnRunStatusChanged] });
   // @ag-ui/client keeps the open approvals on the agent, not per thread, and refuses a run in any
-  // thread while one is unanswered; the thread opened next brings its own back when it connects.
-  const switchTo = (id) => {
+  // thread while one is unanswered: they are dropped whenever another thread opens (from the list,
+  // New thread, or the browser's Back), before it connects and brings its own back.
+  useEffect(() => {
     agent.pendingInterrupts = [];
-    open(id);
-  };
+  }, [agent, current]);
   const wasRunning = useRef(false);
   useEffect(() => {
     if (wasRunning.current && !agent.isRunning) refetchThreads();
@@ -149,12 +149,12 @@ function ThreadList({ current, open }) {
   const attempt = (promise) => promise.then(() => setProblem(null), (failure) => setProblem(String(failure?.message ?? failure)));
   const remove = (id) => {
     if (!window.confirm("Delete this thread, its messages and its workspace?")) return;
-    if (id === current) switchTo(newThreadId());
+    if (id === current) open(newThreadId());
     attempt(deleteThread(id));
   };
   return (
     <nav className="threads" data-testid="threads">
-      <button className="new" data-testid="new-thread" onClick={() => switchTo(newThreadId())}>New thread</button>
+      <button className="new" data-testid="new-thread" onClick={() => open(newThreadId())}>New thread</button>
       <label className="archived-toggle">
         <input
           type="checkbox"
@@ -173,7 +173,7 @@ function ThreadList({ current, open }) {
             key={thread.id}
             thread={thread}
             current={thread.id === current}
-            open={() => switchTo(thread.id)}
+            open={() => open(thread.id)}
             rename={(name) => attempt(renameThread(thread.id, name))}
             archive={() => attempt(thread.archived ? unarchiveThread(thread.id) : archiveThread(thread.id))}
             remove={() => remove(thread.id)}
