@@ -38,6 +38,11 @@ def test_a_signed_out_visitor_is_sent_to_sign_in_and_back(client, db, built):
     assert page["Location"] == "/accounts/login/?next=/app/%3Fthread%3Dt-1"
 
 
+def test_the_sign_in_page_says_where_a_login_comes_from(client, db):
+    page = client.get("/accounts/login/?next=/app/")
+    assert page.status_code == 200 and "manage.py createsuperuser" in page.content.decode()
+
+
 def test_signing_in_lands_on_the_page(client, db, built):
     User.objects.create_user("bob", password="a long password")
     signed = client.post(
