@@ -9,15 +9,18 @@ tags. Its assets have content-hashed names and are the same for everyone, so the
 
 from __future__ import annotations
 
+import mimetypes
+from pathlib import Path
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import SuspiciousFileOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.middleware.csrf import get_token
 from django.urls import reverse
+from django.utils._os import safe_join
 from django.utils.html import format_html
 from django.views.decorators.http import require_safe
-from django.views.static import serve
 
 NOT_BUILT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Threadline: the page is not built</title></head>
@@ -55,11 +58,20 @@ def app_page(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def app_asset(request: HttpRequest, path: str) -> HttpResponseBase:
-    """A file of the built page (under ``assets/``, named by its content's hash)."""
+    """A file of the built page (under ``assets/``, named by its content's hash). Read whole into the
+    response: they are a few MiB at most, and a file's streamed response would be iterated
+    synchronously under ASGI."""
+    root = settings.APP_PAGE_DIR / "assets"
     try:
-        response = serve(request, path, document_root=str(settings.APP_PAGE_DIR / "assets"))
-    except (Http404, SuspiciousFileOperation):
+        file = Path(safe_join(root, path))
+    except SuspiciousFileOperation:
         raise Http404("no such file of the page") from None
+    if not file.is_file():
+        raise Http404("no such file of the page")
+    media_type, encoding = mimetypes.guess_type(file.name)
+    response = HttpResponse(file.read_bytes(), content_type=media_type or "application/octet-stream")
+    if encoding:
+        response["Content-Encoding"] = encoding
     response["Cache-Control"] = "public, max-age=31536000, immutable"
     response["X-Content-Type-Options"] = "nosniff"
     return response
