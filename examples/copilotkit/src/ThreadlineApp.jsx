@@ -150,7 +150,13 @@ function ThreadList({ current, open }) {
   const remove = (id) => {
     if (!window.confirm("Delete this thread, its messages and its workspace?")) return;
     if (id === current) open(newThreadId());
-    attempt(deleteThread(id));
+    // A refused delete (a run still working on the thread) puts the thread back in the list.
+    attempt(
+      deleteThread(id).catch((failure) => {
+        refetchThreads();
+        throw failure;
+      }),
+    );
   };
   return (
     <nav className="threads" data-testid="threads">
