@@ -11,6 +11,10 @@ NODE_STAMP := tests/clients/node_modules/.installed
 EXAMPLE := examples/copilotkit
 EXAMPLE_STAMP := $(EXAMPLE)/node_modules/.installed
 EXAMPLE_PORT ?= 3000
+# The page Threadline serves at /app/ (project/app_page.py), built from the example by vite.
+APP_PAGE := $(EXAMPLE)/dist-app
+APP_STAMP := $(APP_PAGE)/.built
+APP_SOURCES := $(EXAMPLE)/index.html $(EXAMPLE)/vite.config.js $(wildcard $(EXAMPLE)/src/*)
 
 # The first interpreter that really runs and is 3.12 or newer. pyenv shims for
 # versions that are not selected fail when run, so each candidate is tried.
@@ -18,7 +22,7 @@ find_python = $(shell for c in $$PYTHON python3.13 python3.12 python3 \
 	$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
 	[ -n "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; done)
 
-.PHONY: run test lint install install-test clean bench example docs
+.PHONY: run test lint install install-test clean bench example docs app-page
 
 $(PY):
 	@base="$(find_python)"; \
@@ -46,10 +50,27 @@ $(EXAMPLE_STAMP): $(EXAMPLE)/package.json $(EXAMPLE)/package-lock.json
 	npm ci --prefix $(EXAMPLE) --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# Built again only when its sources or packages change. vite empties dist-app first, so the stamp
+# is written after the build.
+$(APP_STAMP): $(EXAMPLE_STAMP) $(APP_SOURCES)
+	cd $(EXAMPLE) && node_modules/.bin/vite build --mode app --logLevel warn
+	@touch $@
+
+# The page at /app/ when Node.js 20+ and npm are here; without them (or if the build fails) it says
+# what is missing and carries on: everything else is served, and /app/ answers 503 saying the same.
+app-page:
+	@if command -v npm >/dev/null && node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)' 2>/dev/null; then \
+		$(MAKE) --no-print-directory $(APP_STAMP) || \
+			echo "warning: the page at /app/ could not be built (see above); everything else is served." >&2; \
+	else \
+		echo "note: the page at /app/ is not built: it needs Node.js 20 or newer and npm, and they were not found." >&2; \
+		echo "      Everything else is served. Install them and run make run again to build it once." >&2; \
+	fi
+
 install: $(STAMP)
 install-test: $(TEST_STAMP) $(NODE_STAMP) $(EXAMPLE_STAMP)
 
-run: install
+run: install app-page
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py serve
 
@@ -101,4 +122,4 @@ bench: install-test
 	else echo "PostgreSQL at $(BENCH_DATABASE_URL) is not reachable: the PostgreSQL bench did not run"; fi
 
 clean:
-	rm -rf $(VENV) site tests/clients/node_modules $(EXAMPLE)/node_modules $(EXAMPLE)/dist
+	rm -rf $(VENV) site tests/clients/node_modules $(EXAMPLE)/node_modules $(EXAMPLE)/dist $(APP_PAGE)

@@ -120,14 +120,10 @@ def subagent_limits() -> SubAgentLimits:
     )
 
 
-def tool_context(*, agent_name: str = "", thread_id: str = "", workspace: Path | None = None) -> ToolContext:
-    """A fresh context per run: its read ledger and todo list are the run's own. The file tools
-    drop what the permission rules of this agent and thread deny (``ScopedRules``), and work in
-    ``workspace`` (the thread's, agents/workspaces.py; by default ``AGENT_WORKSPACE``)."""
-    max_lines: int = settings.TOOL_OUTPUT_MAX_LINES
-    keep = min(200, max_lines // 3)  # 200 head and 200 tail lines at the default 600
-    limits = OutputLimits(max_bytes=settings.TOOL_OUTPUT_MAX_BYTES, max_lines=max_lines, keep_head=keep, keep_tail=keep)
-    web = WebConfig(
+def web_config() -> WebConfig:
+    """What web_fetch may reach and how much it reads; an attachment's ``url`` is fetched under the
+    same guard (agui/attachment_urls.py)."""
+    return WebConfig(
         brave_api_key=settings.BRAVE_API_KEY,
         brave_search_url=settings.BRAVE_SEARCH_URL,
         max_bytes=settings.WEB_FETCH_MAX_BYTES,
@@ -135,6 +131,16 @@ def tool_context(*, agent_name: str = "", thread_id: str = "", workspace: Path |
         max_redirects=settings.WEB_FETCH_MAX_REDIRECTS,
         allowed_private_hosts=settings.WEB_ALLOWED_PRIVATE_HOSTS,
     )
+
+
+def tool_context(*, agent_name: str = "", thread_id: str = "", workspace: Path | None = None) -> ToolContext:
+    """A fresh context per run: its read ledger and todo list are the run's own. The file tools
+    drop what the permission rules of this agent and thread deny (``ScopedRules``), and work in
+    ``workspace`` (the thread's, agents/workspaces.py; by default ``AGENT_WORKSPACE``)."""
+    max_lines: int = settings.TOOL_OUTPUT_MAX_LINES
+    keep = min(200, max_lines // 3)  # 200 head and 200 tail lines at the default 600
+    limits = OutputLimits(max_bytes=settings.TOOL_OUTPUT_MAX_BYTES, max_lines=max_lines, keep_head=keep, keep_tail=keep)
+    web = web_config()
     confined = server_workspace(ScopedRules(agent_name, thread_id), workspace)
     return ToolContext(
         workspace=confined, output_limits=limits, web=web, bash_env_allow=tuple(settings.AGENT_BASH_ENV_ALLOW)

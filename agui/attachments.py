@@ -2,8 +2,9 @@
 useAttachments sends them inline, base64), checked before anything of the request is stored.
 
 Each must carry its data, or name a file its sender uploaded here (``POST /copilotkit/attachments``,
-CopilotKit's ``onUpload``: a ``url`` source with that file's address, whose data the model is sent).
-Any other ``url`` or ``file`` source is refused: Threadline fetches no address a client names. Each
+CopilotKit's ``onUpload``: a ``url`` source with that file's address, whose data the model is sent),
+or name another address, which is fetched under web_fetch's guard (agui/attachment_urls.py). Any
+other source is refused. Each
 must be of a type the model reads (ATTACHMENT_TYPES; an image part an image, a document part not
 one) and hold at most ATTACHMENT_MAX_BYTES once decoded; a message carries at most
 ATTACHMENTS_MAX_COUNT. An attachment that passes is stored with its message, so a reloaded page
@@ -14,17 +15,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
 
 from ag_ui.core import DataSource, TextPart, UrlSource, UserMessage
 from django.conf import settings
 
 from threads.models import Attachment
+from threads.services.attachments import uploaded_id
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,38 +36,12 @@ class AttachmentRefused:
     field: str
 
 
-def attachment_path(attachment_id: uuid.UUID) -> str:
-    """The path of an uploaded file, its address in a message."""
-    return f"{settings.COPILOTKIT_PATH}/attachments/{attachment_id.hex}"
-
-
-def uploaded_id(url: str) -> uuid.UUID | None:
-    """The id of the uploaded file a ``url`` source names (its path is an attachment's, whatever the
-    host: the page may reach this server under another name), or None for any other address."""
-    path = urlsplit(url).path
-    found = re.fullmatch(re.escape(settings.COPILOTKIT_PATH) + r"/attachments/([0-9a-f]{32})", path)
-    return uuid.UUID(hex=found.group(1)) if found else None
-
-
 def uploads_named(message: UserMessage) -> dict[str, uuid.UUID]:
     """The uploaded files the message's parts name, by their URLs."""
     if isinstance(message.content, str):
         return {}
     urls = [p.source.value for p in message.content if not isinstance(p, TextPart) and isinstance(p.source, UrlSource)]
     return {url: attachment_id for url in urls if (attachment_id := uploaded_id(url)) is not None}
-
-
-def attachments_named(transcript: list[dict[str, Any]]) -> set[uuid.UUID]:
-    """The uploaded files a stored transcript's messages name (they go with its thread)."""
-    named = set()
-    for message in transcript:
-        content = message.get("content")
-        for part in content if isinstance(content, list) else ():
-            source = part.get("source") if isinstance(part, dict) else None
-            value = source.get("value") if isinstance(source, dict) and source.get("type") == "url" else None
-            if isinstance(value, str) and (attachment_id := uploaded_id(value)) is not None:
-                named.add(attachment_id)
-    return named
 
 
 def uploads_refusal(message: UserMessage, found: Mapping[uuid.UUID, Attachment]) -> AttachmentRefused | None:
@@ -125,14 +98,16 @@ def attachments_refusal(message: UserMessage) -> AttachmentRefused | None:
     for index, part in attached:
         field = f"content[{index}]"
         source = part.source
-        if isinstance(source, UrlSource) and uploaded_id(source.value) is not None:
-            continue  # an uploaded file: checked when it was uploaded, and against its owner (uploads_refusal)
+        if isinstance(source, UrlSource):
+            # An uploaded file was checked when it was uploaded, and is checked against its owner
+            # (uploads_refusal); any other address when it is fetched (agui/attachment_urls.py).
+            continue
         if not isinstance(source, DataSource):
             return AttachmentRefused(
                 415,
                 "attachment_source_refused",
-                f"a {part.type} attachment must carry its data (source type 'data'); a {source.type!r} source is "
-                "not fetched: send the file's base64 data",
+                f"a {part.type} attachment must carry its data (source type 'data') or a 'url'; a {source.type!r} "
+                "source is not taken",
                 field,
             )
         media_type = source.mime_type.lower()

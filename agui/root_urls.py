@@ -11,9 +11,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import include, path
 
+from agui.copilotkit.single_route import single_route
+
 urlpatterns = [
     path(settings.AGUI_PATH.lstrip("/") + "/", include("agui.urls")),
     path(settings.COPILOTKIT_PATH.lstrip("/") + "/", include("agui.copilotkit.urls")),
+    # CopilotKit's single-route form: the runtime's URL itself, with a method envelope.
+    path(settings.COPILOTKIT_PATH.lstrip("/"), single_route, name="copilotkit-single-route"),
 ]
 
 handler404 = "agui.http.not_found"

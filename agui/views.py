@@ -14,7 +14,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from agents.models import Agent
 from agents.refreshed import Refreshed
 from agents.runtime import mcp_servers_of, provider_for
-from agui.attachments import attachments_refusal, uploads_named, uploads_refusal
+from agui.attachment_urls import Fetched, attachments_fetch, sources_rename
+from agui.attachments import AttachmentRefused, attachments_refusal, uploads_named, uploads_refusal
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
@@ -29,6 +30,7 @@ from runhost.requests import Answers, Start, ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.elicitations import ElicitationInvalid, elicitations_asked, is_elicitation
+from threads.services.attachments import attachment_path, attachment_store
 from threads.services.runs import RunNotCancellable
 from threads.waits import Decided
 
@@ -39,6 +41,21 @@ def _user_message(decoded: DecodedInput, message_id: str) -> UserMessage:
     found = next(m for m in decoded.model.messages if m.id == message_id)
     assert isinstance(found, UserMessage)
     return found
+
+
+async def _fetched_stored(
+    request: HttpRequest, caller: Caller, message: dict[str, Any], fetched: list[Fetched]
+) -> dict[str, tuple[str, bytes]]:
+    """Stores the files fetched for the message as the caller's uploads and points the message at
+    them; what the model is sent for each address."""
+    renamed: dict[str, tuple[str, str]] = {}
+    for file in fetched:
+        stored = await on_db_thread(
+            attachment_store, owner_id=caller.user_id, media_type=file.media_type, data=file.data
+        )
+        renamed[file.url] = (request.build_absolute_uri(attachment_path(stored.pk)), file.media_type)
+    sources_rename(message, renamed)
+    return {file.url: (file.media_type, file.data) for file in fetched}
 
 
 def _new_user_message(decoded: DecodedInput) -> dict[str, Any] | None:
@@ -151,6 +168,11 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
             if refused := uploads_refusal(user_message, found):
                 return error_response(refused.status, refused.code, refused.message, refused.field)
             uploaded = {url: (found[pk].media_type, bytes(found[pk].data)) for url, pk in named.items()}
+        fetched = await attachments_fetch(user_message)
+        if isinstance(fetched, AttachmentRefused):
+            return error_response(fetched.status, fetched.code, fetched.message, fetched.field)
+        if fetched:
+            uploaded.update(await _fetched_stored(request, caller, message, fetched))
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
     results = client_tool_results(decoded)
     decisions = await decisions_of(inp.resume or [], inp.thread_id)

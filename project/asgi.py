@@ -327,7 +327,7 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         await django_app(scope, receive, send)
         return
-    is_agui = scope["path"].startswith(_AGUI_PREFIXES)
+    is_agui = scope["path"].startswith(_AGUI_PREFIXES) or scope["path"] == settings.COPILOTKIT_PATH
     if settings.AGUI_PORT and is_agui != _on_agui_port(scope):
         if is_agui:
             await _not_found(send, "AG-UI is served on a port of its own, not this one")

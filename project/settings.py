@@ -82,14 +82,16 @@ if AGUI_TOKEN_GENERATED:
     AGUI_TOKEN = _secret_file("agui-token", 32)
 AGUI_ALLOWED_ORIGINS = env_origins("AGUI_ALLOWED_ORIGINS")
 AGUI_PATH = env_route_prefix("AGUI_PATH", "/agui")
-if AGUI_PATH.split("/")[1] in ("admin", "api", "metrics", "static"):
+if AGUI_PATH.split("/")[1] in ("admin", "api", "app", "accounts", "metrics", "static"):
     raise ImproperlyConfigured(f"AGUI_PATH={AGUI_PATH!r} collides with the server's own routes")
 # CopilotKit's runtime routes (agui/copilotkit/): a browser's CopilotKitProvider points its runtimeUrl here.
 COPILOTKIT_PATH = env_route_prefix("COPILOTKIT_PATH", "/copilotkit")
-if COPILOTKIT_PATH.split("/")[1] in ("admin", "api", "metrics", "static"):
+if COPILOTKIT_PATH.split("/")[1] in ("admin", "api", "app", "accounts", "metrics", "static"):
     raise ImproperlyConfigured(f"COPILOTKIT_PATH={COPILOTKIT_PATH!r} collides with the server's own routes")
 if (COPILOTKIT_PATH + "/").startswith(AGUI_PATH + "/") or (AGUI_PATH + "/").startswith(COPILOTKIT_PATH + "/"):
     raise ImproperlyConfigured(f"COPILOTKIT_PATH={COPILOTKIT_PATH!r} and AGUI_PATH={AGUI_PATH!r} overlap")
+# The CopilotKit page served at /app/ (project/app_page.py): examples/copilotkit's `npx vite build --mode app`.
+APP_PAGE_DIR = Path(env_str("APP_PAGE_DIR", str(BASE_DIR / "examples" / "copilotkit" / "dist-app"))).resolve()
 AGUI_PORT = env_int("AGUI_PORT", 0, minimum=0, maximum=65535)
 if AGUI_PORT and AGUI_PORT == PORT:
     raise ImproperlyConfigured(f"AGUI_PORT={AGUI_PORT} is PORT too; give the AG-UI listener a port of its own")
@@ -98,6 +100,8 @@ if AGUI_PORT and AGUI_PORT == PORT:
 # model reads (agui/attachments.py). The body cap (AGUI_MAX_BODY_BYTES) bounds them all together.
 ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
 ATTACHMENTS_MAX_COUNT = env_int("ATTACHMENTS_MAX_COUNT", 10, minimum=0, maximum=1000)
+# An upload (POST /copilotkit/attachments) that no message names within this time is deleted by the sweep.
+ATTACHMENT_UNUSED_SECONDS = env_float("ATTACHMENT_UNUSED_SECONDS", 24 * 3600.0, minimum=1.0)
 ATTACHMENT_TYPES = env_media_types(
     "ATTACHMENT_TYPES", "image/png,image/jpeg,image/gif,image/webp,application/pdf,text/plain"
 )

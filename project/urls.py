@@ -1,9 +1,11 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import URLResolver, include, path
+from django.urls import URLResolver, include, path, re_path
 from django.urls.resolvers import RoutePattern
 
+from agui.copilotkit.single_route import single_route
 from agui.views import metrics
+from project.app_page import app_asset, app_page
 from project.home import home
 from threads.admin.dashboard import dashboard_view
 
@@ -19,10 +21,14 @@ urlpatterns = [
     path(settings.COPILOTKIT_PATH.lstrip("/") + "/", include("agui.copilotkit.urls")),
     # Before the admin's own URLs, whose catch-all would take it for an app's name.
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="dashboard"),
+    path(settings.COPILOTKIT_PATH.lstrip("/"), single_route, name="copilotkit-single-route"),
     path("admin/", admin.site.urls),
     # Django's own sign-in and sign-out: a page this server serves calls the CopilotKit routes
     # with the session they make (agui/http.py authenticate).
     path("accounts/", include("django.contrib.auth.urls")),
+    # The CopilotKit page Threadline serves itself, behind that sign-in (project/app_page.py).
+    path("app/", app_page, name="app"),
+    re_path(r"^app/assets/(?P<path>.+)$", app_asset, name="app-asset"),
     LAZY_API,
     path("metrics", metrics, name="metrics"),
 ]

@@ -1,13 +1,15 @@
 """The sweep: every server process looks, every WAIT_SWEEP_SECONDS, for running runs whose process
 died (it takes them over: threads/takeover.py), for waiting runs that are due (a deadline passed, or
 every answer given outside a chat) and for messages whose run ended with its process before it handed
-them over, and has the run host go on with those it wins."""
+them over, and has the run host go on with those it wins. Now and then (every minute, or sooner when
+ATTACHMENT_UNUSED_SECONDS is shorter) it also deletes the uploads no message has named in time."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import logging
+import time
 import uuid
 from typing import Protocol
 
@@ -16,6 +18,7 @@ from django.conf import settings
 from runhost.registry import RunRegistry
 from threads.dbthread import on_db_thread
 from threads.queue import queue_stranded
+from threads.services.attachments import attachments_prune
 from threads.takeover import runs_abandoned
 from threads.waits import waiting_runs_due
 
@@ -52,6 +55,7 @@ class Sweeper:
 
     async def _sweep(self) -> None:
         host = self.host
+        prune_at = time.monotonic()
         while True:
             await asyncio.sleep(settings.WAIT_SWEEP_SECONDS)
             try:
@@ -66,5 +70,11 @@ class Sweeper:
                 )
                 for agui_thread_id in stranded:
                     await host.hand_over(agui_thread_id)
+                if time.monotonic() >= prune_at:
+                    prune_at = time.monotonic() + min(60.0, settings.ATTACHMENT_UNUSED_SECONDS)
+                    if pruned := await on_db_thread(attachments_prune):
+                        log.info(
+                            "deleted %d uploads no message named within %gs", pruned, settings.ATTACHMENT_UNUSED_SECONDS
+                        )
             except Exception:
                 log.exception("the sweep of waiting runs failed")

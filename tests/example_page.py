@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.agui_client import CLIENTS_DIR
 from tests.procs import ROOT, free_port
@@ -44,12 +45,34 @@ def missing_prerequisite() -> str | None:
     return None
 
 
+def require_prerequisites(what: str) -> None:
+    """Skips the calling test, saying why, when ``what`` cannot run here; with REQUIRE_SERVICES=1
+    (CI) that is a failure."""
+    if (missing := missing_prerequisite()) is not None:
+        reason = f"{what} did NOT run: {missing}"
+        if os.environ.get("REQUIRE_SERVICES") == "1":
+            pytest.fail(f"{reason}; REQUIRE_SERVICES=1 makes that a failure")
+        pytest.skip(reason)
+
+
 def build_page() -> None:
     """The vite bundle, once per test session (it takes a while)."""
     done = subprocess.run(
         ["npm", "run", "build", "--silent"], cwd=EXAMPLE_DIR, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, f"the example's page did not build:\n{done.stdout}\n{done.stderr}"
+
+
+def build_app_page() -> None:
+    """The page Threadline serves at /app/ (vite's app mode, into dist-app/), once per test session."""
+    done = subprocess.run(
+        ["node_modules/.bin/vite", "build", "--mode", "app", "--logLevel", "warn"],
+        cwd=EXAMPLE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"the page at /app/ did not build:\n{done.stdout}\n{done.stderr}"
 
 
 class ExampleServer:
@@ -189,6 +212,18 @@ class Page:
 
     def click(self, selector: str, text: str | None = None) -> None:
         self.do("click", selector=selector, **({} if text is None else {"text": text}))
+
+    def attach(self, selector: str, path: Path) -> None:
+        self.do("attach", selector=selector, path=str(path))
+
+    def sign_in(self, url: str, name: str, password: str) -> None:
+        """Open ``url`` on Threadline, be sent to Django's sign-in page, sign in and come back to it."""
+        self.do("goto", url=url)
+        self.do("waitFor", selector="#id_username")
+        self.fill("#id_username", name)
+        self.fill("#id_password", password)
+        self.click("button[type=submit]")
+        self.do("waitFor", selector=CHAT_INPUT)
 
     def fill(self, selector: str, value: str) -> None:
         self.do("fill", selector=selector, value=value)

@@ -336,11 +336,15 @@ class Workspace(models.Model):
 class Attachment(models.Model):
     """A file a user uploaded for a message (CopilotKit's useAttachments ``onUpload``). A message
     names it by its URL (agui/attachments.py); the model is sent its data. It goes with the thread
-    whose messages name it, and is only ever its owner's."""
+    whose messages name it, and is only ever its owner's. ``thread`` is set when the first message
+    naming it is stored; until then the sweep may prune it (threads/services/attachments.py)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    thread = models.ForeignKey(
+        Thread, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments", editable=False
     )
     media_type = models.CharField(max_length=100)
     size = models.PositiveIntegerField()

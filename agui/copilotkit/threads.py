@@ -9,6 +9,8 @@ every thread, as on the AG-UI routes.
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +19,6 @@ import orjson
 from django.core import signing
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
-from agui.attachments import attachments_named
 from agui.body import request_body
 from agui.decode import InputError, check_path_ids
 from agui.http import Caller, agui_endpoint, error_response
@@ -27,6 +28,7 @@ from runhost.requests import ThreadStatus
 from threads import selectors
 from threads.dbthread import on_db_thread
 from threads.models import Thread
+from threads.services.attachments import attachments_named
 from threads.services.threads import thread_archive as archive
 from threads.services.threads import thread_rename
 from threads.services.workspaces import thread_delete
@@ -37,6 +39,21 @@ NAME_MAX = Thread._meta.get_field("title").max_length or 200
 # The organisation CopilotKit's ThreadRecord names: one server, one organisation.
 ORGANIZATION = "threadline"
 _CURSOR_SALT = "threadline.copilotkit.threads"
+
+
+# A page's Delete may come as the reply it shows ends, while the run still records itself: a run
+# that ends within this time is waited for rather than refused.
+DELETE_WAITS_SECONDS = 2.0
+
+
+async def _stops_running(thread_id: str, *, within: float) -> bool:
+    """Whether no run works on the thread, now or before ``within`` seconds have passed."""
+    deadline = time.monotonic() + within
+    while await HOST.thread_status(thread_id) is ThreadStatus.RUNNING:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -142,7 +159,7 @@ async def thread_update(request: HttpRequest, caller: Caller, thread_id: str) ->
     """PATCH /copilotkit/threads/<id> ``{"name"?, "archived"?}``: the thread, renamed or
     (un)archived, as a ThreadRecord. DELETE: the thread and everything of it (its runs, their
     events and approvals, its messages; its workspace in ``thread`` mode), ``{"threadId",
-    "deleted": true}``; refused (409) while a run works on it."""
+    "deleted": true}``; refused (409) while a run works on it, once DELETE_WAITS_SECONDS have passed."""
     thread = await _own_thread(caller, thread_id)
     if isinstance(thread, HttpResponseBase):
         return thread
@@ -150,7 +167,7 @@ async def thread_update(request: HttpRequest, caller: Caller, thread_id: str) ->
     if isinstance(body, HttpResponseBase):
         return body
     if request.method == "DELETE":
-        if await HOST.thread_status(thread_id) is ThreadStatus.RUNNING:
+        if not await _stops_running(thread_id, within=DELETE_WAITS_SECONDS):
             return error_response(409, "thread_busy", "a run is working on the thread: stop it first")
         transcript = await on_db_thread(selectors.thread_transcript, thread=thread)
         await on_db_thread(thread_delete, thread=thread, attachment_ids=attachments_named(transcript))

@@ -7,12 +7,12 @@ import uuid
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
-from agui.attachments import attachment_path, upload_refusal
+from agui.attachments import upload_refusal
 from agui.body import request_body
 from agui.http import Caller, agui_endpoint, error_response
 from threads import selectors
 from threads.dbthread import on_db_thread
-from threads.services.attachments import attachment_store
+from threads.services.attachments import attachment_path, attachment_store
 
 
 @agui_endpoint("POST", "POST a file's bytes to this URL, with its type as Content-Type")

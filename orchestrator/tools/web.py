@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from orchestrator.tools.base import Tool, ToolContext, ToolError, ToolOutput, optional_int, require_str
-from orchestrator.tools.netguard import HostRefused, resolve_checked
+from orchestrator.tools.netguard import HostRefused, WebConfig, resolve_checked
 from orchestrator.tools.targets import TextTarget, UrlTarget
 
 # httpx (whose package import brings its command line's rich and click) and BeautifulSoup are
@@ -105,37 +105,91 @@ async def _fetch(url: httpx.URL, context: ToolContext) -> ToolOutput:
     import httpx
 
     config = context.web
-    first = url
-    timeout = httpx.Timeout(config.timeout_seconds)
-    async with httpx.AsyncClient(
-        follow_redirects=False, timeout=timeout, trust_env=False, headers={"User-Agent": USER_AGENT}
-    ) as client:
-        for hop in range(config.max_redirects + 1):
-            try:
-                addresses = await resolve_checked(_ascii_host(url), _port(url), config)
-            except HostRefused as exc:
-                raise ToolError(str(exc)) from None
-            try:
-                async with _send_to(client, url, addresses) as response:
-                    if response.status_code in _REDIRECTS and "location" in response.headers:
-                        target = url.join(response.headers["location"])
-                        if target.scheme not in ("http", "https"):
-                            return ToolOutput(f"{url} redirects to {target}, which is not http(s); not followed", True)
-                        if not _same_site(first, target):
-                            return ToolOutput(
-                                f"{url} redirects ({response.status_code}) to another site: {target}\n"
-                                "Fetch that URL if you want it; it is judged on its own.",
-                                True,
-                            )
-                        if hop == config.max_redirects:
-                            raise ToolError(f"{first}: more than {config.max_redirects} redirects")
-                        url = target
-                        continue
-                    body, cut = await _read_capped(response, config.max_bytes)
-                    return _page_output(url, response, body, cut, config.max_bytes)
-            except httpx.HTTPError as exc:
-                raise ToolError(f"{url}: {type(exc).__name__}: {exc or 'the request failed'}") from None
+    async with _client(config) as client:
+        try:
+            async with _followed(client, url, config) as (answered, response):
+                if response.status_code in _REDIRECTS and "location" in response.headers:
+                    target = answered.join(response.headers["location"])
+                    if target.scheme not in ("http", "https"):
+                        return ToolOutput(f"{answered} redirects to {target}, which is not http(s); not followed", True)
+                    return ToolOutput(
+                        f"{answered} redirects ({response.status_code}) to another site: {target}\n"
+                        "Fetch that URL if you want it; it is judged on its own.",
+                        True,
+                    )
+                body, cut = await _read_capped(response, config.max_bytes)
+                return _page_output(answered, response, body, cut, config.max_bytes)
+        except httpx.HTTPError as exc:
+            raise ToolError(f"{url}: {type(exc).__name__}: {exc or 'the request failed'}") from None
+
+
+def _client(config: WebConfig) -> httpx.AsyncClient:
+    import httpx
+
+    return httpx.AsyncClient(
+        follow_redirects=False,
+        timeout=httpx.Timeout(config.timeout_seconds),
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT},
+    )
+
+
+@contextlib.asynccontextmanager
+async def _followed(
+    client: httpx.AsyncClient, first: httpx.URL, config: WebConfig
+) -> AsyncIterator[tuple[httpx.URL, httpx.Response]]:
+    """GET ``first``, following its redirects while they stay on its site (up to ``max_redirects``),
+    each hop's host resolved once and every address checked: the URL that answered and its
+    response. A redirect elsewhere, or to a scheme that is not http(s), is the response yielded."""
+    url = first
+    for hop in range(config.max_redirects + 1):
+        try:
+            addresses = await resolve_checked(_ascii_host(url), _port(url), config)
+        except HostRefused as exc:
+            raise ToolError(str(exc)) from None
+        async with _send_to(client, url, addresses) as response:
+            if response.status_code in _REDIRECTS and "location" in response.headers:
+                target = url.join(response.headers["location"])
+                if target.scheme in ("http", "https") and _same_site(first, target):
+                    if hop == config.max_redirects:
+                        raise ToolError(f"{first}: more than {config.max_redirects} redirects")
+                    url = target
+                    continue
+            yield url, response
+            return
     raise AssertionError("unreachable")
+
+
+class FileTooLarge(ToolError):
+    """The file is larger than the caller takes."""
+
+
+async def fetch_file(url: str, config: WebConfig, *, max_bytes: int) -> tuple[str, bytes]:
+    """A file at ``url`` fetched under web_fetch's guard (http or https only, no credentials in the
+    URL, every address of each hop public unless ``allowed_private_hosts`` names the host, redirects
+    only on its site, all within ``timeout_seconds``): its media type (lower case, no parameters)
+    and its bytes. Raises FileTooLarge past ``max_bytes`` (nothing more is read), ToolError saying
+    why for anything else (a refused host, a redirect elsewhere, an error status, no answer)."""
+    import httpx
+
+    checked = _checked_url(url)
+    try:
+        async with (
+            asyncio.timeout(config.timeout_seconds),
+            _client(config) as client,
+            _followed(client, checked, config) as (answered, response),
+        ):
+            if response.status_code != 200:
+                raise ToolError(f"{answered} answered HTTP {response.status_code}")
+            body, cut = await _read_capped(response, max_bytes)
+            if cut:
+                raise FileTooLarge(f"{answered} is larger than {max_bytes} bytes")
+            media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            return media_type, body
+    except TimeoutError:
+        raise ToolError(f"{url}: no complete answer within {config.timeout_seconds:g} s") from None
+    except httpx.HTTPError as exc:
+        raise ToolError(f"{url}: {type(exc).__name__}: {exc or 'the request failed'}") from None
 
 
 def _ascii_host(url: httpx.URL) -> str:

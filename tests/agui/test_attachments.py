@@ -1,7 +1,7 @@
 """Attachments (issue #44 item 5): AG-UI 1.0 image and document parts, inline as CopilotKit's
 useAttachments sends them, reach the model and come back with the thread; one too large, too many,
-of a type the model does not read, or pointing at an address instead of carrying its data is
-refused with a 4xx that says so, and nothing is stored."""
+of a type the model does not read, or pointing at a private address is refused with a 4xx that says
+so, and nothing is stored (tests/agui/test_attachment_urls.py fetches a public one)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_an_image_and_a_document_reach_the_model_and_come_back_with_the_thread(s
         ([_image(mime="image/svg+xml")], 415, "unsupported_attachment"),
         ([_document(mime="application/zip")], 415, "unsupported_attachment"),
         ([_image(mime="application/pdf")], 415, "unsupported_attachment"),
-        ([_image("https://example.com/cat.png", kind="url")], 415, "attachment_source_refused"),
+        ([_image("http://127.0.0.1:9/cat.png", kind="url")], 400, "attachment_url_refused"),
         ([_image("not base64!")], 400, "invalid_attachment"),
     ],
 )

@@ -34,7 +34,14 @@ def _drive(spec: dict) -> dict:
     return json.loads(done.stdout)
 
 
-def test_copilotkits_core_chats_reopens_and_keeps_the_thread_list(server, fake_api):
+@pytest.mark.parametrize(
+    ("transport", "resolved"),
+    [
+        (None, "rest"),  # core's default: GET /info answers, so the routes
+        ("single", "single"),  # an app's useSingleEndpoint: every call a POST /copilotkit envelope
+    ],
+)
+def test_copilotkits_core_chats_reopens_and_keeps_the_thread_list(server, fake_api, transport, resolved):
     fake_api.script([text_turn(["Hello ", "from Threadline."])])
     seen = _drive(
         {
@@ -43,11 +50,12 @@ def test_copilotkits_core_chats_reopens_and_keeps_the_thread_list(server, fake_a
             "agentId": "coder",
             "threadId": "t-core",
             "text": "say hello",
+            **({"transport": transport} if transport else {}),
         }
     )
     server.drain()
     assert seen["errors"] == []
-    assert "coder" in seen["agents"] and seen["transport"] == "rest"
+    assert "coder" in seen["agents"] and seen["transport"] == resolved
     assert seen["threadEndpoints"]["list"] is True and seen["threadEndpoints"]["mutations"] is True
     assert [m["role"] for m in seen["runMessages"]] == ["user", "assistant"]
     assert seen["runMessages"][1]["content"] == "Hello from Threadline."

@@ -130,3 +130,42 @@ def test_bad_input_is_refused_and_changes_nothing(server, fake_api, olive):
         assert _call(server, olive, method, path, body).status_code == status, (method, path, body)
     thread = Thread.objects.get(agui_thread_id="t-x")
     assert (thread.title, thread.archived) == ("hello", False)
+
+
+def _run_in_background(server, headers, thread_id, text):
+    import threading
+
+    done: list[httpx.Response] = []
+    body = orjson.dumps(v1(run_input(thread_id, f"r-{thread_id}", user(text, f"u-{thread_id}"))))
+    url = f"{server.url}/copilotkit/agent/coder/run"
+    sender = threading.Thread(target=lambda: done.append(httpx.post(url, content=body, headers=headers, timeout=30)))
+    sender.start()
+    return sender, done
+
+
+def _wait_running(thread_id):
+    import time
+
+    deadline = time.monotonic() + 10
+    while not Run.objects.filter(thread__agui_thread_id=thread_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_a_delete_as_the_run_ends_waits_for_it_and_deletes(server, fake_api, olive):
+    fake_api.script([text_turn(["ending", " soon"]).paced(0.1)])
+    sender, done = _run_in_background(server, olive, "t-ending", "hi")
+    _wait_running("t-ending")
+    deleted = _call(server, olive, "DELETE", "/threads/t-ending")
+    sender.join(30)
+    assert deleted.status_code == 200, deleted.text
+    assert done[0].status_code == 200 and not Thread.objects.exists()
+
+
+def test_a_delete_while_a_run_goes_on_is_refused_and_keeps_the_thread(server, fake_api, olive):
+    fake_api.script([text_turn(["slow"] * 12).paced(0.5)])
+    sender, _ = _run_in_background(server, olive, "t-busy", "hi")
+    _wait_running("t-busy")
+    refused = _call(server, olive, "DELETE", "/threads/t-busy")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "thread_busy"
+    assert Thread.objects.filter(agui_thread_id="t-busy").exists()
+    sender.join(30)

@@ -2,7 +2,7 @@
 // (the version examples/copilotkit installs), with no CopilotKit runtime in between: what a page's
 // CopilotKitProvider, CopilotChat and useThreads do, without the page.
 //
-// Input (argv[2], JSON): { runtimeUrl, headers, agentId, threadId, text }
+// Input (argv[2], JSON): { runtimeUrl, headers, agentId, threadId, text, transport? }
 // Output (stdout, JSON): { agents, threadEndpoints, transport, runMessages, connectedMessages,
 //                          listed, renamed, archivedHidden, unarchived, afterDelete, errors }
 import { createRequire } from "node:module";
@@ -34,7 +34,10 @@ function plain(messages) {
 }
 
 try {
-  const kit = new CopilotKitCore({ runtimeUrl: spec.runtimeUrl, headers: spec.headers });
+  // transport: "single" is CopilotKit's single-route form (an app's useSingleEndpoint); by default
+  // core asks GET /info first and uses the routes.
+  const options = { runtimeUrl: spec.runtimeUrl, headers: spec.headers, runtimeTransport: spec.transport };
+  const kit = new CopilotKitCore(options);
   await until(() => kit.runtimeConnectionStatus === CopilotKitCoreRuntimeConnectionStatus.Connected
     || kit.runtimeConnectionStatus === CopilotKitCoreRuntimeConnectionStatus.Error, "the runtime's /info");
   out.agents = Object.keys(kit.agents);
@@ -49,7 +52,7 @@ try {
   out.runMessages = plain(agent.messages);
 
   // Another page opening the thread: a fresh core, its agent connects through /agent/<id>/connect.
-  const other = new CopilotKitCore({ runtimeUrl: spec.runtimeUrl, headers: spec.headers });
+  const other = new CopilotKitCore(options);
   await until(() => other.runtimeConnectionStatus === CopilotKitCoreRuntimeConnectionStatus.Connected, "the second /info");
   const reopened = other.getAgent(spec.agentId);
   reopened.threadId = spec.threadId;
@@ -57,7 +60,8 @@ try {
   out.connectedMessages = plain(reopened.messages);
 
   // The thread list, as useThreads keeps it.
-  const store = ɵcreateThreadStore({ fetch: globalThis.fetch, onError: (error) => errors.push(String(error)) });
+  // As useThreads makes it: through core's fetch, which wraps a call in the envelope in single-route form.
+  const store = ɵcreateThreadStore({ fetch: kit.ɵruntimeFetch, onError: (error) => errors.push(String(error)) });
   store.start();
   const context = { runtimeUrl: spec.runtimeUrl, headers: spec.headers, agentId: spec.agentId };
   store.setContext(context);

@@ -5,7 +5,7 @@
 // the servers behind the page.
 //
 // Commands: {"op": "goto", "url"} | {"op": "reload"} | {"op": "fill", "selector", "text"}
-//   | {"op": "press", "selector", "key"} | {"op": "click", "selector", "text"?}
+//   | {"op": "press", "selector", "key"} | {"op": "attach", "selector", "path"} (a file input's file) | {"op": "click", "selector", "text"?}
 //   | {"op": "waitFor", "selector", "text"?, "state"?} | {"op": "text", "selector"}
 //   | {"op": "count", "selector"} | {"op": "eval", "expression"} | {"op": "screenshot", "path"}
 //   | {"op": "console"} | {"op": "close"}
@@ -54,6 +54,9 @@ async function perform(command) {
       return page.url();
     case "fill":
       await locate(command).fill(command.value);
+      return null;
+    case "attach":
+      await locate(command).setInputFiles(command.path);
       return null;
     case "press":
       await locate(command).press(command.key);

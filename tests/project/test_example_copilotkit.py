@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.example_page import MESSAGES, ExampleServer, Page, build_page, missing_prerequisite
+from tests.example_page import MESSAGES, ExampleServer, Page, build_page, require_prerequisites
 from tests.fakes.anthropic_api import FakeAnthropic, split_tokens, text, text_turn, thinking, tool_turn, turn
 from tests.mcp_world import elicit_stdio
 from tests.procs import ServerProcess
@@ -33,11 +33,7 @@ ELICITATION = "[data-testid=elicitation]"
 
 @pytest.fixture(scope="session")
 def example_page_built() -> None:
-    if (missing := missing_prerequisite()) is not None:
-        reason = f"the CopilotKit example's browser tests did NOT run: {missing}"
-        if os.environ.get("REQUIRE_SERVICES") == "1":
-            pytest.fail(f"{reason}; REQUIRE_SERVICES=1 makes that a failure")
-        pytest.skip(reason)
+    require_prerequisites("the CopilotKit example's browser tests")
     if os.environ.get("EXAMPLE_SKIP_BUILD") != "1":
         build_page()
 

@@ -142,3 +142,19 @@ def test_the_seeded_agent_takes_the_seeds_grounding_mode_unless_someone_chose_an
     Agent.objects.filter(name="coder").update(grounding_mode="enforced")
     migration.seeded_agent_to_prompt(apps, None)
     assert Agent.objects.get(name="coder").grounding_mode == "enforced"  # an operator's choice is kept
+
+
+def test_uploads_stored_messages_name_already_are_tied_to_their_thread(db):
+    from threads.models import Attachment, Message
+
+    migration = importlib.import_module("threads.migrations.0024_attachment_thread")
+    thread = Thread.objects.create(agui_thread_id="t-up", agent=Agent.objects.get(name="coder"))
+    named, unnamed = (Attachment.objects.create(media_type="image/png", size=1, data=b"x") for _ in range(2))
+    part = {"type": "image", "source": {"type": "url", "value": f"http://h/copilotkit/attachments/{named.pk.hex}"}}
+    Message.objects.create(
+        thread=thread, position=0, message_id="u1", role="user", body={"id": "u1", "role": "user", "content": [part]}
+    )
+    migration.claim_named_uploads(apps, None)
+    named.refresh_from_db()
+    unnamed.refresh_from_db()
+    assert named.thread == thread and unnamed.thread is None

@@ -21,6 +21,7 @@ from threads.locking import again_after_a_race, again_after_a_race_to_create
 from threads.models import Message, QueuedMessage, Run, Session, Thread
 from threads.queue import queue_claim, queue_message, queue_started
 from threads.selectors import agent_get
+from threads.services.attachments import attachments_claim
 from threads.services.subagents import subagents_interrupt
 from threads.services.transcript import message_preview, messages_append
 from threads.takeover import RunTakenOver, can_go_on, queued_if_ours
@@ -144,6 +145,7 @@ def run_open(
             thread=thread, position=0, message_id=new_user_message["id"], role="user", body=new_user_message
         )
         fastsql.insert(thread, session, run, message)
+        attachments_claim(thread=thread, message=new_user_message)
         return Started(thread, session, agent, run)
     thread = found[0]
     if owner_id is not None and thread.owner_id != owner_id:
@@ -259,6 +261,7 @@ def run_open(
     fastsql.insert(
         run, Message(thread=thread, position=len(stored), message_id=message_id, role="user", body=new_user_message)
     )
+    attachments_claim(thread=thread, message=new_user_message)
     if claimed is not None:
         queue_started(claimed, run_pk=run.pk)
     return Started(thread, session, agent, run, superseded=superseded)

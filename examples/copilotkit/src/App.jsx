@@ -72,7 +72,7 @@ function readable(error) {
 }
 
 // A browser tool: the agent changes this page's theme, and the conversation goes on with the result.
-function ThemeTool() {
+export function ThemeTool() {
   useFrontendTool({
     name: "change_theme",
     description: "Change the page's colour theme to light or dark.",
@@ -87,8 +87,9 @@ function ThemeTool() {
 
 // Approvals and questions from Threadline arrive as AG-UI interrupts; so do an MCP server's questions
 // mid-call (reason "mcp:elicitation"), whose form is drawn from the interrupt's responseSchema.
-function Questions() {
+export function Questions({ agentId } = {}) {
   useInterrupt({
+    agentId,
     render: ({ interrupt, resolve }) =>
       interrupt?.reason === "mcp:elicitation" ? (
         <ElicitationCard interrupt={interrupt} resolve={resolve} />
@@ -280,8 +281,8 @@ function QuestionCard({ interrupt, resolve }) {
 }
 
 // The thread's shared state, as Threadline keeps it; it updates live as STATE_DELTA events arrive.
-function StatePanels() {
-  const { agent } = useAgent({ updates: [UseAgentUpdate.OnStateChanged, UseAgentUpdate.OnRunStatusChanged] });
+export function StatePanels({ agentId } = {}) {
+  const { agent } = useAgent({ agentId, updates: [UseAgentUpdate.OnStateChanged, UseAgentUpdate.OnRunStatusChanged] });
   const state = agent.state ?? {};
   const todos = state.todos ?? [];
   const files = state.files ?? [];

@@ -88,6 +88,7 @@ class Command(BaseCommand):
             "",
             "Threadline is starting.",
             f"  Home page:      {base}/",
+            f"  Chat page:      {_app_page_line(base)}",
             f"  AG-UI endpoint: {agui_base}/{first}" + ("   (its own listener: AGUI_PORT)" if agui_port else ""),
             f"  Agents:         {', '.join(agents) or '(none enabled)'}",
             f"  AG-UI token:    {settings.AGUI_TOKEN}   ({origin})",
@@ -165,3 +166,12 @@ def _workspaces_line() -> str:
         "thread": f"each thread's own, in {root}/threads/<thread> (AGENT_WORKSPACE_MODE=thread)",
         "shared": "everybody in the shared workspace: users are NOT isolated (AGENT_WORKSPACE_MODE=shared)",
     }[settings.AGENT_WORKSPACE_MODE]
+
+
+def _app_page_line(base: str) -> str:
+    """Where the CopilotKit page is, or why it is not served (project/app_page.py)."""
+    if not (settings.APP_PAGE_DIR / "index.html").is_file():
+        return f"{base}/app/ is not built (it needs Node.js 20+ and npm: make run builds it once)"
+    if settings.AGUI_PORT:
+        return f"{base}/app/ cannot reach the CopilotKit routes on their own port (AGUI_PORT): unset it to use the page"
+    return f"{base}/app/   (sign in as a Django user: manage.py createsuperuser makes one)"
