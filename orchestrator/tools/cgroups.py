@@ -104,6 +104,10 @@ def _kill_all(path: Path, version: int) -> None:
                 os.kill(int(pid), signal.SIGKILL)
 
 
+# How old an empty call's group must be before a server starting up takes it for a leftover.
+LEFTOVER_SECONDS = 60.0
+
+
 def open_call_group(parents: CgroupParents, *, memory: int, processes: int) -> CallGroup:
     """A new group for one call, bounded to ``memory`` bytes (swap none) and ``processes`` processes."""
     name = PREFIX + uuid.uuid4().hex[:16]
@@ -231,16 +235,20 @@ def _enable(where: Path) -> bool:
     return True
 
 
-def remove_leftovers(parents: CgroupParents) -> None:
+def remove_leftovers(parents: CgroupParents, *, older_than: float = LEFTOVER_SECONDS) -> None:
     """Removes the calls' groups a server killed mid-call left behind: empty by then (bwrap dies with
     its parent, and its namespace with it). A group with processes is another live server's call
-    (workers share their parent's group): rmdir refuses it, and it is left alone."""
+    (workers share their parent's group): rmdir refuses it, and it is left alone. So is a group made
+    in the last ``older_than`` seconds: another server's call makes its group empty and only then
+    starts the process that joins it, and a group removed in between fails that call."""
+    now = time.time()
     for base in dict.fromkeys((parents.memory, parents.pids)):
         with contextlib.suppress(OSError):
             for path in base.iterdir():
                 if path.name.startswith(PREFIX):
                     with contextlib.suppress(OSError):
-                        path.rmdir()
+                        if now - path.stat().st_mtime >= older_than:
+                            path.rmdir()
 
 
 def probe(parents: CgroupParents, *, memory: int, processes: int) -> str | None:
