@@ -72,6 +72,7 @@ install-test: $(TEST_STAMP) $(NODE_STAMP) $(EXAMPLE_STAMP)
 
 run: install app-page
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py firstlogin
 	$(PY) manage.py serve
 
 test: install-test lint

@@ -18,6 +18,7 @@ from agents.confinement import bash_choice, startup_warnings
 from agents.mcp.sandboxing import stdio_note
 from agents.models import Agent
 from project.fdlimit import FILES_BESIDES_CONNECTIONS
+from project.management.commands.firstlogin import FILE as FIRST_LOGIN
 from project.server import raise_file_limit, uvicorn_options
 
 
@@ -174,4 +175,7 @@ def _app_page_line(base: str) -> str:
         return f"{base}/app/ is not built (it needs Node.js 20+ and npm: make run builds it once)"
     if settings.AGUI_PORT:
         return f"{base}/app/ cannot reach the CopilotKit routes on their own port (AGUI_PORT): unset it to use the page"
+    first = settings.DATA_DIR / FIRST_LOGIN
+    if first.is_file():
+        return f"{base}/app/   (sign in as admin: its first password is in {first})"
     return f"{base}/app/   (sign in as a Django user: manage.py createsuperuser makes one)"
