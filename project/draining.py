@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 # How long connections left after a drain (reattaches following runs of other processes) may stay
 # before they are closed: their clients reattach elsewhere. uvicorn's own wait, once drained.
 AFTER_DRAIN_SECONDS = 3
+# How long a new worker may take to start (Django, the MCP servers) before a rolling restart gives up
+# and keeps the old one: a busy machine takes more than uvicorn's 5 seconds.
+READY_SECONDS = 60
 
 
 class DrainingServer(uvicorn.Server):
@@ -103,7 +106,7 @@ class Workers(Multiprocess):
             if self.should_exit.is_set():
                 return
             new = self._new()
-            if not new.wait_until_ready(self.config.timeout_worker_healthcheck, self.should_exit):
+            if not new.wait_until_ready(max(self.config.timeout_worker_healthcheck, READY_SECONDS), self.should_exit):
                 new.kill()
                 new.join()
                 log.error("worker [%s] was not ready in time: [%s] is kept, the restart stops", new.pid, old.pid)
@@ -111,6 +114,11 @@ class Workers(Multiprocess):
             old.terminate()  # SIGTERM: it drains (its runs are handed over), then exits
             old.join()
             self.processes[index] = new
+
+    def handle_ttin(self) -> None:
+        """SIGTTIN: one more worker (SIGTTOU, one fewer, drains it as any worker stops)."""
+        self.processes_num += 1
+        self.processes.append(self._new())
 
     def keep_subprocess_alive(self) -> None:
         if self.should_exit.is_set():

@@ -72,3 +72,50 @@ def _events(body: bytes) -> list[dict[str, Any]]:
 
 def _text(events: list[dict[str, Any]]) -> str:
     return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def _complete(body: bytes) -> bytes:
+    """``body`` up to its last whole frame (a connection cut mid-frame leaves a piece)."""
+    end = body.rfind(b"\n\n")
+    return body[: end + 2] if end >= 0 else b""
+
+
+def _ended(body: bytes) -> bool:
+    frames = parse_frames(body)[0]
+    return bool(frames) and frames[-1].event["type"] in ("RUN_FINISHED", "RUN_ERROR")
+
+
+def follow_run(url: str, token: str, version: str, thread_id: str, text: str, *, seconds: float = 240) -> bytes:
+    """A client that sends one message and follows its run to its end, as a browser would through a
+    deploy: it reattaches with Last-Event-ID whenever its stream ends without a terminal event (its
+    process drained or died) or the connection fails, and sends a refused message (503) again after
+    its Retry-After. Returns every frame it was sent, in order."""
+    body = orjson.dumps(
+        v1(run_input(thread_id, "r1", user(text, "u1")))
+        if version == "1"
+        else run_input(thread_id, "r1", user(text, "u1"))
+    )
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    seen, sent = b"", False
+    deadline = time.monotonic() + seconds
+    while not _ended(seen):
+        assert time.monotonic() < deadline, f"{thread_id} did not end:\n{seen.decode()[-2000:]}"
+        frames = parse_frames(seen)[0]
+        if sent:
+            method, target, content = "GET", f"{url}/agui/coder/threads/{thread_id}/runs/r1/events", None
+            extra = {"Last-Event-ID": str(frames[-1].id)} if frames else {}
+        else:
+            method, target, content, extra = "POST", f"{url}/agui/coder", body, {}
+        try:
+            with httpx.stream(method, target, content=content, headers={**headers, **extra}, timeout=60) as response:
+                if response.status_code == 503:
+                    time.sleep(float(response.headers.get("Retry-After", "1")))
+                    continue
+                assert response.status_code == 200, (response.status_code, response.read())
+                sent = True
+                for chunk in response.iter_bytes():
+                    seen += chunk
+        except httpx.HTTPError:
+            time.sleep(0.2)  # the process went away: reattach to another
+        seen = _complete(seen)
+    return seen
