@@ -353,7 +353,7 @@ class RunHost:
         )
         live = LiveRun(run_pk=run.pk, agui_thread_id=thread.agui_thread_id, takeovers=run.takeovers)
         self.registry.register(live)
-        continues = ContinuedLog(after=taken.after, logged=tuple(taken.logged), count=taken.count)
+        continues = ContinuedLog(after=taken.after, logged=tuple(taken.logged), count=taken.count, takeover=taken.shown)
         surface = self._background(thread, run.agui_run_id, run.protocol_version, continues=continues)
         request = RunRequest(request_id=run.agui_run_id, text="")
         going_on = self._execute(

@@ -100,6 +100,7 @@ class TakenOver:
     logged: list[dict[str, Any]]
     after: int
     count: int  # how many events its log holds
+    shown: dict[str, Any]  # this takeover, as its clients are shown it (TAKEOVER_EVENT)
 
 
 def crashes(run: Run) -> int:
@@ -155,6 +156,26 @@ def run_release(*, run_id: uuid.UUID, takeovers: int) -> None:
         run.owner = RELEASED
         run.lease_expires_at = now - leases.lease_length()
         run.save(update_fields=["takeover_history", "owner", "lease_expires_at"])
+
+
+# The CUSTOM event a run taken over shows its clients first (its continuation's log, /connect).
+TAKEOVER_EVENT = "threadline.takeover"
+
+
+def takeover_shown(run: Run) -> dict[str, Any]:
+    """The run's last takeover as a client is shown it: ``kind`` ("crash" or "handover"), ``at``
+    (when it was taken over), ``from`` and ``by`` (the processes), ``step`` (the model turns done
+    before it), ``takeovers`` and ``crashes`` so far."""
+    entry = dict(run.takeover_history[-1]) if run.takeover_history else {}
+    return {
+        "kind": entry.get("kind", "crash"),
+        "at": entry.get("takenAt") or entry.get("at", ""),
+        "from": entry.get("from", ""),
+        "by": entry.get("by", ""),
+        "step": entry.get("step", 0),
+        "takeovers": run.takeovers,
+        "crashes": crashes(run),
+    }
 
 
 def _history_taken(run: Run, now: Any, *, handed: bool) -> list[dict[str, Any]]:
@@ -226,6 +247,7 @@ def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
             logged=[orjson.loads(event.payload) for event in logged if event.type in ev.OPENING_AND_CLOSING_RUNS],
             after=last + UNLOGGED_AHEAD,
             count=len(logged) or 1,
+            shown=takeover_shown(run),
         )
 
 
@@ -233,6 +255,7 @@ __all__ = [
     "INTERRUPTED_ERROR",
     "RELEASED",
     "STEP",
+    "TAKEOVER_EVENT",
     "RunTakenOver",
     "TakenOver",
     "can_go_on",
@@ -243,4 +266,5 @@ __all__ = [
     "runs_abandoned",
     "step_record",
     "still_ours",
+    "takeover_shown",
 ]

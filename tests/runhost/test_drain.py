@@ -67,6 +67,25 @@ def _seen_until(server: Any, version: str, thread_id: str, marker: bytes) -> byt
     return seen
 
 
+def _connect_until(cluster: Cluster, thread_id: str, version: str, marker: bytes) -> bytes:
+    """What CopilotKit's /connect on B sends a page opening the thread, up to ``marker``."""
+    opened = run_input(thread_id, "c1")
+    shown = b""
+    with httpx.stream(
+        "POST",
+        f"{cluster.b.url}/copilotkit/agent/coder/connect",
+        content=orjson.dumps(v1(opened) if version == "1" else opened),
+        headers={**cluster.b.headers, "Content-Type": "application/json"},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        for chunk in response.iter_bytes():
+            shown += chunk
+            if shown.endswith(b"\n\n") and marker in shown:
+                break
+    return shown
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_draining_process_refuses_new_runs_and_hands_its_run_over_at_the_next_step(
     draining: Cluster, version: str
@@ -77,7 +96,8 @@ def test_a_draining_process_refuses_new_runs_and_hands_its_run_over_at_the_next_
     # then its bash call, whose result is stored) and is handed over before the next model turn.
     asking = tool_turn("bash", {"command": "echo once >> counter"}, id="toolu_b", preamble=["Deploying ", "now"])
     slow = asking.pause(after_events=4, timeout=60)
-    cluster.fake.script([slow, text_turn(["Finished after the deploy."])])
+    after = text_turn(["Finished after ", "the deploy."]).pause(after_events=4, timeout=60)
+    cluster.fake.script([slow, after])
     seen = _seen_until(cluster.a, version, thread_id, b"Deploying ")
     assert cluster.a.proc is not None
     cluster.a.proc.send_signal(signal.SIGTERM)
@@ -109,7 +129,17 @@ def test_a_draining_process_refuses_new_runs_and_hands_its_run_over_at_the_next_
 
     slow.resume.set()
     cluster.a.proc.wait(30)  # handed over at the boundary, then gone
+    # A page opening the thread on B while the run goes on there (CopilotKit's /connect) is shown the
+    # hand-over: when, from which process to which, after which step.
+    eventually(after.paused.is_set, seconds=30, what="B's model turn")
+    shown = _connect_until(cluster, thread_id, version, b"threadline.takeover")
+    (moved,) = [e["value"] for e in _events(shown) if e["type"] == "CUSTOM" and e["name"] == "threadline.takeover"]
+    after.resume.set()
     rest = _reattached(cluster, cluster.b, thread_id, seen)
+    (told,) = [e["value"] for e in _events(rest) if e["type"] == "CUSTOM" and e["name"] == "threadline.takeover"]
+    assert told == moved
+    assert moved["kind"] == "handover" and moved["step"] == 1 and (moved["takeovers"], moved["crashes"]) == (1, 0)
+    assert moved["from"].endswith(f":{cluster.a.proc.pid}") and moved["by"] == cluster.run_row(thread_id)[3]
     types = [e["type"] for e in _events(seen + rest)]
     assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
     assert _text(_events(seen + rest)).endswith("Finished after the deploy.")
