@@ -4,7 +4,7 @@ run, are cut off from it and reattach to it (issue #45)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -85,11 +85,16 @@ def _ended(body: bytes) -> bool:
     return bool(frames) and frames[-1].event["type"] in ("RUN_FINISHED", "RUN_ERROR")
 
 
-def follow_run(url: str, token: str, version: str, thread_id: str, text: str, *, seconds: float = 240) -> bytes:
+def follow_run(
+    url: str | Callable[[], str], token: str, version: str, thread_id: str, text: str, *, seconds: float = 240
+) -> bytes:
     """A client that sends one message and follows its run to its end, as a browser would through a
-    deploy: it reattaches with Last-Event-ID whenever its stream ends without a terminal event (its
-    process drained or died) or the connection fails, and sends a refused message (503) again after
-    its Retry-After. Returns every frame it was sent, in order."""
+    deploy or a crash: it reattaches with Last-Event-ID whenever its stream ends without a terminal
+    event (its process drained or died) or the connection fails, and sends a refused message (503)
+    again after its Retry-After. ``url``: the server, or a function that picks one for each request
+    (a load balancer). A message whose process died before its run was stored (the reattach finds no
+    run) is sent again, and what the client was shown of it is dropped. Returns every frame it was
+    sent, in order."""
     body = orjson.dumps(
         v1(run_input(thread_id, "r1", user(text, "u1")))
         if version == "1"
@@ -100,16 +105,20 @@ def follow_run(url: str, token: str, version: str, thread_id: str, text: str, *,
     deadline = time.monotonic() + seconds
     while not _ended(seen):
         assert time.monotonic() < deadline, f"{thread_id} did not end:\n{seen.decode()[-2000:]}"
+        base = url() if callable(url) else url
         frames = parse_frames(seen)[0]
         if sent:
-            method, target, content = "GET", f"{url}/agui/coder/threads/{thread_id}/runs/r1/events", None
+            method, target, content = "GET", f"{base}/agui/coder/threads/{thread_id}/runs/r1/events", None
             extra = {"Last-Event-ID": str(frames[-1].id)} if frames else {}
         else:
-            method, target, content, extra = "POST", f"{url}/agui/coder", body, {}
+            method, target, content, extra = "POST", f"{base}/agui/coder", body, {}
         try:
             with httpx.stream(method, target, content=content, headers={**headers, **extra}, timeout=60) as response:
                 if response.status_code == 503:
                     time.sleep(float(response.headers.get("Retry-After", "1")))
+                    continue
+                if response.status_code == 404 and method == "GET":
+                    seen, sent = b"", False  # never stored: send it again
                     continue
                 assert response.status_code == 200, (response.status_code, response.read())
                 sent = True

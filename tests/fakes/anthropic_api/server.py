@@ -131,6 +131,7 @@ class FakeAnthropic:
         self._queue: deque[AnyTurn] = deque(turns)
         # Scripts for the requests whose first message contains a marker (see script_for).
         self._keyed: dict[str, deque[AnyTurn]] = {}
+        self._stepped: dict[str, list[AnyTurn]] = {}
         self._requests: list[RecordedRequest] = []
         self._all_requests: list[RecordedRequest] = []
         self._connections: set[socket.socket] = set()
@@ -202,6 +203,25 @@ class FakeAnthropic:
             self._keyed.setdefault(marker, deque()).extend(turns)
         return self
 
+    def script_by_step(self, marker: str, turns: list[AnyTurn]) -> FakeAnthropic:
+        """Turns for the conversations whose first message contains ``marker``, chosen by how many
+        model turns the request holds already (the last one again past the end): a turn made again
+        (a run taken over mid-turn by another process) gets the same reply, whatever order and
+        however often requests come."""
+        with self._lock:
+            self._stepped[marker] = list(turns)
+        return self
+
+    def _stepped_turn(self, body: Any) -> AnyTurn | None:
+        if not body.get("messages"):
+            return None
+        first = json.dumps(body["messages"][0].get("content"), ensure_ascii=False)
+        for marker, turns in self._stepped.items():
+            if marker in first:
+                done = sum(1 for message in body["messages"] if message.get("role") == "assistant")
+                return turns[min(done, len(turns) - 1)]
+        return None
+
     def _keyed_queue(self, body: Any) -> deque[AnyTurn] | None:
         if not self._keyed or not isinstance(body, dict) or not body.get("messages"):
             return None
@@ -227,6 +247,7 @@ class FakeAnthropic:
         with self._lock:
             self._queue.clear()
             self._keyed.clear()
+            self._stepped.clear()
             self._requests.clear()
             self._all_requests.clear()
             self.errors.clear()
@@ -312,9 +333,10 @@ class FakeAnthropic:
             self._all_requests.append(rec)
             if is_messages:
                 self._requests.append(rec)
+                stepped = self._stepped_turn(body) if self._stepped and isinstance(body, dict) else None
                 keyed = self._keyed_queue(body)
                 queue = keyed if keyed is not None else self._queue
-                rec.turn = queue.popleft() if queue else None
+                rec.turn = stepped if stepped is not None else queue.popleft() if queue else None
             self._lock.notify_all()
         request_id = f"req_fake_{n:06d}"
         try:
