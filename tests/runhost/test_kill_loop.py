@@ -17,11 +17,11 @@ from tests.sse import parse_frames
 
 pytestmark = [pytest.mark.services, pytest.mark.clients]
 
-RUNS, STEPS = 6, 5
+RUNS, STEPS = 6, 8
 
 
 def test_runs_survive_a_process_killed_every_few_seconds(tmp_path: Path, redis_url: str) -> None:
-    result = kill_loop(tmp_path, runs=RUNS, steps=STEPS, every=3.0, clients=RUNS, pace=0.1)
+    result = kill_loop(tmp_path, runs=RUNS, steps=STEPS, every=2.0, clients=RUNS, pace=0.15)
     assert result.kills >= 2, result.kills
     for n, body in enumerate(result.streams):
         (tmp_path / f"stream-{n}.sse").write_bytes(body)  # for a failure's reader

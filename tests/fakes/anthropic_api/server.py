@@ -4,6 +4,7 @@ with the next scripted turn, streamed, paced, paused, failed or dropped as the t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http
 import itertools
 import json
@@ -19,7 +20,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.anthropic_api.script import DEFAULT_MODEL, STATUS_FOR_ERROR, AnyTurn, DropTurn, ErrorTurn, Turn
+from tests.fakes.anthropic_api.script import (
+    DEFAULT_MODEL,
+    STATUS_FOR_ERROR,
+    AnyTurn,
+    DropTurn,
+    ErrorTurn,
+    ToolUseBlock,
+    Turn,
+)
 from tests.fakes.anthropic_api.wire import TERMINATOR, dumps, error_body, frame
 
 # --------------------------------------------------------------------------- server
@@ -132,6 +141,7 @@ class FakeAnthropic:
         # Scripts for the requests whose first message contains a marker (see script_for).
         self._keyed: dict[str, deque[AnyTurn]] = {}
         self._stepped: dict[str, list[AnyTurn]] = {}
+        self._served_stepped = 0
         self._requests: list[RecordedRequest] = []
         self._all_requests: list[RecordedRequest] = []
         self._connections: set[socket.socket] = set()
@@ -207,7 +217,7 @@ class FakeAnthropic:
         """Turns for the conversations whose first message contains ``marker``, chosen by how many
         model turns the request holds already (the last one again past the end): a turn made again
         (a run taken over mid-turn by another process) gets the same reply, whatever order and
-        however often requests come."""
+        however often requests come, with fresh tool call ids, as the real API gives each reply."""
         with self._lock:
             self._stepped[marker] = list(turns)
         return self
@@ -219,7 +229,17 @@ class FakeAnthropic:
         for marker, turns in self._stepped.items():
             if marker in first:
                 done = sum(1 for message in body["messages"] if message.get("role") == "assistant")
-                return turns[min(done, len(turns) - 1)]
+                chosen = turns[min(done, len(turns) - 1)]
+                if not isinstance(chosen, Turn):
+                    return chosen
+                self._served_stepped += 1
+                fresh = tuple(
+                    dataclasses.replace(block, id=f"{block.id}_{self._served_stepped}")
+                    if isinstance(block, ToolUseBlock)
+                    else block
+                    for block in chosen.blocks
+                )
+                return dataclasses.replace(chosen, blocks=fresh)
         return None
 
     def _keyed_queue(self, body: Any) -> deque[AnyTurn] | None:
