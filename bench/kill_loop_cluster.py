@@ -54,6 +54,9 @@ def main() -> int:
         answered += bool(texts) and texts[-1].endswith(answer(n))
         lines = result.counters[n]
         twice += len(lines) - len(set(lines))
+        if client["error"] is not None or types[-1] != "RUN_FINISHED":
+            last = parse_frames(body)[0][-1].event
+            print(f"  t-kill-{n}: ended {last.get('type')} {last.get('code', '')}; verifier: {client['error']}")
     takeovers = sum(row[2] for row in result.rows)
     crashes = sum(row[2] - row[3] for row in result.rows)
     calls = sum(len(lines) for lines in result.counters)
