@@ -29,6 +29,20 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
     return response
 
 
+# Retry-After of a run refused while the process drains: another process (or its replacement) takes it.
+DRAINING_RETRY_AFTER = 1
+
+
+def draining_response() -> JsonResponse:
+    """A new run asked of a process that drains (SIGTERM: runhost/drain.py): nothing is stored; the
+    same request sent again reaches another process (behind a load balancer) or its replacement."""
+    response = error_response(
+        503, "draining", "this server process is stopping (a deploy or a restart): send the same request again"
+    )
+    response["Retry-After"] = str(DRAINING_RETRY_AFTER)
+    return response
+
+
 @dataclass(slots=True, frozen=True)
 class Caller:
     """Who sent an AG-UI request. ``user_id`` None: the shared AGUI_TOKEN, the single-user (or

@@ -109,9 +109,10 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
             if leases.owner_is_gone(row[2], row[3]):
                 # The process running it died: this one takes it over (or, when it cannot go on, ends
                 # its log: threads/takeover.py), then reads on. A process that takes nothing over
-                # (no sweep runs in it) ends the log itself, so the follower is never left waiting.
+                # (no sweep runs in it) ends the log itself, so the follower is never left waiting;
+                # one that drains leaves it to the others (a run handed over is theirs to go on with).
                 if not await HOST.take_over(run.pk):
-                    if not HOST.takes_over:
+                    if not HOST.takes_over and not HOST.draining:
                         await on_db_thread(runs_heal, run_ids=[run.pk], now=timezone.now())
                     await asyncio.sleep(POLL_SECONDS)
                 continue

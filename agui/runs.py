@@ -31,6 +31,7 @@ from threads.dbthread import on_db_thread
 from threads.eventlog import EventLogWriter
 from threads.models import Run, Thread
 from threads.services.runs import Hydrate
+from threads.takeover import TAKEOVER_EVENT
 from threads.waits import waiting_checkpoint
 from vocabulary import agui as ev
 
@@ -128,6 +129,8 @@ class AguiRun:
             closings, logged = ev.close_log(list(self.continues.logged))
             for event in closings:
                 self.stream.publish(event)
+            if self.continues.takeover is not None:  # when, from which process, after which step
+                self.stream.publish(ev.custom(TAKEOVER_EVENT, self.continues.takeover))
             translator.open.closed_tools |= logged.closed_tools
             # The calls of the model's last turn were streamed before it was committed, whether or not
             # the log kept their starts: a client may hold them, so they are never opened twice.

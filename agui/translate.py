@@ -119,8 +119,10 @@ class AguiTranslator(BaseListener):
         if self.finished:
             return
         self.finished = True
-        if outcome is Outcome.WAITING:
-            return  # ``suspend`` ends the AG-UI run, once the transcript is read
+        if outcome in (Outcome.WAITING, Outcome.HANDED_OVER):
+            # ``suspend`` ends a waiting AG-UI run, once the transcript is read; a run handed over
+            # ends in the process that goes on with it, which closes what is left open.
+            return
         self.start()
         for scope in self.children.values():
             scope.close()

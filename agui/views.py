@@ -19,7 +19,7 @@ from agui.attachments import AttachmentRefused, attachments_refusal, uploads_nam
 from agui.body import request_body
 from agui.decode import DecodedInput, InputError, check_path_ids, decode_run_input
 from agui.frontend import client_tool_results, declared_tools
-from agui.http import Caller, SseResponse, agui_endpoint, error_response, token_error
+from agui.http import Caller, SseResponse, agui_endpoint, draining_response, error_response, token_error
 from agui.interrupts import decided_of
 from agui.prompt import build_request, no_message_request
 from agui.relay import PRUNED, follow_stored_run
@@ -158,6 +158,9 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         return decoded  # nothing is written
     inp = decoded.model
     message = _new_user_message(decoded)
+    results = client_tool_results(decoded)
+    if HOST.draining and (message is not None or inp.resume or results):
+        return draining_response()  # a new run, or one going on: nothing stored; a hydrate is served
     uploaded: dict[str, tuple[str, bytes]] = {}
     if message is not None:
         user_message = _user_message(decoded, message["id"])
@@ -174,7 +177,6 @@ async def run(request: HttpRequest, caller: Caller, agent_name: str) -> HttpResp
         if fetched:
             uploaded.update(await _fetched_stored(request, caller, message, fetched))
     surface = AguiRun(thread_id=inp.thread_id, run_id=inp.run_id, v1=decoded.speaks_v1, client_state=inp.state)
-    results = client_tool_results(decoded)
     decisions = await decisions_of(inp.resume or [], inp.thread_id)
     if isinstance(decisions, HttpResponseBase):
         return decisions  # an elicitation's answer that does not fit its question: nothing is written

@@ -218,6 +218,20 @@ def _install_scripted_provider() -> None:
         raise SystemExit(f"bench: could not install the scripted provider (patched {patched})")
 
 
+def _turn_off_step_checkpoints() -> None:
+    """BENCH_NO_STEP_CHECKPOINTS (bench/step_checkpoints.py, this subprocess only): each step is
+    committed without the run's checkpoint, as before issue #45, to measure what the checkpoints cost."""
+    from threads.store import DbSessionStore
+
+    commit = DbSessionStore.commit
+
+    async def without_step(self: DbSessionStore, *args: Any, **kwargs: Any) -> None:
+        kwargs["step"] = None
+        await commit(self, *args, **kwargs)
+
+    DbSessionStore.commit = without_step  # type: ignore[method-assign]
+
+
 def threadline_app(scripted: bool) -> Any:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     import django
@@ -225,6 +239,8 @@ def threadline_app(scripted: bool) -> Any:
     django.setup()
     if scripted:
         _install_scripted_provider()
+    if os.environ.get("BENCH_NO_STEP_CHECKPOINTS"):
+        _turn_off_step_checkpoints()
     from project.asgi import application
 
     return application

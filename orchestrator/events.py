@@ -34,6 +34,9 @@ class Outcome(StrEnum):
     INTERRUPTED = "interrupted"
     # A call needs an answer (a person's, or the client's): the run goes on once it has it.
     WAITING = "waiting"
+    # Its process drains (a deploy): it stopped at a step boundary, and another process goes on
+    # with it from there, in the same run (nothing is published for it: the run has not ended).
+    HANDED_OVER = "handed_over"
 
 
 @dataclass(slots=True, frozen=True)

@@ -159,6 +159,9 @@ class AgentLoop:
         self.spend = spend
         self.thread_id = ""
         self.steps = StepRecords(store, tool_context.reads, kept=not depth)
+        # Asked at each step boundary of a top-level run: True when its process drains and the run
+        # stops there, to go on in another (the host's, runhost/drain.py); None: never.
+        self.hand_over: Callable[[], bool] | None = None
         tool_context.on_todos = self._todos_changed
         tool_context.on_progress = self._tool_progress
 
@@ -262,6 +265,8 @@ class AgentLoop:
                 run.grounded = True  # the gate opens anyway: grounding must not stall the run
                 self.listener.on_event(PhaseChanged(Phase.GROUNDING, False))
             # The iteration boundary is the safe point: everything so far is committed.
+            if self.hand_over is not None and self.hand_over():
+                return Outcome.HANDED_OVER
             match next_step(run, config, self.listener, await self._settle_spend()):
                 case Stop():
                     return Outcome.CANCELLED

@@ -296,9 +296,9 @@ async def _lifespan(receive: Any, send: Any) -> None:
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             stop_keeping_fresh()
-            # Runs in flight get a grace period to finish and record themselves;
-            # what is still running after it is cancelled and marked so.
-            await HOST.shutdown(grace=settings.SHUTDOWN_GRACE_SECONDS)
+            # Runs in flight are handed over at a step boundary (runhost/drain.py); a SIGTERM has
+            # done so already (project/draining.py), before the server stopped listening.
+            await HOST.shutdown(drain=settings.SERVER_DRAIN_SECONDS)
             await stop_mcp_servers()
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -156,7 +156,13 @@ RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 6.0, minimum=1.0)
 # How many times a run may be taken over from a dead process before it ends with RUN_ERROR; 0: never
 # (a dead process's runs are marked interrupted, as before issue #45).
 RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 3, minimum=0, maximum=100)
-SHUTDOWN_GRACE_SECONDS = env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0)
+# On SIGTERM a process drains (runhost/drain.py): new runs get 503, and its running runs get this long
+# to reach a step boundary, where each is handed over to another process (with RUN_MAX_TAKEOVERS 0:
+# to finish); those still in a step then are stopped in it and handed over. SHUTDOWN_GRACE_SECONDS is
+# its older name, still read.
+SERVER_DRAIN_SECONDS = env_float(
+    "SERVER_DRAIN_SECONDS", env_float("SHUTDOWN_GRACE_SECONDS", 10.0, minimum=0.0), minimum=0.0
+)
 AGUI_HEARTBEAT_SECONDS = env_float("AGUI_HEARTBEAT_SECONDS", 15.0, minimum=0.05)
 # How long the durable event log may lag behind the stream, and how many events
 # it gathers before writing (one INSERT per batch, never one per event).

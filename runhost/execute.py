@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,11 +68,18 @@ class _CancelWatch(BaseListener):
 
 
 async def execute(
-    live: LiveRun, run: Execution, surface: RunSurface, end: RunEnd, meter: SpendMeter, tallies: RunTallies
+    live: LiveRun,
+    run: Execution,
+    surface: RunSurface,
+    end: RunEnd,
+    meter: SpendMeter,
+    tallies: RunTallies,
+    hands_over: Callable[[], bool] | None = None,
 ) -> None:
     """Runs ``run`` to its end or its wait, streamed through ``surface``, its spend settled by
     ``meter`` and counted for the dashboard by ``tallies``; ``end`` says how it ended (an error, unless it
-    got further). Cancelling the task ends it as cancelled."""
+    got further). Cancelling the task ends it as cancelled. ``hands_over`` is asked at each step
+    boundary: True stops the run there, handed over (its process drains: runhost/drain.py)."""
     thread, agent, resume = run.thread, run.agent, run.resume
     if resume is not None:
         record_answers(resume.checkpoint, resume.answers, approval_seconds=settings.APPROVAL_TIMEOUT_SECONDS)
@@ -109,6 +117,7 @@ async def execute(
             spend=meter,
             takeovers=live.takeovers,
         )
+        loop.hand_over = hands_over
         log.info(
             "run %s of thread %s: agent %s, scenario %s%s",
             run.agui_run_id,

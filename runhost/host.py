@@ -27,6 +27,7 @@ from orchestrator.request import RunRequest
 from orchestrator.takeover import Takeover
 from orchestrator.waits import Resumption
 from runhost.budgets import SpendMeter, budget_reached
+from runhost.drain import at_step_boundary, hand_over_now
 from runhost.execute import Execution, RunEnd, execute
 from runhost.following import follow_queued
 from runhost.recording import record_run
@@ -280,7 +281,7 @@ class RunHost:
         end = RunEnd()
         try:
             run = Execution(thread, session, agent, agui_run_id, request, resume, client_tools, takeover)
-            await execute(live, run, surface, end, meter, tallies)
+            await execute(live, run, surface, end, meter, tallies, at_step_boundary(live, self))
         finally:
             self.registry.release(live)
             try:
@@ -352,7 +353,7 @@ class RunHost:
         )
         live = LiveRun(run_pk=run.pk, agui_thread_id=thread.agui_thread_id, takeovers=run.takeovers)
         self.registry.register(live)
-        continues = ContinuedLog(after=taken.after, logged=tuple(taken.logged), count=taken.count)
+        continues = ContinuedLog(after=taken.after, logged=tuple(taken.logged), count=taken.count, takeover=taken.shown)
         surface = self._background(thread, run.agui_run_id, run.protocol_version, continues=continues)
         request = RunRequest(request_id=run.agui_run_id, text="")
         going_on = self._execute(
@@ -394,27 +395,34 @@ class RunHost:
 
     # -- the process's end ------------------------------------------------
 
-    async def shutdown(self, grace: float) -> None:
-        """Runs in flight get ``grace`` seconds to finish and record themselves; what is still
-        running then is handed over to another process (with RUN_MAX_TAKEOVERS 0: cancelled and
-        recorded as such). Waiting runs are in the database already, and so are queued messages:
-        another process's sweep starts them."""
+    @property
+    def draining(self) -> bool:
+        """The process drains (runhost/drain.py): it takes no new run, and hands its runs over."""
+        return self._closing
+
+    async def drain_for_exit(self, seconds: float) -> None:
+        """Drains (runhost/drain.py): runs in flight hand themselves over at their next step
+        boundary, or finish, within ``seconds``; what is still inside a step then is stopped there and
+        handed over (with RUN_MAX_TAKEOVERS 0: cancelled and recorded as such). Waiting runs are in
+        the database already, and so are queued messages: another process's sweep starts them."""
         self._closing = True
         self.stop_sweeper()
         tasks = self.registry.tasks()
         if tasks:
-            _done, pending = await asyncio.wait(tasks, timeout=grace)
+            _done, pending = await asyncio.wait(tasks, timeout=seconds)
             if settings.RUN_MAX_TAKEOVERS:
-                # Runs still at work are handed over: stopped where they are, their log ended there,
-                # their lease let go, so another process takes each over from its last step at once.
                 for live in self.registry.running():
-                    if live.task in pending and live.stream is not None:
-                        live.handing_over = True
-                        live.stream.hand_over()
+                    if live.task in pending:
+                        hand_over_now(live)
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
+
+    async def shutdown(self, drain: float) -> None:
+        """Drains (``drain_for_exit``; at once when a signal drained the process already), then lets go
+        of the model clients and the database connections."""
+        await self.drain_for_exit(drain)
         await close_providers()
         # Runs do their database work on asgiref's shared thread; close its connection.
         await on_db_thread(connections.close_all)

@@ -124,7 +124,8 @@ class RunRegistry:
                     if live := self.live_by_pk(run_pk):
                         live.request_cancel()
                 for run_pk in renewed.lost:
-                    if live := self.live_by_pk(run_pk):
+                    # A run handed over (its process drains) was let go by this process: not lost.
+                    if (live := self.live_by_pk(run_pk)) and not live.handing_over:
                         log.error("run %s was taken over by another process: this one stops it", run_pk)
                         live.lose()
                 try:

@@ -40,6 +40,8 @@ class ContinuedLog:
     after: int
     logged: tuple[dict[str, Any], ...]
     count: int  # how many events the log holds (Run.event_count counts them, gaps aside)
+    # This takeover as the run's history records it (threads/takeover.py): shown to its clients.
+    takeover: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,39 @@ def answer_on(server: ServerProcess, version: str, thread_id: str, asked: dict[s
     )
     assert answered["error"] is None, answered["error"]
     return answered
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A PostgreSQL database of its own (its URL), dropped after: for processes other than a
+    two-process cluster's (``serve --workers``, three processes). Skips (or fails, with
+    REQUIRE_SERVICES) without PostgreSQL."""
+    from tests.services import PG_ADMIN, _unavailable
+
+    name = f"threadline_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as exc:
+        _unavailable("PostgreSQL at 127.0.0.1:5432", exc)
+    try:
+        yield f"postgresql://127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def cluster_env(fake: FakeAnthropic, database: str, **env: str) -> dict[str, str]:
+    """What the processes of a cluster share, as ``started_cluster`` gives them: the database, Redis
+    and the fake model, short leases and sweeps; ``env`` adds settings."""
+    from tests.services import REDIS_URL
+
+    return {
+        "ANTHROPIC_API_KEY": "sk-fake",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "DATABASE_URL": database,
+        "REDIS_URL": REDIS_URL,
+        "RUN_LEASE_SECONDS": "1.5",
+        "WAIT_SWEEP_SECONDS": "0.2",
+        **env,
+    }

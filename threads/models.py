@@ -131,6 +131,13 @@ class Run(models.Model):
     # cannot crash them all.
     takeovers = models.PositiveSmallIntegerField(default=0)
     taken_over_at = models.DateTimeField(null=True, blank=True)
+    # How many of those takeovers were hand-overs (a process draining on SIGTERM let it go at a step
+    # boundary): they do not count towards RUN_MAX_TAKEOVERS, only crashes do.
+    handovers = models.PositiveSmallIntegerField(default=0)
+    # Each takeover and hand-over, oldest first: {"kind": "crash"|"handover", "at", "from" (the
+    # process that stopped), "by" (the one that went on), "step" (the model turns done)}, for the
+    # admin's run page and /connect (threads/takeover.py).
+    takeover_history = models.JSONField(default=list, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # A waiting run (orchestrator/waits.py): the checkpoint, the client tools it was offered, and the

@@ -36,6 +36,9 @@ from threads.services.subagents import subagents_interrupt
 from vocabulary import agui as ev
 
 STEP = "step"
+# The owner of a run its draining process handed over: no process holds it, and the process that takes
+# it over counts a hand-over, not a crash.
+RELEASED = "released"
 
 
 def step_record(checkpoint: Checkpoint, client_tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -97,12 +100,30 @@ class TakenOver:
     logged: list[dict[str, Any]]
     after: int
     count: int  # how many events its log holds
+    shown: dict[str, Any]  # this takeover, as its clients are shown it (TAKEOVER_EVENT)
+
+
+def crashes(run: Run) -> int:
+    """How often the run was taken over after its process died (hand-overs at a drain aside)."""
+    return run.takeovers - run.handovers
 
 
 def can_go_on(run: Run) -> bool:
-    """The run has a step to go on from, and takeovers left."""
+    """The run has a step to go on from, and takeovers left (RUN_MAX_TAKEOVERS counts crashes; a
+    hand-over of a draining process needs only a live one to take it, and 0 turns both off)."""
     record = run.checkpoint
-    return isinstance(record, dict) and STEP in record and run.takeovers < settings.RUN_MAX_TAKEOVERS
+    if not isinstance(record, dict) or STEP not in record or not settings.RUN_MAX_TAKEOVERS:
+        return False
+    return run.owner == RELEASED or crashes(run) < settings.RUN_MAX_TAKEOVERS
+
+
+def step_of(run: Run) -> int:
+    """The model turns the run's last checkpointed step had done (0 before its first)."""
+    record = run.checkpoint if isinstance(run.checkpoint, dict) else {}
+    step = record.get(STEP)
+    if not isinstance(step, dict):
+        return 0
+    return int(step.get("counters", {}).get("iteration", 0))
 
 
 def runs_abandoned(*, live_run_ids: set[uuid.UUID], limit: int = 50) -> list[uuid.UUID]:
@@ -122,11 +143,51 @@ def runs_abandoned(*, live_run_ids: set[uuid.UUID], limit: int = 50) -> list[uui
 
 
 def run_release(*, run_id: uuid.UUID, takeovers: int) -> None:
-    """This process hands the run over (it is shutting down): its lease is let go at once, so the
-    sweep of another process takes it over from its last step without waiting for it to lapse."""
-    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, takeovers=takeovers).update(
-        lease_expires_at=timezone.now() - leases.lease_length()
-    )
+    """This process hands the run over (it drains, on SIGTERM): its lease is let go at once, so the
+    sweep of another process takes it over from its last step without waiting for it to lapse. The
+    owner becomes ``RELEASED``: the taker counts a hand-over, not a crash (RUN_MAX_TAKEOVERS)."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id, status=Run.Status.RUNNING, takeovers=takeovers).first()
+        if run is None:
+            return
+        entry = {"kind": "handover", "at": now.isoformat(), "from": run.owner, "step": step_of(run)}
+        run.takeover_history = [*run.takeover_history, entry]
+        run.owner = RELEASED
+        run.lease_expires_at = now - leases.lease_length()
+        run.save(update_fields=["takeover_history", "owner", "lease_expires_at"])
+
+
+# The CUSTOM event a run taken over shows its clients first (its continuation's log, /connect).
+TAKEOVER_EVENT = "threadline.takeover"
+
+
+def takeover_shown(run: Run) -> dict[str, Any]:
+    """The run's last takeover as a client is shown it: ``kind`` ("crash" or "handover"), ``at``
+    (when it was taken over), ``from`` and ``by`` (the processes), ``step`` (the model turns done
+    before it), ``takeovers`` and ``crashes`` so far."""
+    entry = dict(run.takeover_history[-1]) if run.takeover_history else {}
+    return {
+        "kind": entry.get("kind", "crash"),
+        "at": entry.get("takenAt") or entry.get("at", ""),
+        "from": entry.get("from", ""),
+        "by": entry.get("by", ""),
+        "step": entry.get("step", 0),
+        "takeovers": run.takeovers,
+        "crashes": crashes(run),
+    }
+
+
+def _history_taken(run: Run, now: Any, *, handed: bool) -> list[dict[str, Any]]:
+    """The run's takeover history with this process's takeover: the hand-over its draining process
+    noted, completed, or a crash."""
+    history = [dict(entry) for entry in run.takeover_history]
+    by = leases.owner_id()
+    if handed and history and history[-1].get("kind") == "handover" and "by" not in history[-1]:
+        history[-1].update(by=by, takenAt=now.isoformat())
+    else:
+        history.append({"kind": "crash", "at": now.isoformat(), "from": run.owner, "by": by, "step": step_of(run)})
+    return history
 
 
 @again_after_a_race
@@ -146,8 +207,8 @@ def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
             return None
         thread = run.thread
         if not can_go_on(run) or not thread.agent.enabled:
-            gone_for_good = run.takeovers >= settings.RUN_MAX_TAKEOVERS and settings.RUN_MAX_TAKEOVERS > 0
-            runs_heal(run_ids=[run.pk], now=now, error=too_many_takeovers(run.takeovers) if gone_for_good else None)
+            gone_for_good = crashes(run) >= settings.RUN_MAX_TAKEOVERS and settings.RUN_MAX_TAKEOVERS > 0
+            runs_heal(run_ids=[run.pk], now=now, error=too_many_takeovers(crashes(run)) if gone_for_good else None)
             subagents_interrupt(thread=thread, run_ids=[run.pk], now=now)
             return None
         logged = run_events_after(run=run, after=0)
@@ -159,11 +220,14 @@ def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
         last = logged[-1].seq if logged else 1
         # The conditional update is the claim, as a waiting run's (threads/waits.py): under the row
         # lock the owner it read is the one it replaces, and of two processes only one changes it.
+        handed = run.owner == RELEASED
         claimed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=run.owner).update(
             owner=leases.owner_id(),
             lease_expires_at=leases.lease_until(now),
             takeovers=run.takeovers + 1,
+            handovers=run.handovers + handed,
             taken_over_at=now,
+            takeover_history=_history_taken(run, now, handed=handed),
         )
         if not claimed:
             return None
@@ -183,19 +247,24 @@ def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
             logged=[orjson.loads(event.payload) for event in logged if event.type in ev.OPENING_AND_CLOSING_RUNS],
             after=last + UNLOGGED_AHEAD,
             count=len(logged) or 1,
+            shown=takeover_shown(run),
         )
 
 
 __all__ = [
     "INTERRUPTED_ERROR",
+    "RELEASED",
     "STEP",
+    "TAKEOVER_EVENT",
     "RunTakenOver",
     "TakenOver",
     "can_go_on",
+    "crashes",
     "queued_if_ours",
     "run_release",
     "run_take_over",
     "runs_abandoned",
     "step_record",
     "still_ours",
+    "takeover_shown",
 ]

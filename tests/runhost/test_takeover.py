@@ -282,12 +282,12 @@ def test_a_sub_agent_in_flight_fails_its_delegation_as_unknown_and_the_run_goes_
 
 
 def test_a_run_still_at_work_when_its_process_stops_is_handed_over_to_another(cluster: Cluster) -> None:
-    """SIGTERM (a deploy): the run gets SHUTDOWN_GRACE_SECONDS to finish; still at work then, it is
+    """SIGTERM (a deploy): the run gets SERVER_DRAIN_SECONDS to reach a step boundary; still inside a step then, it is
     handed over, its lease let go, and another process goes on with it at once; a client that
     reattaches there sees it end with RUN_FINISHED."""
     thread_id = "t-over-term"
     cluster.a.kill()
-    cluster.a.env["SHUTDOWN_GRACE_SECONDS"] = "1"
+    cluster.a.env["SERVER_DRAIN_SECONDS"] = "1"
     cluster.a.env["RUN_LEASE_SECONDS"] = "60"  # B cannot be waiting for the lease to lapse
     try:
         cluster.a.start()
@@ -314,7 +314,7 @@ def test_a_run_still_at_work_when_its_process_stops_is_handed_over_to_another(cl
         assert client["error"] is None, client["error"]
     finally:
         cluster.a.kill()
-        cluster.a.env.pop("SHUTDOWN_GRACE_SECONDS")
+        cluster.a.env.pop("SERVER_DRAIN_SECONDS")
         cluster.a.env["RUN_LEASE_SECONDS"] = "1.5"
 
 

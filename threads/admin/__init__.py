@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from threads.admin import approvals  # noqa: F401  (registers the approvals' admin)
 from threads.admin.board import board_liveness, thread_board
-from threads.admin.display import ListCheckboxes, message_html, pretty_json
+from threads.admin.display import ListCheckboxes, message_html, pretty_json, takeovers_html
 from threads.admin.links import board_url, runs_url, timeline_url
 from threads.admin.liveness import Liveness
 from threads.admin.network import NetworkUseInline
@@ -251,13 +251,23 @@ class RunAdmin(ListCheckboxes, AppList):
     list_select_related = ("thread",)
     list_deferred = ("checkpoint", "client_answers", "error", "thread__state")
     search_fields = ("agui_run_id", "thread__agui_thread_id")
-    readonly_fields = ("timeline", *(f.name for f in Run._meta.fields))
+    # The history shown as a table (takeovers_shown) rather than as JSON.
+    exclude = ("takeover_history",)
+    readonly_fields = (
+        "timeline",
+        "takeovers_shown",
+        *(f.name for f in Run._meta.fields if f.name != "takeover_history"),
+    )
     inlines = [NetworkUseInline]
     actions = ["cancel_runs"]
 
     @admin.display(description="timeline")
     def timeline(self, obj: Run) -> SafeString:
         return format_html('<a href="{}">timeline</a>', timeline_url(obj.pk))
+
+    @admin.display(description="takeovers and hand-overs")
+    def takeovers_shown(self, obj: Run) -> SafeString:
+        return takeovers_html(obj.takeover_history)
 
     @admin.action(description="Cancel the selected running runs", permissions=["change"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:

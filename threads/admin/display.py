@@ -97,3 +97,29 @@ def checkbox(obj: Any, label: str) -> SafeString:
         str(obj.pk),
         format_html(label, str(obj)),
     )
+
+
+_KINDS = {"crash": "taken over (its process died)", "handover": "handed over (its process drained)"}
+
+
+def takeovers_html(history: list[dict[str, Any]]) -> SafeString:
+    """A run's takeovers and hand-overs (Run.takeover_history), oldest first: when, what, from which
+    process to which, after how many model turns."""
+    if not history:
+        return format_html("{}", "none")
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                entry.get("takenAt") or entry.get("at", ""),
+                _KINDS.get(str(entry.get("kind")), str(entry.get("kind", ""))),
+                entry.get("from", ""),
+                entry.get("by", "(not yet taken)"),
+                entry.get("step", ""),
+            )
+            for entry in history
+        ),
+    )
+    head = "<tr><th>when</th><th>what</th><th>from process</th><th>to process</th><th>after model turns</th></tr>"
+    return format_html('<table class="tl-takeovers">{}{}</table>', SafeString(head), rows)

@@ -189,7 +189,7 @@ def run_open(
     now = timezone.now()
     running = list(
         Run.objects.filter(thread=thread, status__in=LIVE_STATUSES).only(
-            "id", "owner", "lease_expires_at", "checkpoint", "takeovers"
+            "id", "owner", "lease_expires_at", "checkpoint", "takeovers", "handovers"
         )
     )
     # This process's own runs are live; another's are, until its lease lapses or it is known dead. A

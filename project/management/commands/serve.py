@@ -12,11 +12,11 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
-from uvicorn.supervisors import Multiprocess
 
 from agents.confinement import bash_choice, startup_warnings
 from agents.mcp.sandboxing import stdio_note
 from agents.models import Agent
+from project.draining import AFTER_DRAIN_SECONDS, DrainingServer, Workers
 from project.fdlimit import FILES_BESIDES_CONNECTIONS
 from project.management.commands.firstlogin import FILE as FIRST_LOGIN
 from project.server import raise_file_limit, uvicorn_options
@@ -121,21 +121,22 @@ class Command(BaseCommand):
             lifespan="on",
             workers=workers,
             **uvicorn_options(),
-            timeout_graceful_shutdown=int(settings.SHUTDOWN_GRACE_SECONDS) + 5,
+            # Once drained (project/draining.py): connections left follow runs of other processes.
+            timeout_graceful_shutdown=AFTER_DRAIN_SECONDS,
             ssl_certfile=settings.TLS_CERT_FILE or None,
             ssl_keyfile=settings.TLS_KEY_FILE or None,
         )
         # One server on both sockets: one lifespan (runs in flight get their grace period once) and
         # one set of signal handlers. The application tells the ports apart (project/asgi.py).
         sockets = [_bind(host, port)] + ([_bind(host, agui_port)] if agui_port else [])
-        server = uvicorn.Server(config)
         if workers > 1:
-            # uvicorn's own supervisor: each worker process serves the same sockets. It serves no
-            # request itself, so it lets go of the connections it read the agents with.
+            # uvicorn's supervisor with draining workers: each serves the same sockets; SIGHUP restarts
+            # them one at a time. It serves no request itself, so it lets go of the connections it
+            # read the agents with.
             _close_database_pool()
-            Multiprocess(config, sockets=sockets).run()
+            Workers(config, sockets=sockets).run()
         else:
-            server.run(sockets=sockets)
+            DrainingServer(config).run(sockets=sockets)
 
 
 def _close_database_pool() -> None:

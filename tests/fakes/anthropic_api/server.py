@@ -4,6 +4,7 @@ with the next scripted turn, streamed, paced, paused, failed or dropped as the t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http
 import itertools
 import json
@@ -19,7 +20,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.anthropic_api.script import DEFAULT_MODEL, STATUS_FOR_ERROR, AnyTurn, DropTurn, ErrorTurn, Turn
+from tests.fakes.anthropic_api.script import (
+    DEFAULT_MODEL,
+    STATUS_FOR_ERROR,
+    AnyTurn,
+    DropTurn,
+    ErrorTurn,
+    ToolUseBlock,
+    Turn,
+)
 from tests.fakes.anthropic_api.wire import TERMINATOR, dumps, error_body, frame
 
 # --------------------------------------------------------------------------- server
@@ -131,6 +140,8 @@ class FakeAnthropic:
         self._queue: deque[AnyTurn] = deque(turns)
         # Scripts for the requests whose first message contains a marker (see script_for).
         self._keyed: dict[str, deque[AnyTurn]] = {}
+        self._stepped: dict[str, list[AnyTurn]] = {}
+        self._served_stepped = 0
         self._requests: list[RecordedRequest] = []
         self._all_requests: list[RecordedRequest] = []
         self._connections: set[socket.socket] = set()
@@ -202,6 +213,35 @@ class FakeAnthropic:
             self._keyed.setdefault(marker, deque()).extend(turns)
         return self
 
+    def script_by_step(self, marker: str, turns: list[AnyTurn]) -> FakeAnthropic:
+        """Turns for the conversations whose first message contains ``marker``, chosen by how many
+        model turns the request holds already (the last one again past the end): a turn made again
+        (a run taken over mid-turn by another process) gets the same reply, whatever order and
+        however often requests come, with fresh tool call ids, as the real API gives each reply."""
+        with self._lock:
+            self._stepped[marker] = list(turns)
+        return self
+
+    def _stepped_turn(self, body: Any) -> AnyTurn | None:
+        if not body.get("messages"):
+            return None
+        first = json.dumps(body["messages"][0].get("content"), ensure_ascii=False)
+        for marker, turns in self._stepped.items():
+            if marker in first:
+                done = sum(1 for message in body["messages"] if message.get("role") == "assistant")
+                chosen = turns[min(done, len(turns) - 1)]
+                if not isinstance(chosen, Turn):
+                    return chosen
+                self._served_stepped += 1
+                fresh = tuple(
+                    dataclasses.replace(block, id=f"{block.id}_{self._served_stepped}")
+                    if isinstance(block, ToolUseBlock)
+                    else block
+                    for block in chosen.blocks
+                )
+                return dataclasses.replace(chosen, blocks=fresh)
+        return None
+
     def _keyed_queue(self, body: Any) -> deque[AnyTurn] | None:
         if not self._keyed or not isinstance(body, dict) or not body.get("messages"):
             return None
@@ -227,6 +267,7 @@ class FakeAnthropic:
         with self._lock:
             self._queue.clear()
             self._keyed.clear()
+            self._stepped.clear()
             self._requests.clear()
             self._all_requests.clear()
             self.errors.clear()
@@ -312,9 +353,10 @@ class FakeAnthropic:
             self._all_requests.append(rec)
             if is_messages:
                 self._requests.append(rec)
+                stepped = self._stepped_turn(body) if self._stepped and isinstance(body, dict) else None
                 keyed = self._keyed_queue(body)
                 queue = keyed if keyed is not None else self._queue
-                rec.turn = queue.popleft() if queue else None
+                rec.turn = stepped if stepped is not None else queue.popleft() if queue else None
             self._lock.notify_all()
         request_id = f"req_fake_{n:06d}"
         try:
