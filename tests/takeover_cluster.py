@@ -26,19 +26,19 @@ def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from started_cluster(tmp_path_factory, "drain", AGENT_MUTATING_TOOLS="on")
 
 
-def _body(version: str, thread_id: str) -> bytes:
+def run_body(version: str, thread_id: str) -> bytes:
     run = run_input(thread_id, "r1", user("go", "u1"))
     return orjson.dumps(v1(run) if version == "1" else run)
 
 
-def _seen_until_killed(cluster: Cluster, server: ServerProcess, version: str, thread_id: str, *, until: Any) -> bytes:
+def seen_until_killed(cluster: Cluster, server: ServerProcess, version: str, thread_id: str, *, until: Any) -> bytes:
     """Starts the run on ``server``, reads its stream until ``until(seen)`` holds at a frame's end,
     lets the log catch up (EVENT_LOG_MAX_DELAY_SECONDS), and kills the process with SIGKILL. Returns
     what the client was sent."""
     seen = b""
     headers = {**server.headers, "Content-Type": "application/json"}
     with httpx.stream(
-        "POST", f"{server.url}/agui/coder", content=_body(version, thread_id), headers=headers, timeout=30
+        "POST", f"{server.url}/agui/coder", content=run_body(version, thread_id), headers=headers, timeout=30
     ) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
@@ -50,7 +50,7 @@ def _seen_until_killed(cluster: Cluster, server: ServerProcess, version: str, th
     return seen
 
 
-def _reattached(cluster: Cluster, server: ServerProcess, thread_id: str, seen: bytes) -> bytes:
+def reattached(cluster: Cluster, server: ServerProcess, thread_id: str, seen: bytes) -> bytes:
     """The client reattaches to the run on ``server`` from the last event it was sent."""
     frames, _ = parse_frames(seen)
     last_id = frames[-1].id
@@ -66,11 +66,11 @@ def _reattached(cluster: Cluster, server: ServerProcess, thread_id: str, seen: b
     return stream.body
 
 
-def _events(body: bytes) -> list[dict[str, Any]]:
+def events_of(body: bytes) -> list[dict[str, Any]]:
     return [frame.event for frame in parse_frames(body)[0]]
 
 
-def _text(events: list[dict[str, Any]]) -> str:
+def text_of(events: list[dict[str, Any]]) -> str:
     return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
 
 

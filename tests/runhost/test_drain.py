@@ -24,7 +24,7 @@ from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.helpers import eventually, run_input, unmarked, user, v1
 from tests.replayed import verified
 from tests.sse import parse_frames
-from tests.takeover_cluster import VERSIONS, _body, _cluster, _events, _reattached, _text
+from tests.takeover_cluster import VERSIONS, _cluster, events_of, reattached, run_body, text_of
 
 pytestmark = [pytest.mark.services, pytest.mark.clients]
 __all__ = ["_cluster"]  # the fixture (tests/takeover_cluster.py); ``cluster``: tests/runhost/conftest.py
@@ -57,7 +57,7 @@ def _seen_until(server: Any, version: str, thread_id: str, marker: bytes) -> byt
     seen = b""
     headers = {**server.headers, "Content-Type": "application/json"}
     with httpx.stream(
-        "POST", f"{server.url}/agui/coder", content=_body(version, thread_id), headers=headers, timeout=30
+        "POST", f"{server.url}/agui/coder", content=run_body(version, thread_id), headers=headers, timeout=30
     ) as response:
         assert response.status_code == 200
         for chunk in response.iter_bytes():
@@ -133,16 +133,16 @@ def test_a_draining_process_refuses_new_runs_and_hands_its_run_over_at_the_next_
     # hand-over: when, from which process to which, after which step.
     eventually(after.paused.is_set, seconds=30, what="B's model turn")
     shown = _connect_until(cluster, thread_id, version, b"threadline.takeover")
-    (moved,) = [e["value"] for e in _events(shown) if e["type"] == "CUSTOM" and e["name"] == "threadline.takeover"]
+    (moved,) = [e["value"] for e in events_of(shown) if e["type"] == "CUSTOM" and e["name"] == "threadline.takeover"]
     after.resume.set()
-    rest = _reattached(cluster, cluster.b, thread_id, seen)
-    (told,) = [e["value"] for e in _events(rest) if e["type"] == "CUSTOM" and e["name"] == "threadline.takeover"]
+    rest = reattached(cluster, cluster.b, thread_id, seen)
+    (told,) = [e["value"] for e in events_of(rest) if e["type"] == "CUSTOM" and e["name"] == "threadline.takeover"]
     assert told == moved
     assert moved["kind"] == "handover" and moved["step"] == 1 and (moved["takeovers"], moved["crashes"]) == (1, 0)
     assert moved["from"].endswith(f":{cluster.a.proc.pid}") and moved["by"] == cluster.run_row(thread_id)[3]
-    types = [e["type"] for e in _events(seen + rest)]
+    types = [e["type"] for e in events_of(seen + rest)]
     assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
-    assert _text(_events(seen + rest)).endswith("Finished after the deploy.")
+    assert text_of(events_of(seen + rest)).endswith("Finished after the deploy.")
     # The bash call ran once, on A, and its result was kept: B only made the next model turn.
     assert (cluster.workspace / "counter").read_text() == "once\n"
     assert len(cluster.fake.requests) == 2
@@ -183,8 +183,8 @@ def test_hand_overs_do_not_count_towards_the_takeover_limit(cluster: Cluster) ->
         turn_.resume.set()
         draining_server.proc.wait(30)
         draining_server.start()  # the deploy's new process
-    rest = _reattached(cluster, cluster.b, thread_id, seen)
-    types = [e["type"] for e in _events(seen + rest)]
+    rest = reattached(cluster, cluster.b, thread_id, seen)
+    types = [e["type"] for e in events_of(seen + rest)]
     assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
     assert (cluster.workspace / "counter").read_text() == "0\n1\n2\n3\n"
     takeovers, handovers, history = _history(cluster, thread_id)

@@ -12,17 +12,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
 from orchestrator.takeover import INTERRUPTED_UNKNOWN
 from tests.cluster import Cluster, started_cluster
 from tests.fakes.anthropic_api import Turn, text_turn, tool_turn
 from tests.fakes.anthropic_api.script import tool_use, turn
-from tests.helpers import eventually, run_input, unmarked, user, v1
-from tests.procs import ServerProcess
+from tests.helpers import eventually, unmarked, user
 from tests.replayed import verified
-from tests.sse import get_stream, parse_frames
+from tests.sse import get_stream
+from tests.takeover_cluster import events_of, reattached, run_body, seen_until_killed, text_of
 
 pytestmark = [pytest.mark.services, pytest.mark.clients]
 VERSIONS = ["1", "0"]
@@ -31,54 +30,6 @@ VERSIONS = ["1", "0"]
 @pytest.fixture(scope="module")
 def _cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from started_cluster(tmp_path_factory, "takeover", AGENT_MUTATING_TOOLS="on")
-
-
-def _body(version: str, thread_id: str) -> bytes:
-    run = run_input(thread_id, "r1", user("go", "u1"))
-    return orjson.dumps(v1(run) if version == "1" else run)
-
-
-def _seen_until_killed(cluster: Cluster, server: ServerProcess, version: str, thread_id: str, *, until: Any) -> bytes:
-    """Starts the run on ``server``, reads its stream until ``until(seen)`` holds at a frame's end,
-    lets the log catch up (EVENT_LOG_MAX_DELAY_SECONDS), and kills the process with SIGKILL. Returns
-    what the client was sent."""
-    seen = b""
-    headers = {**server.headers, "Content-Type": "application/json"}
-    with httpx.stream(
-        "POST", f"{server.url}/agui/coder", content=_body(version, thread_id), headers=headers, timeout=30
-    ) as response:
-        assert response.status_code == 200
-        for chunk in response.iter_bytes():
-            seen += chunk
-            if seen.endswith(b"\n\n") and until(seen):
-                break
-        time.sleep(1.0)
-        server.kill()
-    return seen
-
-
-def _reattached(cluster: Cluster, server: ServerProcess, thread_id: str, seen: bytes) -> bytes:
-    """The client reattaches to the run on ``server`` from the last event it was sent."""
-    frames, _ = parse_frames(seen)
-    last_id = frames[-1].id
-    assert last_id is not None
-    stream = get_stream(
-        f"{server.url}/agui/coder/threads/{thread_id}/runs/r1/events",
-        token=server.token,
-        headers={"Last-Event-ID": str(last_id)},
-        timeout=60,
-    )
-    assert stream.status == 200
-    assert all(frame.id is not None and frame.id > last_id for frame in stream.frames)
-    return stream.body
-
-
-def _events(body: bytes) -> list[dict[str, Any]]:
-    return [frame.event for frame in parse_frames(body)[0]]
-
-
-def _text(events: list[dict[str, Any]]) -> str:
-    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -94,13 +45,13 @@ def test_a_run_killed_mid_run_is_taken_over_and_finishes_with_its_answer(cluster
             text_turn(["The final ", "answer."]),
         ]
     )
-    seen = _seen_until_killed(cluster, cluster.a, version, thread_id, until=lambda s: b"Almost " in s)
+    seen = seen_until_killed(cluster, cluster.a, version, thread_id, until=lambda s: b"Almost " in s)
     hanging.resume.set()
-    rest = _reattached(cluster, cluster.b, thread_id, seen)
-    events = _events(seen + rest)
+    rest = reattached(cluster, cluster.b, thread_id, seen)
+    events = events_of(seen + rest)
     types = [e["type"] for e in events]
     assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
-    assert _text(_events(rest)).endswith("The final answer.")
+    assert text_of(events_of(rest)).endswith("The final answer.")
     # The model turn in flight was made again, from the same conversation; the calls were not.
     requests = cluster.fake.requests
     assert len(requests) == 4
@@ -126,11 +77,11 @@ def test_a_mutating_call_in_flight_is_not_run_again_and_the_model_is_told_its_ef
             text_turn(["I will check the counter first."]),
         ]
     )
-    seen = _seen_until_killed(
+    seen = seen_until_killed(
         cluster, cluster.a, version, thread_id, until=lambda s: (cluster.workspace / "started").exists()
     )
-    rest = _reattached(cluster, cluster.b, thread_id, seen)
-    assert [e["type"] for e in _events(seen + rest)][-1] == "RUN_FINISHED"
+    rest = reattached(cluster, cluster.b, thread_id, seen)
+    assert [e["type"] for e in events_of(seen + rest)][-1] == "RUN_FINISHED"
     assert (cluster.workspace / "counter").read_text() == "ran\n"  # run once, never twice
     (answered,) = [r for r in cluster.fake.requests[1:]]
     results = {block["tool_use_id"]: block for block in unmarked(answered.body["messages"])[-1]["content"]}
@@ -141,7 +92,7 @@ def test_a_mutating_call_in_flight_is_not_run_again_and_the_model_is_told_its_ef
         "is_error": True,
     }
     assert "the notes" in str(results["toolu_r"]["content"])  # stored as it ended: kept, not lost
-    shown = [e for e in _events(rest) if e["type"] == "TOOL_CALL_RESULT"]
+    shown = [e for e in events_of(rest) if e["type"] == "TOOL_CALL_RESULT"]
     assert [(e["toolCallId"], e["content"]) for e in shown] == [("toolu_b", INTERRUPTED_UNKNOWN)]
     client = verified(version, seen + rest, thread_id=thread_id, run_id="r1")
     assert client["error"] is None, client["error"]
@@ -154,7 +105,7 @@ def test_a_follower_on_another_process_sees_the_run_go_on_to_its_end(cluster: Cl
     cluster.fake.script([hanging, text_turn(["Done after all."])])
     headers = {**cluster.a.headers, "Content-Type": "application/json"}
     with httpx.stream(
-        "POST", f"{cluster.a.url}/agui/coder", content=_body("1", thread_id), headers=headers, timeout=30
+        "POST", f"{cluster.a.url}/agui/coder", content=run_body("1", thread_id), headers=headers, timeout=30
     ) as response:
         next(response.iter_raw())
         assert hanging.paused.wait(10)
@@ -170,7 +121,7 @@ def test_a_follower_on_another_process_sees_the_run_go_on_to_its_end(cluster: Cl
     watcher.join(60)
     (follower,) = followed
     assert follower.types.count("RUN_STARTED") == 1 and follower.types[-1] == "RUN_FINISHED", follower.types
-    assert _text(follower.events).endswith("Done after all.")
+    assert text_of(follower.events).endswith("Done after all.")
     client = verified("1", follower.body, thread_id=thread_id, run_id="r1")
     assert client["error"] is None, client["error"]
 
@@ -190,7 +141,7 @@ def test_a_run_that_crashes_its_process_every_time_ends_after_run_max_takeovers(
     cluster.fake.script(crashing)
     headers = {**cluster.a.headers, "Content-Type": "application/json"}
     with httpx.stream(
-        "POST", f"{cluster.a.url}/agui/coder", content=_body("1", thread_id), headers=headers, timeout=30
+        "POST", f"{cluster.a.url}/agui/coder", content=run_body("1", thread_id), headers=headers, timeout=30
     ) as response:
         next(response.iter_raw())
     for hanging in crashing:  # the first on A, then one on each process that takes it over (3 by default)
@@ -218,7 +169,7 @@ def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(
     cluster.fake.script([hanging, text_turn(["Answered by B."])])
     headers = {**cluster.a.headers, "Content-Type": "application/json"}
     with httpx.stream(
-        "POST", f"{cluster.a.url}/agui/coder", content=_body("1", thread_id), headers=headers, timeout=30
+        "POST", f"{cluster.a.url}/agui/coder", content=run_body("1", thread_id), headers=headers, timeout=30
     ) as response:
         next(response.iter_raw())
     assert hanging.paused.wait(30)
@@ -240,7 +191,7 @@ def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(
     assert [body["role"] for (body,) in transcript] == ["user", "assistant"]
     assert transcript[1][0]["content"] == "Answered by B."
     replay = get_stream(f"{cluster.b.url}/agui/coder/threads/{thread_id}/runs/r1/events", token=cluster.b.token)
-    assert "stale reply" not in _text(replay.events)
+    assert "stale reply" not in text_of(replay.events)
     assert [t for t in replay.types if t in ("RUN_FINISHED", "RUN_ERROR")] == ["RUN_FINISHED"]
     client = verified("1", replay.body, thread_id=thread_id, run_id="r1")
     assert client["error"] is None, client["error"]
@@ -257,16 +208,16 @@ def test_a_sub_agent_in_flight_fails_its_delegation_as_unknown_and_the_run_goes_
         ]
     )
     cluster.fake.script_for("SLEEPER", [tool_turn("bash", sleepy, id="toolu_zz")])
-    seen = _seen_until_killed(
+    seen = seen_until_killed(
         cluster, cluster.a, "1", thread_id, until=lambda s: (cluster.workspace / "started").exists()
     )
-    rest = _reattached(cluster, cluster.b, thread_id, seen)
-    events = _events(seen + rest)
+    rest = reattached(cluster, cluster.b, thread_id, seen)
+    events = events_of(seen + rest)
     types = [e["type"] for e in events]
     assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
     # The child the dead process left at work is ended before anything else, then on the board.
-    assert [e["type"] for e in _events(rest) if e["type"].startswith("SUBAGENT")] == ["SUBAGENT_ERROR"]
-    (entry,) = next(e for e in _events(rest) if e["type"] == "STATE_SNAPSHOT")["snapshot"]["subAgents"]
+    assert [e["type"] for e in events_of(rest) if e["type"].startswith("SUBAGENT")] == ["SUBAGENT_ERROR"]
+    (entry,) = next(e for e in events_of(rest) if e["type"] == "STATE_SNAPSHOT")["snapshot"]["subAgents"]
     assert entry["role"] == "sleeper" and entry["status"] == "interrupted"
     parent = [r for r in cluster.fake.requests if "SLEEPER" not in str(r.body["messages"][0])]
     result = unmarked(parent[-1].body["messages"])[-1]["content"][0]
@@ -296,7 +247,7 @@ def test_a_run_still_at_work_when_its_process_stops_is_handed_over_to_another(cl
         seen = b""
         headers = {**cluster.a.headers, "Content-Type": "application/json"}
         with httpx.stream(
-            "POST", f"{cluster.a.url}/agui/coder", content=_body("1", thread_id), headers=headers, timeout=30
+            "POST", f"{cluster.a.url}/agui/coder", content=run_body("1", thread_id), headers=headers, timeout=30
         ) as response:
             for chunk in response.iter_bytes():
                 seen += chunk
@@ -305,10 +256,10 @@ def test_a_run_still_at_work_when_its_process_stops_is_handed_over_to_another(cl
         time.sleep(1.0)
         cluster.a.stop()  # SIGTERM, and wait for the process to exit
         hanging.resume.set()
-        rest = _reattached(cluster, cluster.b, thread_id, seen)
-        types = [e["type"] for e in _events(seen + rest)]
+        rest = reattached(cluster, cluster.b, thread_id, seen)
+        types = [e["type"] for e in events_of(seen + rest)]
         assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
-        assert _text(_events(rest)).endswith("Finished after the deploy.")
+        assert text_of(events_of(rest)).endswith("Finished after the deploy.")
         assert cluster.run_row(thread_id)[:3] == ("r1", "succeeded", 1)
         client = verified("1", seen + rest, thread_id=thread_id, run_id="r1")
         assert client["error"] is None, client["error"]
@@ -328,10 +279,10 @@ def test_a_question_asked_after_a_takeover_is_answered_and_the_run_goes_on(clust
     cluster.fake.script(
         [hanging, tool_turn("ask_user", {"question": "Which file?"}, id="toolu_q"), text_turn(["Using notes.txt."])]
     )
-    seen = _seen_until_killed(cluster, cluster.a, "1", thread_id, until=lambda s: b"Let me " in s)
+    seen = seen_until_killed(cluster, cluster.a, "1", thread_id, until=lambda s: b"Let me " in s)
     hanging.resume.set()
-    rest = _reattached(cluster, cluster.b, thread_id, seen)
-    finished = _events(rest)[-1]
+    rest = reattached(cluster, cluster.b, thread_id, seen)
+    finished = events_of(rest)[-1]
     assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt", finished
     (interrupt,) = finished["outcome"]["interrupts"]
     assert interrupt["toolCallId"] == "toolu_q" and interrupt["reason"] == "input_required"
