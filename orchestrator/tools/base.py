@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.events import ToolProgress
 from orchestrator.tools import usage
-from orchestrator.tools.egress import NetworkAccess
+from orchestrator.tools.egressproxy import NetworkAccess
 from orchestrator.tools.errors import ToolError
 from orchestrator.tools.inputs import CallInputs, InputRequest
 from orchestrator.tools.netguard import WebConfig

@@ -14,10 +14,7 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
-
-if TYPE_CHECKING:
-    from orchestrator.tools.egressproxy import NetworkUsage
+from typing import Literal
 
 EgressMode = Literal["allowlist", "on"]
 
@@ -206,21 +203,3 @@ class EgressPolicy:
         if self.mode == "on":
             return "network to every public host through Threadline's proxy"
         return f"network to {len(self.allowed)} allowed host pattern(s) through Threadline's proxy"
-
-
-class NetworkAccess(Protocol):
-    """What the run's surroundings add to bash's network (issue #47), given to the tools by the
-    composition root: the lists of the run's agent and the hosts granted to its thread, the grants
-    themselves, and where each command's network use is recorded."""
-
-    async def policy(self, base: EgressPolicy) -> EgressPolicy:
-        """``base`` (the operator's settings) with the agent's lists and the thread's grants."""
-        ...
-
-    async def grant(self, pattern: HostPattern) -> None:
-        """Lets the thread's bash reach ``pattern`` from now on (request_network_access approved)."""
-        ...
-
-    async def record(self, tool_call_id: str, usage: NetworkUsage) -> None:
-        """Keeps what one command did on the network, for the run's page and /metrics."""
-        ...

@@ -20,8 +20,9 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Protocol
 
-from orchestrator.tools.egress import EgressPolicy
+from orchestrator.tools.egress import EgressPolicy, HostPattern
 from orchestrator.tools.egresswire import (
     SOCKS5,
     SOCKS_NOT_ALLOWED,
@@ -120,6 +121,24 @@ class NetworkUsage:
         if len(noted) > _MAX_NOTED:
             lines.append(f"[network: {len(noted) - _MAX_NOTED} more refused or cut]")
         return "\n".join(lines)
+
+
+class NetworkAccess(Protocol):
+    """What the run's surroundings add to bash's network (issue #47), given to the tools by the
+    composition root: the lists of the run's agent and the hosts granted to its thread, the grants
+    themselves, and where each command's network use is recorded."""
+
+    async def policy(self, base: EgressPolicy) -> EgressPolicy:
+        """``base`` (the operator's settings) with the agent's lists and the thread's grants."""
+        ...
+
+    async def grant(self, pattern: HostPattern) -> None:
+        """Lets the thread's bash reach ``pattern`` from now on (request_network_access approved)."""
+        ...
+
+    async def record(self, tool_call_id: str, usage: NetworkUsage) -> None:
+        """Keeps what one command did on the network, for the run's page and /metrics."""
+        ...
 
 
 class _Refused(Exception):
