@@ -183,7 +183,7 @@ def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     if settings.AGENT_BASH_SANDBOX == "off":
         return BashChoice(True, None, "bash runs WITHOUT a sandbox (AGENT_BASH_SANDBOX=off)")
     # bash never shares the host's network: its way out is Threadline's proxy (egress, issue #47).
-    sandbox = confined_sandbox(network=False)
+    sandbox = confined_sandbox()
     if isinstance(sandbox, str):
         return _not_offered(sandbox)
     egress = egress_policy()
@@ -196,15 +196,15 @@ def _bash_choice(key: tuple[object, ...]) -> BashChoice:
     return BashChoice(True, sandbox, f"bash runs in a bubblewrap sandbox ({sandbox.bwrap}, {sandbox.describe()})")
 
 
-def confined_sandbox(*, network: bool) -> Sandbox | str:
-    """The sandbox of the settings, around AGENT_WORKSPACE, with or without network, once a command
-    in it was seen to hold no capability; else why there can be none. bash runs in it, and so does a
-    stdio MCP server (agents/mcp/sandboxing.py, issue #46): one mechanism."""
-    return _confined_sandbox(_settings_key(), network)
+def confined_sandbox() -> Sandbox | str:
+    """The sandbox of the settings, around AGENT_WORKSPACE, with no network interface (a proxy is the
+    way out), once a command in it was seen to hold no capability; else why there can be none. bash
+    runs in it, and so does a stdio MCP server (agents/mcp/sandboxing.py, issue #46): one mechanism."""
+    return _confined_sandbox(_settings_key())
 
 
 @functools.lru_cache(maxsize=8)
-def _confined_sandbox(key: tuple[object, ...], network: bool) -> Sandbox | str:
+def _confined_sandbox(key: tuple[object, ...]) -> Sandbox | str:
     layout = unhideable_layout()
     if layout is not None:
         return layout
@@ -222,7 +222,7 @@ def _confined_sandbox(key: tuple[object, ...], network: bool) -> Sandbox | str:
         settings.AGENT_BASH_MAX_PROCESSES, settings.AGENT_BASH_MAX_MEMORY_BYTES, settings.AGENT_BASH_SCRATCH_BYTES
     )
     workspace = Path(settings.AGENT_WORKSPACE).resolve()
-    sandbox = Sandbox(bwrap, workspace, network=network, run_as=run_as, setpriv=setpriv, bounds=bounds)
+    sandbox = Sandbox(bwrap, workspace, run_as=run_as, setpriv=setpriv, bounds=bounds)
     failure = probe_sandbox(sandbox)
     if failure is not None:
         return failure
@@ -264,6 +264,26 @@ def egress_policy() -> EgressPolicy | None:
         allowed_private_hosts=frozenset(settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS),
         bounds=bounds,
         headers=tuple(settings.AGENT_BASH_NETWORK_HEADERS),
+    )
+
+
+def server_egress_policy() -> EgressPolicy:
+    """Where a stdio MCP server with network goes (issue #46): every public host, through bash's proxy
+    and its address checks, less AGENT_BASH_DENIED_HOSTS, and private addresses only as
+    AGENT_BASH_ALLOWED_PRIVATE_HOSTS lets them. A server lives for hours: its bounds are on the
+    connections open at once (AGENT_BASH_NETWORK_MAX_CONNECTIONS), not on a total, and a connection
+    idle for an hour is closed."""
+    bounds = EgressBounds(
+        max_connections=settings.AGENT_BASH_NETWORK_MAX_CONNECTIONS,
+        max_bytes=1 << 62,
+        connect_timeout_seconds=settings.AGENT_BASH_NETWORK_CONNECT_TIMEOUT_SECONDS,
+        idle_timeout_seconds=3600.0,
+    )
+    return EgressPolicy(
+        mode="on",
+        denied=tuple(settings.AGENT_BASH_DENIED_HOSTS),
+        allowed_private_hosts=frozenset(settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS),
+        bounds=bounds,
     )
 
 

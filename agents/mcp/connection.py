@@ -38,7 +38,7 @@ from agents.mcp.config import HTTP, ServerConfig
 from agents.mcp.elicitation import Asked, Questions
 from agents.mcp.redaction import redact, secret_values
 from agents.mcp.revisions import call_modern, negotiate
-from agents.mcp.sandboxing import stdio_launch
+from agents.mcp.sandboxing import stdio_process
 from agents.mcp.stdio import OVERSIZED, stdio_transport
 from orchestrator.tools.inputs import CallInputs
 
@@ -360,13 +360,13 @@ class McpServer:
                 async with client, streamable_http_client(expanded.url, http_client=client) as streams:
                     yield streams[0], streams[1]
             else:
-                launch = stdio_launch(self.config, expanded, default_cwd=self.default_cwd)
-                params = StdioServerParameters(command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd)
+                process = stdio_process(self.config, expanded, default_cwd=self.default_cwd)
                 with self._stderr() as errlog:
-                    async with stdio_transport(
-                        params, errlog=errlog, max_message_bytes=self.max_message_bytes
-                    ) as streams:
-                        yield streams[0], streams[1]
+                    async with process as run:
+                        params = StdioServerParameters(command=run.command, args=run.args, env=run.env, cwd=run.cwd)
+                        transport = stdio_transport(params, errlog=errlog, max_message_bytes=self.max_message_bytes)
+                        async with transport as streams:
+                            yield streams[0], streams[1]
         finally:
             forwarder = getattr(self, "_forwarder", None)
             if forwarder is not None:

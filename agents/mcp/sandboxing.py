@@ -10,7 +10,9 @@ directories, its entry's ``cwd`` (read-only: where its code or package lives), t
 ``"workspace": true``. Never the data dir, the server's checkout or virtual environment, the users'
 workspaces, the SQLite database or the database's and Redis's sockets: an entry naming a path in one of
 them is not started, and its last error says which. Network is on unless the entry says
-``"network": false`` (most servers call an API).
+``"network": false`` (most servers call an API), and like bash's it is Threadline's proxy on a socket
+bound in (every public host; never loopback, private, link-local or metadata addresses): the sandbox
+never shares the host's network.
 
 A server that cannot run confined (no bwrap, a path that does not exist, ...) is not started; its
 last error, and the log at start-up, say why. ``MCP_SANDBOX=off`` is the operator's explicit way to
@@ -19,18 +21,21 @@ run stdio servers as before, unconfined, in ``cwd`` (default ``AGENT_WORKSPACE``
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from agents.confinement import confined_sandbox, hidden_roots, server_code
+from agents.confinement import confined_sandbox, hidden_roots, server_code, server_egress_policy
 from agents.mcp.config import READ_ONLY, READ_WRITE, ExpandedServer, ServerConfig
 from agents.mcp.environment import server_environment
+from orchestrator.tools.egressproxy import EgressProxy
 from orchestrator.tools.sandbox import SYSTEM_DIRS, Sandbox
 
 # Where PostgreSQL's clients look for its socket when the database's host names none.
@@ -59,15 +64,33 @@ class Launch:
 
 def server_sandbox(*, network: bool) -> Sandbox | str:
     """bash's sandbox as a stdio MCP server runs in it: a server is a process of its own, not a
-    bash call, so it gets no call's cgroup; its bounds are the per-process ones."""
-    sandbox = confined_sandbox(network=network)
+    bash call, so it gets no call's cgroup; its bounds are the per-process ones. Like bash, it never
+    shares the host's network: with ``network`` its way out is a proxy of its own (``stdio_process``)."""
+    sandbox = confined_sandbox()
     if isinstance(sandbox, str):
         return sandbox
-    return replace(sandbox, cgroups=None, no_cgroup="an MCP server is not given a call's cgroup")
+    egress = server_egress_policy() if network else None
+    return replace(sandbox, cgroups=None, no_cgroup="an MCP server is not given a call's cgroup", egress=egress)
 
 
-def stdio_launch(config: ServerConfig, expanded: ExpandedServer, *, default_cwd: str = "") -> Launch:
-    """How to start the stdio server ``config`` (its ``${VAR}`` already ``expanded``). Raises
+@contextlib.asynccontextmanager
+async def stdio_process(
+    config: ServerConfig, expanded: ExpandedServer, *, default_cwd: str = ""
+) -> AsyncIterator[Launch]:
+    """How to start the stdio server ``config`` (``stdio_launch``), with the proxy of its network
+    (orchestrator/tools/egressproxy.py) serving while the server runs, when it has network."""
+    if settings.MCP_SANDBOX == "off" or not config.network:
+        yield stdio_launch(config, expanded, default_cwd=default_cwd)
+        return
+    async with EgressProxy(server_egress_policy(), lifetime=True) as proxy:
+        yield stdio_launch(config, expanded, default_cwd=default_cwd, egress_socket=proxy.socket_path)
+
+
+def stdio_launch(
+    config: ServerConfig, expanded: ExpandedServer, *, default_cwd: str = "", egress_socket: str | None = None
+) -> Launch:
+    """How to start the stdio server ``config`` (its ``${VAR}`` already ``expanded``), its network
+    through the proxy at ``egress_socket`` when it has network. Raises
     ``McpNotConfined`` when it cannot run in its sandbox, ``FileNotFoundError`` when its command is
     not there."""
     env = server_environment(expanded.env)
@@ -100,7 +123,7 @@ def stdio_launch(config: ServerConfig, expanded: ExpandedServer, *, default_cwd:
     )
     env = sandbox.environment(env)
     _check_command(expanded.command, cwd, sandbox, env.get("PATH", os.defpath))
-    argv = sandbox.exec_argv([expanded.command, *expanded.args])
+    argv = sandbox.exec_argv([expanded.command, *expanded.args], egress_socket=egress_socket)
     return Launch(argv[0], argv[1:], env, None)
 
 

@@ -153,8 +153,12 @@ class EgressProxy:
     is the socket to bind into the sandbox; leaving closes every connection and removes the socket's
     private directory."""
 
-    def __init__(self, policy: EgressPolicy) -> None:
+    def __init__(self, policy: EgressPolicy, *, lifetime: bool = False) -> None:
+        """``lifetime``: the proxy of a process that lives for hours (a stdio MCP server, issue #46),
+        not of one command: a connection's record is dropped when it ends, so the bounds count the
+        connections open at once and what they move, and nothing piles up."""
         self.policy = policy
+        self.lifetime = lifetime
         self.usage = NetworkUsage()
         self._directory = ""
         self._server: asyncio.Server | None = None
@@ -216,6 +220,21 @@ class EgressProxy:
             return
         record = ConnectionRecord(host, port, allowed=False)
         self.usage.connections.append(record)
+        try:
+            await self._connect(record, socks, forwarded, reader, writer)
+        finally:
+            if self.lifetime:
+                self.usage.connections.remove(record)
+
+    async def _connect(
+        self,
+        record: ConnectionRecord,
+        socks: bool,
+        forwarded: bytes | None,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        host, port = record.host, record.port
         try:
             upstream_reader, upstream_writer = await self._open(host, port)
         except _Refused as exc:

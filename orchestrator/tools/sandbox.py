@@ -106,9 +106,6 @@ class Sandbox:
     hidden: tuple[Path, ...] = ()  # directories replaced by empty ones
     # bash's way out: Threadline's proxy, checking each destination (issue #47); None: no network.
     egress: EgressPolicy | None = None
-    # The host's network, shared: only a stdio MCP server whose entry asks for it (issue #46), until
-    # the proxy serves them too. Never bash.
-    network: bool = False
     # The uid (and gid) the command becomes when the server is root, and the setpriv that makes it
     # so; both None when the server is not root (then a user namespace holds the command).
     run_as: int | None = None
@@ -140,10 +137,15 @@ class Sandbox:
         argv = [*self._setup(egress_socket), "/bin/bash", "-c", f'{start} && exec /bin/bash -c "$1"', "bash", command]
         return [*argv, FORWARDER] if egress_socket is not None else argv
 
-    def exec_argv(self, program: Sequence[str]) -> list[str]:
+    def exec_argv(self, program: Sequence[str], *, egress_socket: str | None = None) -> list[str]:
         """bwrap's command line for the program ``program[0]`` with its arguments (looked up in the
-        sandbox's ``PATH``), under the same bounds as a command."""
-        return [*self._setup(), "/bin/bash", "-c", f'{self._prologue(None)} && exec "$@"', "bash", *program]
+        sandbox's ``PATH``), under the same bounds as a command, and with ``egress_socket`` (its
+        proxy, when ``egress`` is set) bound in and its forwarder started first, as ``argv``'s."""
+        start = self._prologue(None)
+        if egress_socket is None:
+            return [*self._setup(), "/bin/bash", "-c", f'{start} && exec "$@"', "bash", *program]
+        start += f' && {FORWARDER_PYTHON} -I -c "$1" {SANDBOX_SOCKET} {PROXY_PORT} && shift'
+        return [*self._setup(egress_socket), "/bin/bash", "-c", f'{start} && exec "$@"', "bash", FORWARDER, *program]
 
     def _prologue(self, file_bytes: int | None) -> str:
         # The bounds are set by the sandbox's first bash, then the command replaces it: set from
@@ -161,8 +163,7 @@ class Sandbox:
         argv.append("--unshare-cgroup-try")
         if self.run_as is None:
             argv += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-        if not self.network:
-            argv.append("--unshare-net")
+        argv.append("--unshare-net")
         argv += system_mounts()
         argv += ["--dev", "/dev", "--proc", "/proc"]
         for scratch in SCRATCH_DIRS:
@@ -235,8 +236,6 @@ class Sandbox:
         who = f"as uid {self.run_as}" if self.run_as is not None else "in a user namespace"
         scratch = f"{self.bounds.scratch_bytes >> 20} MiB"
         network = "no network" if self.egress is None else self.egress.describe()
-        if self.network:
-            network = "the host's network"
         return f"{who}, no capabilities, {self.describe_bounds()}, {scratch} each of scratch, {network}"
 
     def describe_bounds(self) -> str:

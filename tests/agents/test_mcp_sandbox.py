@@ -1,8 +1,9 @@
 """A stdio MCP server runs in the sandbox that holds bash (issue #46, item 3): a hostile one
 (tests/fakes/hostile_mcp_server.py), started as a real subprocess through the pool by a server running
 as root, reads no secret, no data dir, no other user's workspace, nothing of the checkout; writes only
-what its entry names; cannot signal the server; stays within its process and memory bounds; and has no
-network when its entry says so. An entry that names what no server may see is not started, saying why."""
+what its entry names; cannot signal the server; stays within its process and memory bounds; has no
+network when its entry says so, and otherwise leaves only through Threadline's proxy, as bash does. An
+entry that names what no server may see is not started, saying why."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import json
 import os
 import shutil
 import socket
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +116,50 @@ async def test_a_server_whose_entry_says_so_has_no_network(host: dict[str, Path]
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         address = list(listener.getsockname())
-        assert (await _probe(hostile_stdio(), {"connect": address}))["connect"] == "connected"  # on by default
-        found = await _probe(hostile_stdio(network=False), {"connect": address})
+        found = await _probe(hostile_stdio(network=False), {"connect": address, "env": ["HTTP_PROXY"]})
     assert found["connect"].startswith("refused: "), found
+    assert found["env"] == {"HTTP_PROXY": None}
+
+
+@contextmanager
+def _web_page(address: str) -> Iterator[str]:
+    """A page served on ``address`` (a loopback one), for the duration."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"the page")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((address, 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{address}:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_a_server_with_network_leaves_only_through_the_proxy_which_refuses_the_hosts_own(
+    host: dict[str, Path], settings: Any
+) -> None:
+    """Network is on by default, as bash's is with AGENT_BASH_NETWORK=on: the sandbox has no interface
+    but its own loopback, and its way out is Threadline's proxy, which refuses loopback, private,
+    link-local and metadata addresses (the database's port on 127.0.0.1 among them)."""
+    with _web_page("127.0.0.2") as url, socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        probe = {"connect": list(listener.getsockname()), "fetch": [url], "env": ["HTTP_PROXY"]}
+        found = await _probe(hostile_stdio(), probe)
+        assert found["connect"].startswith("refused: "), found  # no way round the proxy
+        assert found["env"]["HTTP_PROXY"] == "http://127.0.0.1:3128"
+        assert found["fetch"][url].startswith("403 Threadline's network proxy refused 127.0.0.2"), found
+        settings.AGENT_BASH_ALLOWED_PRIVATE_HOSTS = frozenset({"127.0.0.2"})  # the operator's one way in
+        found = await _probe(hostile_stdio(), probe)
+    assert found["fetch"][url] == "200 the page", found
 
 
 @pytest.mark.parametrize("place", ["data", "other_user", "checkout"])

@@ -5,8 +5,9 @@ tries what a compromised package would and answers with what it managed, as JSON
 reading each gives, a file's text or a directory's names), ``write`` (paths: whether writing each
 worked), ``signal`` (pids: whether signal 0, the permission check of ``kill``, reached each),
 ``fork`` (how many processes it tries to start at once: how many it got), ``allocate`` (bytes: whether
-it could get them), ``connect`` (``[host, port]``: whether a TCP connection opened). Each answer is
-the result, or ``"refused: <error>"``.
+it could get them), ``connect`` (``[host, port]``: whether a TCP connection opened), ``fetch`` (URLs:
+what an HTTP GET of each gave, through the proxy its environment names, as ``"<status> <body>"``).
+Each answer is the result, or ``"refused: <error>"``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import signal
 import socket
 import sys
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 PROBE = {
@@ -98,6 +101,16 @@ def connect(host: str, port: int) -> str:
         return refused(exc)
 
 
+def fetch(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return f"{response.status} {response.read(300).decode(errors='replace')}"
+    except urllib.error.HTTPError as exc:
+        return f"{exc.code} {exc.read(400).decode(errors='replace')}"
+    except OSError as exc:
+        return refused(exc)
+
+
 def probe(arguments: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd()}
     found["env"] = {name: os.environ.get(name) for name in arguments.get("env", [])}
@@ -110,6 +123,7 @@ def probe(arguments: dict[str, Any]) -> dict[str, Any]:
         found["allocate"] = allocate(int(arguments["allocate"]))
     if "connect" in arguments:
         found["connect"] = connect(*arguments["connect"])
+    found["fetch"] = {url: fetch(url) for url in arguments.get("fetch", [])}
     return found
 
 
