@@ -77,6 +77,7 @@ def test_an_approval_reads_as_it_was_asked(people, asked):
         "expiresAt": body["expiresAt"],
         "answeredAt": None,
         "latencySeconds": None,
+        "elicitation": None,  # an MCP server's question has its message, schema or URL here (issue #46)
     }
 
 
