@@ -44,12 +44,16 @@ STATUSES = (
 )
 
 
-def _insert(model: type, names: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
+def _insert(model: type, rows: list[dict[str, object]]) -> None:
+    """Bulk-inserts ``rows`` (database values by field name); a field a row does not name takes its
+    default, so a field the model gains later needs nothing here."""
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(model._meta.get_field(n).column) for n in names)
-    sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(names))})"
+    fields = [model._meta.get_field(name) for name in insertable(model)]
+    defaults = {f.name: f.get_db_prep_save(f.get_default(), connection) for f in fields}
+    columns = ", ".join(quote(f.column) for f in fields)
+    sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        cursor.executemany(sql, [tuple(row.get(f.name, defaults[f.name]) for f in fields) for row in rows])
 
 
 def main() -> None:
@@ -74,13 +78,12 @@ def main() -> None:
     when = connection.ops.adapt_datetimefield_value
     empty = Run._meta.get_field("client_answers").get_db_prep_save({}, connection)
     arguments = Approval._meta.get_field("arguments").get_db_prep_save({}, connection)
-    names = insertable(Run)
     weights = [weight for *_, weight in STATUSES]
     runs: Counter[tuple[object, ...]] = Counter()
     tools: defaultdict[tuple[dt.date, str], list[int]] = defaultdict(lambda: [0, 0])
     spend: defaultdict[tuple[dt.date, int, int], list[float]] = defaultdict(lambda: [0.0, 0, 0, 0, 0, 0])
-    batch: list[tuple[object, ...]] = []
-    approvals: list[tuple[object, ...]] = []
+    batch: list[dict[str, object]] = []
+    approvals: list[dict[str, object]] = []
     with transaction.atomic():
         for n in range(args.runs):
             thread = threads[rng.randrange(THREADS)]
@@ -95,30 +98,24 @@ def main() -> None:
                 rng.randrange(0, 50_000),
                 rng.randrange(0, 5000),
             )
+            input_tokens, output_tokens, cache_read_tokens, cache_write_tokens = tokens
             batch.append(
-                (
-                    pk if native_uuid else pk.hex,
-                    f"r-{n}",
-                    thread.pk if native_uuid else thread.pk.hex,
-                    None,
-                    status,
-                    outcome,
-                    "",
-                    "0.0.59",
-                    *tokens,
-                    12,
-                    None,
-                    "",
-                    False,
-                    None,
-                    0,
-                    None,
-                    when(begun),
-                    when(ended),
-                    None,
-                    empty,
-                    None,
-                )
+                {
+                    "id": pk if native_uuid else pk.hex,
+                    "agui_run_id": f"r-{n}",
+                    "thread": thread.pk if native_uuid else thread.pk.hex,
+                    "status": status,
+                    "outcome": outcome,
+                    "protocol_version": "0.0.59",
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                    "cache_read_tokens": cache_read_tokens,
+                    "cache_write_tokens": cache_write_tokens,
+                    "event_count": 12,
+                    "client_answers": empty,
+                    "started_at": when(begun),
+                    "finished_at": when(ended),
+                }
             )
             day = ended.date()
             runs[(day, thread.agent_id, outcome, "duration", bucket_of(took))] += 1
@@ -135,28 +132,25 @@ def main() -> None:
                 decision = rng.choice(("approved", "approved", "denied", "timeout", "pending"))
                 answered = None if decision == "pending" else when(begun + dt.timedelta(seconds=rng.uniform(2, 600)))
                 approvals.append(
-                    (
-                        f"a-{n}",
-                        pk if native_uuid else pk.hex,
-                        f"call-{n}",
-                        "bash",
-                        arguments,
-                        "run it?",
-                        decision,
-                        "",
-                        False,
-                        "",
-                        when(begun),
-                        when(begun + dt.timedelta(minutes=30)),
-                        answered,
-                    )
+                    {
+                        "id": f"a-{n}",
+                        "run": pk if native_uuid else pk.hex,
+                        "tool_call_id": f"call-{n}",
+                        "tool": "bash",
+                        "arguments": arguments,
+                        "message": "run it?",
+                        "decision": decision,
+                        "requested_at": when(begun),
+                        "expires_at": when(begun + dt.timedelta(minutes=30)),
+                        "answered_at": answered,
+                    }
                 )
             if len(batch) == 10_000:
-                _insert(Run, names, batch)
-                _insert(Approval, insertable(Approval), approvals)
+                _insert(Run, batch)
+                _insert(Approval, approvals)
                 batch, approvals = [], []
-        _insert(Run, names, batch)
-        _insert(Approval, insertable(Approval), approvals)
+        _insert(Run, batch)
+        _insert(Approval, approvals)
         RunTally.objects.bulk_create(
             [
                 RunTally(day=k[0], agent_id=k[1], outcome=k[2], measure=k[3], bucket=k[4], runs=v)
