@@ -23,7 +23,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,24 +35,6 @@ PAGES = {
     "dashboard-month": "/admin/dashboard/?period=month",
     "thread-list": "/admin/threads/thread/",
 }
-
-
-async def _wait_ready(server: ServeProc, within: float = 90.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        server.check_alive()
-        client = Client(server.port)
-        try:
-            response = await client.request("GET", "/admin/login/", b"", {"Accept": "text/html"}, within=5)
-            if response.status == 200:
-                return
-        except (TimeoutError, ConnectionError, OSError):
-            pass
-        finally:
-            client.close()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"manage.py serve did not become ready; its log ends:\n{server.log_tail()}")
-        await asyncio.sleep(0.2)
 
 
 async def _measure(port: int, session: str, requests: int) -> dict[str, list[float]]:
@@ -97,7 +78,7 @@ def _bench(lab: Lab, label: str, runs: int, requests: int, database_url: str) ->
     session = json.loads(seeded.stdout.strip().splitlines()[-1])["session"]
     server = ServeProc("serve", env, lab.tmp / f"serve-{label}.log")
     lab.servers.append(server)
-    asyncio.run(_wait_ready(server))
+    asyncio.run(server.wait_answering("/admin/login/", {"Accept": "text/html"}))
     try:
         return asyncio.run(_measure(server.port, session, requests))
     finally:

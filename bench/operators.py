@@ -27,7 +27,6 @@ import os
 import resource
 import statistics
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,24 +242,6 @@ class OperatorsResult:
     profile: str = ""
 
 
-async def _wait_ready(server: ServerProc, within: float = 90.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        server.check_alive()
-        client = Client(server.port)
-        try:
-            response = await client.request("GET", "/agui/info", b"", {"Authorization": f"Bearer {TOKEN}"}, within=5)
-            if response.status == 200:
-                return
-        except (TimeoutError, ConnectionError, OSError):
-            pass
-        finally:
-            client.close()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"manage.py serve did not become ready; its log ends:\n{server.log_tail()}")
-        await asyncio.sleep(0.2)
-
-
 async def _open_streams(port: int, count: int, pace_ms: int, batch: int = 50) -> list[_PacedStream]:
     loop = asyncio.get_running_loop()
     opened: list[_PacedStream] = []
@@ -295,7 +276,7 @@ async def measure_operators(
     raise_own_file_limit(streams + 1024)
     # Every client of the bench comes from 127.0.0.1: the per-client cap would count them as one.
     server = lab.start("serve", {"SERVER_MAX_CONNECTIONS_PER_CLIENT": "0"}, tag="operators")
-    await _wait_ready(server)
+    await server.wait_answering("/agui/info", {"Authorization": f"Bearer {TOKEN}"})
     result = OperatorsResult(streams=streams, pace_ms=pace_ms)
     operator = _operator(server)
     stopper = Client(server.port)

@@ -10,6 +10,7 @@ also stop by themselves if the bench process dies (see servers.py).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -17,7 +18,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from httpclient import Client
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -123,6 +127,25 @@ class ServerProc:
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
             raise RuntimeError(f"server {self.name} exited early; its log ends:\n{self.log_tail()}")
+
+    async def wait_answering(self, path: str, headers: dict[str, str], within: float = 90.0) -> None:
+        """Until ``GET path`` answers 200 (the server is up and migrated); raises with its log's end if
+        it dies or does not answer within ``within`` seconds."""
+        deadline = time.monotonic() + within
+        while True:
+            self.check_alive()
+            client = Client(self.port)
+            try:
+                response = await client.request("GET", path, b"", headers, within=5)
+                if response.status == 200:
+                    return
+            except (TimeoutError, ConnectionError, OSError):
+                pass
+            finally:
+                client.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"manage.py serve did not become ready; its log ends:\n{self.log_tail()}")
+            await asyncio.sleep(0.2)
 
     def stop(self, timeout: float = 20.0) -> None:
         if self.proc.poll() is not None:

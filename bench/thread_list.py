@@ -66,25 +66,6 @@ print(json.dumps({{"heavy": Token.objects.create(user=heavy).key, "light": Token
 """
 
 
-async def _wait_ready(server: ServeProc, token: str, within: float = 90.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        server.check_alive()
-        client = Client(server.port)
-        try:
-            headers = {"Authorization": f"Token {token}"}
-            response = await client.request("GET", "/copilotkit/info", b"", headers, within=5)
-            if response.status == 200:
-                return
-        except (TimeoutError, ConnectionError, OSError):
-            pass
-        finally:
-            client.close()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"manage.py serve did not become ready; its log ends:\n{server.log_tail()}")
-        await asyncio.sleep(0.2)
-
-
 async def _time(client: Client, path: str, token: str, requests: int) -> list[float]:
     # The bench's client asks for an event stream on every request; a JSON list is what is read here.
     headers = {"Authorization": f"Token {token}", "Accept": "application/json"}
@@ -142,7 +123,7 @@ def main() -> None:
         print(f"seeded {HEAVY_THREADS + LIGHT_USERS * LIGHT_THREADS:,} threads in {time.monotonic() - started:.0f} s")
         server = ServeProc("serve", env, lab.tmp / "serve.log")
         lab.servers.append(server)
-        asyncio.run(_wait_ready(server, tokens["heavy"]))
+        asyncio.run(server.wait_answering("/copilotkit/info", {"Authorization": f"Token {tokens['heavy']}"}))
         results = asyncio.run(_measure(server.port, tokens, args.requests))
     finally:
         lab.close()
