@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
-import ipaddress
 import ssl
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 from orchestrator.providers.anthropic import AnthropicProvider
 from orchestrator.providers.base import BlockDelta, BlockStart, BlockStop, ModelError, ModelReply, ModelRequest
+from tests.certs import self_signed
 from tests.fakes.anthropic_api import FakeAnthropic, text_turn
 
 MODEL = "claude-sonnet-5-5"
@@ -58,37 +57,8 @@ async def test_a_delta_is_handed_over_while_the_model_is_still_writing_the_next(
     assert type(reply) is ModelReply and reply.content[0]["text"] == "first second"
 
 
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 async def test_the_api_is_reached_over_tls_with_the_trusted_certificates(tmp_path, monkeypatch):
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(cert, key)
     with FakeAnthropic([text_turn(["over ", "TLS"]), text_turn(["again"])], tls=tls) as fake:

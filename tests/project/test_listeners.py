@@ -5,8 +5,6 @@ Real server processes (``manage.py serve``), asked over real sockets.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import os
 import subprocess
 import sys
@@ -15,39 +13,11 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tests.agui_client import run_client
+from tests.certs import self_signed
 from tests.procs import ROOT, ServerProcess
 from tests.sse import parse_frames
-
-
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "threadline-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file
 
 
 def _workspace(tmp_path: Path) -> Path:
@@ -100,7 +70,7 @@ def test_agui_port_serves_only_agui_under_its_path_and_the_main_port_everything_
 
 
 def test_tls_serves_https_with_the_given_certificate(tmp_path):
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     server = ServerProcess(data_dir=tmp_path, workspace=_workspace(tmp_path), tls=(cert, key)).start()
     try:
         assert server.url.startswith("https://")
@@ -132,7 +102,7 @@ def test_tls_serves_https_with_the_given_certificate(tmp_path):
 
 @pytest.mark.parametrize(("given", "missing"), [("TLS_CERT_FILE", "TLS_KEY_FILE"), ("TLS_KEY_FILE", "TLS_CERT_FILE")])
 def test_one_tls_file_alone_stops_start_up_naming_the_other(tmp_path, given, missing):
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     unset = ("DJANGO_SETTINGS_MODULE", "TLS_CERT_FILE", "TLS_KEY_FILE")
     environ = {k: v for k, v in os.environ.items() if k not in unset}
     environ.update({"THREADLINE_DATA_DIR": str(tmp_path), given: str(cert if given == "TLS_CERT_FILE" else key)})
