@@ -46,7 +46,8 @@ async def test_a_delta_is_handed_over_while_the_model_is_still_writing_the_next(
                 seen: list[object] = []
                 while BlockDelta(0, "first ") not in seen:
                     seen += await asyncio.wait_for(anext(stream), 10)  # type: ignore[operator]
-                assert turn.paused.is_set() and not turn.resume.is_set()
+                # The fake marks itself paused just after it writes the delta: wait for the mark, not race it.
+                assert await asyncio.to_thread(turn.paused.wait, 10) and not turn.resume.is_set()
                 turn.resume.set()
                 rest = [item async for item in stream]
         finally:
