@@ -44,7 +44,8 @@ _V0_ROLES = ("user", "assistant", "tool", "system", "developer")
 EVENT_LOG_FRAME_EVENTS = 32
 
 
-def new_log(run_pk: uuid.UUID) -> EventLogWriter:
+def new_log(run_pk: uuid.UUID, *, takeovers: int | None = None) -> EventLogWriter:
+    """The run's log writer; ``takeovers`` fences it (threads/eventlog.py)."""
     layer = shared_layer()
     return EventLogWriter(
         run_pk,
@@ -53,6 +54,7 @@ def new_log(run_pk: uuid.UUID) -> EventLogWriter:
         frame_events=EVENT_LOG_FRAME_EVENTS,
         batch=settings.EVENT_LOG_BATCH,
         after_write=RunRelay(layer, run_pk).send if layer is not None else None,
+        takeovers=takeovers,
     )
 
 
@@ -117,7 +119,7 @@ class AguiRun:
 
     def attach(self, context: RunContext) -> RunListener:
         self._thread, self._run_pk = context.thread, context.run_pk
-        self.stream.attach_log(new_log(context.run_pk))
+        self.stream.attach_log(new_log(context.run_pk, takeovers=context.takeovers))
         state = self._state(context.thread, context.session.pk, context.agent.name, context.model)
         STATE_CACHE.put(self.thread_id, state.document)
         translator = AguiTranslator(

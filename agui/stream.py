@@ -21,12 +21,12 @@ from threads.eventlog import UNLOGGED_AHEAD, EventLogWriter
 from vocabulary import agui as ev
 
 HEARTBEAT = b": ping\n\n"
-# The events that close a part (a message, a tool call, reasoning, a step, a sub-agent). A logged
-# run's subscribers see one only once the log holds it: a run taken over closes what its log left
-# open (threads/takeover.py), and a client shown a close the log never kept would be sent it twice.
-CLOSING_TYPES = frozenset(
-    {ev.TEXT_MESSAGE_END, ev.TOOL_CALL_END, ev.REASONING_END, ev.STEP_FINISHED, ev.SUBAGENT_FINISHED, ev.SUBAGENT_ERROR}
-)
+# The events that open or close a part (a message, a tool call, reasoning, a step, a sub-agent). A
+# logged run's subscribers see one only once the log holds it, and the log is hurried to write it: a
+# run taken over closes what its log left open (threads/takeover.py), so a client shown a close the
+# log never kept would be sent it twice, and one shown an opening the log never kept would never be
+# sent its close.
+HELD_TYPES = ev.OPENING_AND_CLOSING_RUNS
 
 
 def encode_event(event: dict[str, Any]) -> bytes:
@@ -81,7 +81,7 @@ class RunStream:
         self.closed = False
         self.handed_over = False  # its run goes on in another process: nothing more is published here
         self._held = 0  # 1 once a logged run's terminal frame is published: it waits for close
-        self._closings: deque[int] = deque()  # seqs of closing events not yet in the log, oldest first
+        self._holds: deque[int] = deque()  # seqs of HELD_TYPES events not yet in the log, oldest first
         self._waiters: list[_Waker] = []  # told of each frame they may read, and of the close
 
     @property
@@ -106,9 +106,10 @@ class RunStream:
             if kind in ev.TERMINAL_TYPES:
                 self._held = 1
                 return
-            if kind in CLOSING_TYPES and seq > log.durable:
-                self._closings.append(seq)
-            if self._closings or seq > log.durable + UNLOGGED_AHEAD:
+            if kind in HELD_TYPES and seq > log.durable:
+                self._holds.append(seq)
+                log.hurry()
+            if self._holds or seq > log.durable + UNLOGGED_AHEAD:
                 return  # let out when the log catches up (_log_durable)
         self.visible = len(frames)
         for waiter in self._waiters:
@@ -116,12 +117,12 @@ class RunStream:
 
     def _log_durable(self, durable: int) -> None:
         """The log holds every event up to ``durable``: what waited on it is let out."""
-        closings = self._closings
-        while closings and closings[0] <= durable:
-            closings.popleft()
+        holds = self._holds
+        while holds and holds[0] <= durable:
+            holds.popleft()
         visible = min(len(self.frames) - self._held, durable - self.continues_after + UNLOGGED_AHEAD)
-        if closings:
-            visible = min(visible, closings[0] - 1 - self.continues_after)  # up to the close, not it
+        if holds:
+            visible = min(visible, holds[0] - 1 - self.continues_after)  # up to the held event, not it
         if visible > self.visible and not self.closed:
             self.visible = visible
             for waiter in self._waiters:

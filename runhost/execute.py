@@ -96,6 +96,7 @@ async def execute(
         agent=agent,
         model=provider.info,
         announced_calls=frozenset(announced),
+        takeovers=live.takeovers,
     )
     try:
         end.listener = surface.attach(context)

@@ -29,6 +29,8 @@ class RunContext:
     model: ModelInfo
     # Calls announced in an earlier run of this agent run (before it waited): not opened again.
     announced_calls: frozenset[str] = frozenset()
+    # How often the run had been taken over when this process got it: its log's writes are fenced by it.
+    takeovers: int = 0
 
 
 @dataclass(slots=True, frozen=True)

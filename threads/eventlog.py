@@ -17,12 +17,13 @@ import weakref
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from threads import fastsql, logframes
 from threads.dbthread import sharing_the_gil
-from threads.models import EventFrame
+from threads.leases import RunTakenOver
+from threads.models import EventFrame, Run
 
 log = logging.getLogger(__name__)
 # About half a minute of retries with backoff before a batch is given up.
@@ -46,7 +47,12 @@ class EventLogWriter:
     A batch is gathered for ``flush_seconds``; if it then holds fewer than ``frame_events``
     events (a run streaming at a model's pace), gathering goes on until it has them or until
     ``max_delay_seconds`` after it began. Each batch is a row of the log, and a row of two events
-    cost the database more than the bytes its client was sent (bench/log_storage.py)."""
+    cost the database more than the bytes its client was sent (bench/log_storage.py).
+
+    ``takeovers``, when given, fences the writes: how often the run had been taken over when this
+    process got it. A batch is written only while the run is still running with that count, checked
+    in the write's own transaction; a process that stalled past its lease and wakes after another took
+    the run over writes nothing more into the log the other continues (threads/takeover.py)."""
 
     def __init__(
         self,
@@ -57,8 +63,10 @@ class EventLogWriter:
         max_delay_seconds: float | None = None,
         frame_events: int = 1,
         after_write: Callable[[Rows], Awaitable[None]] | None = None,
+        takeovers: int | None = None,
     ) -> None:
         self.run_pk = run_pk
+        self.takeovers = takeovers
         self.after_write = after_write
         self.flush_seconds = flush_seconds
         self.max_delay_seconds = max(flush_seconds, max_delay_seconds or flush_seconds)
@@ -66,7 +74,7 @@ class EventLogWriter:
         self.batch = batch
         self._pending: Rows = []
         self._wake = asyncio.Event()
-        self._closing = asyncio.Event()
+        self._hurried = asyncio.Event()  # write what is pending now: set by hurry() and by close()
         self._closed = False
         # A fresh context, like the run's: the writer must not use (and keep
         # alive) the thread-sensitive executor of the request that started it.
@@ -85,18 +93,26 @@ class EventLogWriter:
         if pending == 1 or pending == self.frame_events or pending >= self.batch:
             self._wake.set()
 
+    def hurry(self) -> None:
+        """What is pending is written now, not once its batch is gathered: a client waits on it
+        (agui/stream.py shows an event that opens or closes a part once the log holds it)."""
+        self._hurried.set()
+        self._wake.set()
+
     async def _writer(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if not self._closed and len(self._pending) < self.batch:
-                # Gather for a moment; a close cuts the wait short.
+            if not self._hurried.is_set() and len(self._pending) < self.batch:
+                # Gather for a moment; a close or a hurry cuts the wait short.
                 try:
                     async with asyncio.timeout(self.flush_seconds):
-                        await self._closing.wait()
+                        await self._hurried.wait()
                 except TimeoutError:
                     pass
                 await self._gather_a_frame()
+            if not self._closed:
+                self._hurried.clear()  # a hurry from now on is for what comes next
             chunk, self._pending = self._pending, []
             if chunk:
                 await self._write(chunk)
@@ -110,9 +126,9 @@ class EventLogWriter:
     async def _gather_a_frame(self) -> None:
         """A slow run's batch waits for ``frame_events`` events, a close, or the longest delay."""
         left = self.max_delay_seconds - self.flush_seconds
-        if self._closed or left <= 0 or len(self._pending) >= self.frame_events:
+        if self._hurried.is_set() or left <= 0 or len(self._pending) >= self.frame_events:
             return
-        self._wake.clear()  # append sets it when the batch reaches frame_events; close sets it too
+        self._wake.clear()  # append sets it when the batch reaches frame_events; close and hurry too
         try:
             async with asyncio.timeout(left):
                 await self._wake.wait()
@@ -124,7 +140,11 @@ class EventLogWriter:
         delay = 0.1
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
-                await _group_commit().write(self.run_pk, chunk)
+                await _group_commit().write(self.run_pk, chunk, self.takeovers)
+            except RunTakenOver:
+                log.warning("run %s was taken over by another process: its log goes on there", self.run_pk)
+                self._pending, self._closed, self.on_durable = [], True, None  # abandon(), from within
+                return
             except IntegrityError:
                 # The batch is atomic: a duplicate seq means an earlier attempt
                 # committed before its connection failed.
@@ -158,7 +178,7 @@ class EventLogWriter:
 
     async def close(self) -> None:
         self._closed = True
-        self._closing.set()
+        self._hurried.set()
         self._wake.set()
         try:
             await asyncio.shield(self._task)
@@ -175,14 +195,15 @@ class _GroupCommit:
     of the runs' time (bench/stream.py --concurrent, py-spy)."""
 
     def __init__(self) -> None:
-        self._queue: list[tuple[object, Rows, asyncio.Future[None]]] = []
+        self._queue: list[tuple[object, Rows, int | None, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
 
-    async def write(self, run_pk: object, rows: Rows) -> None:
-        """Returns once ``rows`` are committed; raises what writing them alone would have raised."""
+    async def write(self, run_pk: object, rows: Rows, takeovers: int | None = None) -> None:
+        """Returns once ``rows`` are committed; raises what writing them alone would have raised
+        (RunTakenOver, with ``takeovers``, when the run is no longer this process's)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._queue.append((run_pk, rows, done))
+        self._queue.append((run_pk, rows, takeovers, done))
         if self._task is None or self._task.done():
             # A fresh context, so the database work goes to asgiref's process-wide thread.
             self._task = loop.create_task(self._drain(), name="eventlog-group-commit", context=contextvars.Context())
@@ -194,14 +215,17 @@ class _GroupCommit:
             errors: list[Exception | None]
             try:
                 with sharing_the_gil():
-                    errors = await sync_to_async(insert_event_chunks)([(run_pk, rows) for run_pk, rows, _ in queued])
+                    errors = await sync_to_async(insert_event_chunks)(
+                        [(run_pk, rows) for run_pk, rows, _, _ in queued],
+                        fences={run_pk: takeovers for run_pk, _, takeovers, _ in queued if takeovers is not None},
+                    )
             except Exception as exc:
                 errors = [exc] * len(queued)
             except BaseException:
                 for *_, done in queued:
                     done.cancel()  # the loop is going away: so are the writers waiting here
                 raise
-            for (_, _, done), error in zip(queued, errors, strict=True):
+            for (*_, done), error in zip(queued, errors, strict=True):
                 if done.done():
                     continue  # its writer was cancelled
                 if error is None:
@@ -221,27 +245,33 @@ def _group_commit() -> _GroupCommit:
     return group
 
 
-def insert_event_chunks(chunks: list[tuple[object, Rows]]) -> list[Exception | None]:
+def insert_event_chunks(
+    chunks: list[tuple[object, Rows]], *, fences: dict[object, int] | None = None
+) -> list[Exception | None]:
     """Writes each run's chunk of rows; returns, per chunk, None once it is committed or the
     error it met. Several chunks go in one transaction, as one series of statements; if that
     fails, each is written in a transaction of its own, so one run's bad chunk (a duplicate, a
     run deleted meanwhile) fails as it would have alone and takes no other run's rows with it.
+    ``fences``: runs whose chunk is written only while they are running with that many takeovers
+    (``taken_over``); another's gets RunTakenOver and writes nothing.
 
     One series, not a statement and a savepoint per run: each statement lets go of the GIL and
     must take it back from the busy event loop, so a hundred runs' chunks written one by one
     kept the log seconds behind its runs (bench/stream.py --concurrent)."""
+    fences = fences or {}
     if len(chunks) > 1:
         try:
             with transaction.atomic():
-                _insert(chunks)
+                lost = taken_over(fences)
+                _insert([(run_pk, rows) for run_pk, rows in chunks if run_pk not in lost])
         except Exception:
             pass
         else:
-            return [None] * len(chunks)
+            return [_taken_over_error(run_pk) if run_pk in lost else None for run_pk, _ in chunks]
     errors: list[Exception | None] = []
     for run_pk, rows in chunks:
         try:
-            insert_events(run_pk, rows)
+            insert_events(run_pk, rows, takeovers=fences.get(run_pk))
         except Exception as exc:
             errors.append(exc)
         else:
@@ -249,10 +279,43 @@ def insert_event_chunks(chunks: list[tuple[object, Rows]]) -> list[Exception | N
     return errors
 
 
-def insert_events(run_pk: object, rows: Rows) -> None:
-    """Logs (seq, type, payload) rows of one run, with contiguous seqs, as one frame."""
+def insert_events(run_pk: object, rows: Rows, *, takeovers: int | None = None) -> None:
+    """Logs (seq, type, payload) rows of one run, with contiguous seqs, as one frame; with
+    ``takeovers``, only while the run is still running with that many (else RunTakenOver)."""
     with transaction.atomic():
+        if takeovers is not None and taken_over({run_pk: takeovers}):
+            raise _taken_over_error(run_pk)
         _insert([(run_pk, rows)])
+
+
+def _taken_over_error(run_pk: object) -> RunTakenOver:
+    return RunTakenOver(f"run {run_pk} was taken over by another process")
+
+
+def taken_over(fences: dict[object, int]) -> set[object]:
+    """Of the runs in ``fences`` (run pk: how often it had been taken over when its writer got it),
+    those no longer running with that count: another process took them over, or healed them, since.
+
+    Inside the log write's transaction, and on PostgreSQL under a KEY SHARE lock of each run's row,
+    which a takeover's FOR UPDATE waits on (threads/takeover.py ``run_take_over``, threads/healing.py):
+    a takeover either comes before the check, which then sees it, or waits for the write's commit and
+    reads the log with the batch in it. Never a batch committed behind a takeover's back, in the gap
+    its continuation leaves. SQLite's transactions are IMMEDIATE: one writer at a time, so the check
+    and the insert are one step to every other writer."""
+    if not fences:
+        return set()
+    keys = {fastsql.db_value(Run, "id", run_pk): run_pk for run_pk in fences}
+    table = connection.ops.quote_name(Run._meta.db_table)
+    id_, count, status = (connection.ops.quote_name(name) for name in ("id", "takeovers", "status"))
+    lock = f" ORDER BY {id_} FOR KEY SHARE" if connection.vendor == "postgresql" else ""
+    marks = ", ".join(["%s"] * len(keys))
+    rows = fastsql.execute((f"SELECT {id_}, {count}, {status} FROM {table} WHERE {id_} IN ({marks}){lock}", list(keys)))
+    ours = {
+        keys[key]
+        for key, now, state in rows
+        if key in keys and now == fences[keys[key]] and state == Run.Status.RUNNING
+    }
+    return set(fences) - ours
 
 
 def _insert(chunks: list[tuple[object, Rows]]) -> None:

@@ -38,7 +38,8 @@ def runs_heal(*, run_ids: list[uuid.UUID], now: datetime, error: dict[str, Any] 
     event, keeps it."""
     for run_id in run_ids:
         with transaction.atomic():
-            run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+            # FOR UPDATE: a log write of its owner in flight finishes first (threads/eventlog.py ``taken_over``).
+            run = Run.objects.select_for_update().filter(pk=run_id).first()
             if run is None:
                 continue
             if run.status == Run.Status.RUNNING:

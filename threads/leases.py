@@ -48,3 +48,8 @@ def owner_is_gone(owner: str, lease_expires_at: datetime | None, now: datetime |
 
 def lease_until(now: datetime | None = None) -> datetime:
     return (now or timezone.now()) + lease_length()
+
+
+class RunTakenOver(Exception):
+    """Another process took the run over while this one still worked on it (this one stalled past
+    its lease): what it was writing is rolled back, the run being the other's now."""

@@ -29,6 +29,7 @@ from orchestrator.waits import Checkpoint
 from threads import fastsql, leases
 from threads.eventlog import UNLOGGED_AHEAD, insert_events
 from threads.healing import INTERRUPTED_ERROR, runs_heal
+from threads.leases import RunTakenOver
 from threads.locking import again_after_a_race, thread_lock
 from threads.models import QueuedMessage, Run, Session, Thread
 from threads.selectors import run_events_after
@@ -44,11 +45,6 @@ RELEASED = "released"
 def step_record(checkpoint: Checkpoint, client_tools: list[dict[str, Any]]) -> dict[str, Any]:
     """What a running run's row keeps of its last step (``Run.checkpoint``)."""
     return {STEP: checkpoint.to_json(), "clientTools": client_tools}
-
-
-class RunTakenOver(Exception):
-    """Another process took the run over while this one still worked on it (this one stalled past
-    its lease): what it was writing is rolled back, the run being the other's now."""
 
 
 def _column(model: type[Model], name: str) -> str:
@@ -198,7 +194,9 @@ def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
     with transaction.atomic():
         thread_pk = thread_lock(runs__pk=run_id)  # the thread, then the run (threads/locking.py)
         run = (
-            Run.objects.select_for_update(of=("self",), no_key=True)
+            # FOR UPDATE, not NO KEY: it waits for a log write of the run's old owner in flight, whose
+            # KEY SHARE lock says the run is still that owner's (threads/eventlog.py ``taken_over``).
+            Run.objects.select_for_update(of=("self",))
             .select_related("thread__agent")
             .filter(pk=run_id, status=Run.Status.RUNNING)
             .first()
