@@ -89,9 +89,11 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
             events = await on_db_thread(selectors.run_events_after, run=run, after=cursor, limit=REPLAY_PAGE)
             for event in events:
                 cursor = event.seq
-                yield sse_frame(event.seq, event.payload.encode())
                 if event.type in ev.TERMINAL_TYPES:
+                    await _recorded(run)
+                    yield sse_frame(event.seq, event.payload.encode())
                     return
+                yield sse_frame(event.seq, event.payload.encode())
             if len(events) >= REPLAY_PAGE:
                 continue
             row = await on_db_thread(_run_status, run_pk=run.pk)
@@ -136,15 +138,37 @@ async def follow_stored_run(run: Run, after: int) -> AsyncGenerator[bytes, None]
                     break
                 for seq, type_, payload in rows:
                     cursor = seq
-                    yield sse_frame(seq, payload.encode())
                     if type_ in ev.TERMINAL_TYPES:
+                        await _recorded(run)
+                        yield sse_frame(seq, payload.encode())
                         return
+                    yield sse_frame(seq, payload.encode())
     finally:
         if layer is not None:
             try:
                 await layer.group_discard(group_name(run.pk), channel)
             except Exception as exc:
                 log.warning("could not leave the relay group of run %s: %s", run.pk, exc)
+
+
+# How long a follower waits for the run's row to say it ended once its log holds the end.
+RECORDED_SECONDS = 10.0
+
+
+async def _recorded(run: Run) -> None:
+    """Returns once the run's row no longer says it runs. Its log holds the terminal event a moment
+    before the row is marked (runhost/recording.py: every event is made durable, then the run's end
+    recorded): a client of this process told the run finished must find it so in any process it asks
+    next, as the run's own subscribers do (agui/stream.py). Gives up after RECORDED_SECONDS, or when
+    the run's process is gone (then the end in its log is all there will be)."""
+    if run.status != Run.Status.RUNNING:
+        return  # it had ended when the client asked (a replay)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECORDED_SECONDS
+    while (row := await on_db_thread(_run_status, run_pk=run.pk)) is not None and row[0] == Run.Status.RUNNING:
+        if loop.time() > deadline or leases.owner_is_gone(row[2], row[3]):
+            return
+        await asyncio.sleep(0.02)
 
 
 def _layer_lost(run: Run, exc: Exception) -> None:
