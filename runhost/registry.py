@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.events import RunListener
-from threads.dbthread import on_db_thread
+from threads.dbthread import on_lease_thread
 from threads.leases import lease_length
 from threads.queue import queue_announce
 from threads.services.runs import leases_renew
@@ -116,7 +116,7 @@ class RunRegistry:
             run_ids = list(self.live_run_pks())
             if run_ids:
                 try:
-                    renewed = await on_db_thread(leases_renew, run_ids=run_ids)
+                    renewed = await on_lease_thread(leases_renew, run_ids=run_ids)
                 except Exception:
                     log.exception("could not renew the leases of %d runs", len(run_ids))
                     continue
@@ -129,7 +129,7 @@ class RunRegistry:
                         log.error("run %s was taken over by another process: this one stops it", run_pk)
                         live.lose()
                 try:
-                    queued = await on_db_thread(queue_announce, run_ids=run_ids)
+                    queued = await on_lease_thread(queue_announce, run_ids=run_ids)
                 except Exception:
                     log.exception("could not read the messages queued for %d runs", len(run_ids))
                     continue

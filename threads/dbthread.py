@@ -20,6 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -49,6 +50,20 @@ async def on_db_thread[T](func: Callable[..., T], /, **kwargs: Any) -> T:
     # the request's own thread-sensitive executor.
     with sharing_the_gil():
         return await asyncio.get_running_loop().create_task(call(func, kwargs), context=contextvars.Context())
+
+
+_lease_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="threadline-leases")
+
+
+async def on_lease_thread[T](func: Callable[..., T], /, **kwargs: Any) -> T:
+    """Runs ``func(**kwargs)`` on a thread of its own, with a connection of its own: for the renewals
+    of this process's leases, which must not wait behind the database thread's queue. A process taking
+    over a dead one's runs, or starting a hundred, kept that thread busy for seconds, its renewals
+    waited there, and its runs' leases lapsed: another process took them over as though it had died."""
+    with sharing_the_gil():
+        return await asyncio.get_running_loop().run_in_executor(
+            _lease_thread, functools.partial(_checked, func, kwargs)
+        )
 
 
 # While database work is in flight the event loop stands aside for NAP seconds every EVERY.

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
+import time
 from datetime import timedelta
 
+import pytest
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from runhost.registry import LiveRun, RunRegistry
+from threads import leases
+from threads.dbthread import on_db_thread
 from threads.leases import owner_is_gone
 
 HOST = socket.gethostname()
@@ -90,3 +97,41 @@ def test_a_waiting_run_outlives_its_process_and_a_new_message_supersedes_its_que
     assert closed.decision == Approval.Decision.SUPERSEDED and closed.reason == "still there?"
     # The open call is the loop's to answer: the session was not healed behind its back.
     assert Session.objects.get(thread=thread).turns[-1]["role"] == "assistant"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_leases_are_renewed_while_the_database_thread_is_busy_for_longer_than_a_lease(coder, settings):
+    """The renewals do not queue behind the process's other database work (a takeover of many runs, a
+    hundred starting at once): with the database thread held for two leases' time, the run's lease is
+    renewed meanwhile and never lapses, so no other process takes a live run for a dead one."""
+    from threads.models import Run, Thread
+
+    settings.RUN_LEASE_SECONDS = 1.5  # renewed every half second
+    thread = await Thread.objects.acreate(agui_thread_id="t-busy-leases", agent=coder)
+    run = await Run.objects.acreate(
+        thread=thread, agui_run_id="r1", owner=leases.owner_id(), lease_expires_at=leases.lease_until()
+    )
+    registry = RunRegistry()
+    registry.register(LiveRun(run_pk=run.pk, agui_thread_id=thread.agui_thread_id))
+    busy = asyncio.ensure_future(on_db_thread(_hold, seconds=5.0))  # the database thread, held
+    lapsed = []
+    try:
+        for _ in range(12):
+            await asyncio.sleep(0.25)
+            expires = await sync_to_async(_lease_of, thread_sensitive=False)(run.pk)
+            lapsed.append(expires < timezone.now())
+        assert not busy.done()  # all of it while the database thread was held
+    finally:
+        registry.by_thread.clear()
+        await busy
+    assert not any(lapsed), lapsed
+
+
+def _hold(*, seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _lease_of(run_pk):
+    from threads.models import Run
+
+    return Run.objects.get(pk=run_pk).lease_expires_at
