@@ -231,6 +231,9 @@ class AgentLoop:
         self, request: RunRequest, resume: Resumption | None, takeover: Takeover | None
     ) -> Outcome | Waiting:
         config = self.config
+        if takeover is not None and takeover.user_turn is not None:
+            # Taken over before its first step was committed: it starts over, with its user's turn.
+            request, takeover = dataclasses.replace(request, content=takeover.user_turn), None
         run = await self._prepare(request, resume or (Resumption(takeover.checkpoint, {}) if takeover else None))
         if takeover is not None:
             calls = calls_in_flight(run.turns)

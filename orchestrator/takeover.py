@@ -30,9 +30,11 @@ INTERRUPTED_UNKNOWN = (
 
 @dataclass(slots=True, frozen=True)
 class Takeover:
-    """What a run goes on from in the process that took it over: its last step's checkpoint."""
+    """What a run goes on from in the process that took it over: its last step's checkpoint; or, taken
+    over before its first step was committed, ``user_turn``: it starts over with that message."""
 
     checkpoint: Checkpoint
+    user_turn: str | list[dict[str, Any]] | None = None
 
 
 def calls_in_flight(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -366,7 +366,7 @@ class RunHost:
             surface,
             None,
             taken.client_tools,
-            Takeover(taken.checkpoint),
+            Takeover(taken.checkpoint, taken.user_turn),
         )
         self._spawn(live, going_on, f"takeover-{run_id}")
         return True

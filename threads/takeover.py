@@ -37,6 +37,8 @@ from threads.services.subagents import subagents_interrupt
 from vocabulary import agui as ev
 
 STEP = "step"
+# A run's start record holds the user's turn, as the model reads it, until its first step is committed.
+USER_TURN = "userTurn"
 # The owner of a run its draining process handed over: no process holds it, and the process that takes
 # it over counts a hand-over, not a crash.
 RELEASED = "released"
@@ -45,6 +47,14 @@ RELEASED = "released"
 def step_record(checkpoint: Checkpoint, client_tools: list[dict[str, Any]]) -> dict[str, Any]:
     """What a running run's row keeps of its last step (``Run.checkpoint``)."""
     return {STEP: checkpoint.to_json(), "clientTools": client_tools}
+
+
+def start_record(user_turn: str | list[dict[str, Any]], client_tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a new run's row keeps until its first step is committed (written with the run, by run_open):
+    the user's turn as the model reads it. A process that dies before that step (opening the workspace,
+    connecting MCP servers, on a loaded machine a second or more) leaves a run another takes over from
+    its start, rather than one that can only be ended as interrupted."""
+    return {**step_record(Checkpoint(), client_tools), USER_TURN: user_turn}
 
 
 def _column(model: type[Model], name: str) -> str:
@@ -93,6 +103,8 @@ class TakenOver:
     agent: Agent
     checkpoint: Checkpoint
     client_tools: list[dict[str, Any]]
+    # The user's turn of a run taken over before its first step (``start_record``): it starts over with it.
+    user_turn: str | list[dict[str, Any]] | None
     logged: list[dict[str, Any]]
     after: int
     count: int  # how many events its log holds
@@ -242,6 +254,7 @@ def run_take_over(*, run_id: uuid.UUID) -> TakenOver | None:
             agent=thread.agent,
             checkpoint=Checkpoint.from_json(record[STEP]),
             client_tools=list(record.get("clientTools", [])),
+            user_turn=record.get(USER_TURN),
             logged=[orjson.loads(event.payload) for event in logged if event.type in ev.OPENING_AND_CLOSING_RUNS],
             after=last + UNLOGGED_AHEAD,
             count=len(logged) or 1,
@@ -254,6 +267,7 @@ __all__ = [
     "RELEASED",
     "STEP",
     "TAKEOVER_EVENT",
+    "USER_TURN",
     "RunTakenOver",
     "TakenOver",
     "can_go_on",
@@ -262,6 +276,7 @@ __all__ = [
     "run_release",
     "run_take_over",
     "runs_abandoned",
+    "start_record",
     "step_record",
     "still_ours",
     "takeover_shown",

@@ -24,7 +24,7 @@ from threads.selectors import agent_get
 from threads.services.attachments import attachments_claim
 from threads.services.subagents import subagents_interrupt
 from threads.services.transcript import message_preview, messages_append
-from threads.takeover import RunTakenOver, can_go_on, queued_if_ours
+from threads.takeover import RunTakenOver, can_go_on, queued_if_ours, start_record
 from threads.waits import wait_cancel, wait_supersede
 
 # A run in this state is held by a live process; a WAITING run is held by none (threads/waits.py).
@@ -140,7 +140,7 @@ def run_open(
             # A page opened on a thread nobody has written to yet: its snapshots are empty, and
             # nothing is stored (every page load would otherwise leave an empty thread behind).
             return Hydrate(thread, session, agent)
-        run = _new_run(thread, agui_run_id, run_pk, protocol_version)
+        run = _new_run(thread, agui_run_id, run_pk, protocol_version, content, client_tools)
         message = Message(
             thread=thread, position=0, message_id=new_user_message["id"], role="user", body=new_user_message
         )
@@ -253,9 +253,9 @@ def run_open(
         ]
         messages_append(thread_id=thread.pk, bodies=closings)
         stored |= {closing["id"] for closing in closings}
-    run = _new_run(thread, agui_run_id, run_pk, protocol_version)
+    run = _new_run(thread, agui_run_id, run_pk, protocol_version, content if superseded is None else None, client_tools)
     if superseded is not None:
-        run.parent = waiting
+        run.parent = waiting  # it goes on from the waiting run's checkpoint, which its host resumes
     # Positions are contiguous from 0, so the next one is the count already stored.
     message_id = new_user_message["id"]
     fastsql.insert(
@@ -267,7 +267,16 @@ def run_open(
     return Started(thread, session, agent, run, superseded=superseded)
 
 
-def _new_run(thread: Thread, agui_run_id: str, run_pk: uuid.UUID | None, protocol_version: str) -> Run:
+def _new_run(
+    thread: Thread,
+    agui_run_id: str,
+    run_pk: uuid.UUID | None,
+    protocol_version: str,
+    content: Any,
+    client_tools: list[dict[str, Any]] | None,
+) -> Run:
+    """A new running run of this process; with ``content`` (the user's turn), its start record, so
+    that it can be taken over before its first step (threads/takeover.py ``start_record``)."""
     return Run(
         id=run_pk or uuid.uuid4(),
         thread=thread,
@@ -275,6 +284,7 @@ def _new_run(thread: Thread, agui_run_id: str, run_pk: uuid.UUID | None, protoco
         protocol_version=protocol_version,
         owner=leases.owner_id(),
         lease_expires_at=leases.lease_until(),
+        checkpoint=None if content is None else start_record(content, client_tools or []),
     )
 
 
