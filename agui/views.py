@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -235,6 +236,23 @@ def _path_ids_error(thread_id: str, run_id: str | None) -> HttpResponse | None:
     return None
 
 
+# How long a request naming a run waits for its row. A run's RUN_STARTED is sent before the run is
+# stored (the first byte waits on no database work), so a client may cancel or reattach, through
+# another process, a run whose row is a moment away.
+RUN_STORED_SECONDS = 2.0
+
+
+async def _stored_run(*, agui_run_id: str, agui_thread_id: str) -> Any:
+    """The run, once stored; None when it is not within RUN_STORED_SECONDS."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RUN_STORED_SECONDS
+    while True:
+        run = await on_db_thread(selectors.run_get, agui_run_id=agui_run_id, agui_thread_id=agui_thread_id)
+        if run is not None or loop.time() >= deadline:
+            return run
+        await asyncio.sleep(0.05)
+
+
 @agui_endpoint("GET", "GET this URL to follow a run")
 async def reattach(
     request: HttpRequest, caller: Caller, agent_name: str, thread_id: str, run_id: str | None = None
@@ -252,7 +270,7 @@ async def reattach(
         thread = await on_db_thread(selectors.thread_get, agui_thread_id=thread_id)
         run = await on_db_thread(selectors.thread_latest_run, thread=thread) if thread else None
     else:
-        run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
+        run = await _stored_run(agui_run_id=run_id, agui_thread_id=thread_id)
     if run is None or run.thread.agent_id != agent.pk or not caller.reaches(run.thread.owner_id):
         return error_response(404, "unknown_run", "no such run on this thread")
     if run.events_pruned_at is not None:
@@ -312,7 +330,7 @@ async def cancel(
     for 1.0 clients; a threadline.cancelled event before it for 0.x clients)."""
     if refused := _path_ids_error(thread_id, run_id):
         return refused
-    run = await on_db_thread(selectors.run_get, agui_run_id=run_id, agui_thread_id=thread_id)
+    run = await _stored_run(agui_run_id=run_id, agui_thread_id=thread_id)
     if (
         run is None
         or not await ENABLED_AGENTS.exists(agent_name)
