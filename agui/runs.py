@@ -165,7 +165,10 @@ class AguiRun:
         count = self.stream.last_seq if self.continues is None else self.continues.count + len(self.stream.frames)
         return Flushed(event_count=count, state=self.translator.state.document)
 
-    def close(self, *, failed: str = "") -> None:
+    def close(self, *, failed: str = "", moved: bool = False) -> None:
+        if moved:
+            self.stream.end_moved()
+            return
         if failed:
             self.stream.replace_terminal(ev.run_error(failed, "not_recorded"))
         self.stream.close()

@@ -144,6 +144,16 @@ class RunStream:
         reattaches to follow the run where it goes on)."""
         self.handed_over = True
 
+    def end_moved(self) -> None:
+        """The run was taken over by another process while this one still streamed it: its
+        subscribers end where they are, with no terminal event (a client reattaches and follows the
+        run where it goes on). Nothing held back is let out: the log another process continues never
+        got it, and a client shown it would hold a part nobody closes."""
+        self.handed_over = True
+        self.closed = True
+        for waiter in self._waiters:
+            waiter.set()
+
     def drop_log(self) -> None:
         """The run was taken over by another process: nothing more goes to its log from here
         (this stream's own subscribers still get what it publishes)."""

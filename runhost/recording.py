@@ -44,9 +44,10 @@ async def record_end(
     """Flushes the run's events, stores its end (``checkpoint``: it waits), closes its stream.
     True when a message queued while it worked is left for the next run to take. ``takeovers``: how
     often the run had been taken over when this process took it; a run taken over since is not
-    recorded here (it is the other process's), and its stream here ends with an error."""
+    recorded here (it is the other process's), and its stream here ends without a terminal event: its
+    clients reattach and follow the run where it goes on."""
     failed = ""
-    queued = False
+    queued = moved = False
     try:
         flushed = await surface.flush()
         if checkpoint is not None:
@@ -73,12 +74,12 @@ async def record_end(
             )
     except RunTakenOver:
         log.error("run %s was taken over by another process: its end is that process's to record", run_pk)
-        failed = "another server process took this run over; reattach to follow it"
+        moved = True
     except Exception:
         log.exception("could not record the end of run %s", run_pk)
         failed = "the server could not record the run"
     finally:
-        surface.close(failed=failed)
+        surface.close(failed=failed, moved=moved)
     return queued
 
 
@@ -90,7 +91,7 @@ async def record_run(
     handed over at shutdown has what it published flushed and its lease let go. True when a message
     queued while it worked is left for the next run to take."""
     if live.lost:
-        surface.close(failed="another server process took this run over; reattach to follow it")
+        surface.close(moved=True)  # it goes on in the process that took it over: its clients follow it there
         return False
     if live.handing_over:
         try:

@@ -72,9 +72,10 @@ class RunSurface(Protocol):
         """Every event is durable; the terminal one is not yet let out."""
         ...
 
-    def close(self, *, failed: str = "") -> None:
+    def close(self, *, failed: str = "", moved: bool = False) -> None:
         """Lets the terminal event out; with ``failed``, the run could not be recorded and
-        the stream ends with an error instead."""
+        the stream ends with an error instead; with ``moved``, another process took the run over
+        and the stream ends without a terminal event, for its clients to reattach."""
         ...
 
     def refused(self, code: str, message: str) -> None:

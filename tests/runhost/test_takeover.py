@@ -198,6 +198,51 @@ def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(
     assert "was taken over by another process" in cluster.a.log.read_text()
 
 
+def test_the_client_of_a_process_that_lost_its_run_ends_without_an_end_and_follows_it_on(cluster: Cluster) -> None:
+    """A's client keeps reading while A stalls past its lease and B takes the run over and finishes
+    it. When A wakes and finds the run gone, its client's stream ends with no terminal event (not a
+    RUN_ERROR: the run did not fail), showing nothing A's log did not keep; the client reattaches to B
+    from its last id and sees one run its verifier accepts, ending with B's answer."""
+    import os
+    import signal
+    import threading
+
+    thread_id = "t-over-lost"
+    hanging = text_turn(["stale ", "reply"]).pause(after_events=4, timeout=60)
+    cluster.fake.script([hanging, text_turn(["Answered by B."])])
+    headers = {**cluster.a.headers, "Content-Type": "application/json"}
+    seen = bytearray()
+    ended = threading.Event()
+
+    def read() -> None:
+        url = f"{cluster.a.url}/agui/coder"
+        with httpx.stream("POST", url, content=run_body("1", thread_id), headers=headers, timeout=120) as response:
+            for chunk in response.iter_raw():
+                seen.extend(chunk)
+        ended.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert hanging.paused.wait(30)
+    assert cluster.a.proc is not None
+    time.sleep(1.0)
+    os.kill(cluster.a.proc.pid, signal.SIGSTOP)
+    try:
+        eventually(lambda: cluster.run_row(thread_id)[1] == "succeeded", seconds=30, what="B to finish the run")
+    finally:
+        hanging.resume.set()
+        os.kill(cluster.a.proc.pid, signal.SIGCONT)
+    assert ended.wait(30), "A's stream did not end"
+    shown = [e["type"] for e in events_of(bytes(seen))]
+    assert shown[0] == "RUN_STARTED" and not {"RUN_FINISHED", "RUN_ERROR"} & set(shown), shown
+    rest = reattached(cluster, cluster.b, thread_id, bytes(seen))
+    types = [e["type"] for e in events_of(bytes(seen) + rest)]
+    assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED", types
+    client = verified("1", bytes(seen) + rest, thread_id=thread_id, run_id="r1")
+    assert client["error"] is None, (client["error"], types)
+    assert client["messages"][-1]["content"] == "Answered by B."
+
+
 def test_a_sub_agent_in_flight_fails_its_delegation_as_unknown_and_the_run_goes_on(cluster: Cluster) -> None:
     thread_id = "t-over-child"
     sleepy = {"command": "echo child >> counter && touch started && sleep 60"}
