@@ -18,6 +18,7 @@ import anthropic
 import httpx2
 import orjson
 
+from orchestrator.providers.asyncio_network import on_asyncio_network
 from orchestrator.providers.base import (
     JOIN_PIECES_PAST,
     BlockDelta,
@@ -48,7 +49,11 @@ class AnthropicProvider:
         timeout: float = 600.0,
     ) -> None:
         self.client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url or None, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            base_url=base_url or None,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=on_asyncio_network(anthropic.DefaultAsyncHttpxClient()),
         )
         self.info = ModelInfo(id=model, name=model, provider="anthropic", context_window=context_window_for(model))
 
