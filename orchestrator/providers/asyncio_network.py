@@ -48,6 +48,10 @@ class _Reading(asyncio.Protocol):
         self.ended = False  # the peer closed, or the connection was lost
         self.error: Exception | None = None
         self.waiter: asyncio.Future[None] | None = None  # a read waiting for data
+        # The waiting read's deadline, watched by one timer moved only when it fires: a timer set
+        # and cancelled per read cost 1.7 µs a token on uvloop.
+        self.deadline = 0.0
+        self.timer: asyncio.TimerHandle | None = None
         self.drained: asyncio.Future[None] | None = None  # a write waiting for the buffer to drain
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -71,6 +75,9 @@ class _Reading(asyncio.Protocol):
         self.error = exc
         self._wake()
         self._drain_done()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def pause_writing(self) -> None:
         if self.drained is None:
@@ -78,6 +85,26 @@ class _Reading(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._drain_done()
+
+    def watch(self, timeout: float) -> None:
+        """The waiting read fails with ReadTimeout if nothing arrives within ``timeout`` seconds."""
+        loop = self.loop
+        self.deadline = deadline = loop.time() + timeout
+        timer = self.timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self.timer = loop.call_at(deadline, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self.timer = None
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return  # no read waits: the next one sets the timer again
+        if self.loop.time() >= self.deadline:
+            waiter.set_exception(httpcore2.ReadTimeout())
+        else:
+            self.timer = self.loop.call_at(self.deadline, self._check_deadline)
 
     def _wake(self) -> None:
         waiter = self.waiter
@@ -105,11 +132,6 @@ class _Reading(asyncio.Protocol):
         return data
 
 
-def _time_out(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(httpcore2.ReadTimeout())
-
-
 class AsyncioStream(AsyncNetworkStream):
     """One connection to the model API, read as it arrives."""
 
@@ -124,15 +146,13 @@ class AsyncioStream(AsyncNetworkStream):
                 if reading.error is not None:
                     raise httpcore2.ReadError(reading.error)
                 return b""
-            loop = reading.loop
-            waiter = reading.waiter = loop.create_future()
-            timer = None if timeout is None else loop.call_later(timeout, _time_out, waiter)
+            waiter = reading.waiter = reading.loop.create_future()
+            if timeout is not None:
+                reading.watch(timeout)
             try:
                 await waiter
             finally:
                 reading.waiter = None
-                if timer is not None:
-                    timer.cancel()
             if not reading.received:
                 if reading.error is not None:
                     raise httpcore2.ReadError(reading.error)
