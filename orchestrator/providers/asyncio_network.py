@@ -198,6 +198,8 @@ class AsyncioStream(AsyncNetworkStream):
             raise httpcore2.ConnectError(exc) from exc
         if transport is None:
             raise httpcore2.ConnectError("the connection closed during the TLS handshake")
+        # From here the protocol hears the TLS transport: reading is paused and resumed on it.
+        self._reading.transport = transport
         return AsyncioStream(transport, self._reading)
 
     def get_extra_info(self, info: str) -> Any:

@@ -126,13 +126,13 @@ def test_every_connection_pool_of_the_sdk_client_is_on_asyncio_network(monkeypat
     assert all(type(pool._network_backend) is AsyncioNetworkBackend for pool in pools)
 
 
-async def _large_request_and_reply() -> None:
+async def _large_request_and_reply(tls: ssl.SSLContext | None = None) -> None:
     # Past the protocol's buffer both ways: a request the socket cannot take at once (the write
     # waits for it to drain) and a reply read faster than it is taken (reading pauses and resumes).
     chunks = [f"{i:04d}" + "x" * 65_531 for i in range(40)]
     messages = [{"role": "user", "content": "y" * 16_000_000}]
     big = ModelRequest(model=MODEL, system="", messages=messages, tools=[], max_tokens=10)
-    with FakeAnthropic([text_turn(chunks)]) as fake:
+    with FakeAnthropic([text_turn(chunks)], tls=tls) as fake:
         provider = _provider(fake.base_url)
         try:
             items = []
@@ -150,10 +150,24 @@ async def test_a_request_and_reply_larger_than_the_buffers_arrive_whole():
     await _large_request_and_reply()
 
 
+async def test_a_large_reply_over_tls_arrives_whole(tmp_path, monkeypatch):
+    await _large_request_and_reply(_trusted_tls(tmp_path, monkeypatch))
+
+
+def _trusted_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ssl.SSLContext:
+    tmp_path.mkdir(exist_ok=True)
+    cert, key = self_signed(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    return tls
+
+
 def test_on_uvloop_a_large_reply_tls_and_a_stalled_model_behave_as_on_asyncio(tmp_path, monkeypatch):
     # The server runs on uvloop, whose transports the backend then uses.
     async def scenarios() -> None:
         await _large_request_and_reply()
+        await _large_request_and_reply(_trusted_tls(tmp_path / "large", monkeypatch))
         await test_a_delta_is_handed_over_while_the_model_is_still_writing_the_next()
         await test_the_api_is_reached_over_tls_with_the_trusted_certificates(tmp_path, monkeypatch)
         await test_a_stream_cut_mid_reply_is_a_retryable_connection_error()
