@@ -18,6 +18,7 @@ import anthropic
 import httpx2
 import orjson
 
+from orchestrator.providers.asyncio_network import on_asyncio_network
 from orchestrator.providers.base import (
     JOIN_PIECES_PAST,
     BlockDelta,
@@ -32,7 +33,7 @@ from orchestrator.providers.base import (
     context_window_for,
 )
 from orchestrator.providers.caching import mark_conversation
-from orchestrator.providers.sse import sse_batches
+from orchestrator.providers.sse import SSESplitter
 
 _RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
@@ -48,7 +49,11 @@ class AnthropicProvider:
         timeout: float = 600.0,
     ) -> None:
         self.client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url or None, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            base_url=base_url or None,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=on_asyncio_network(anthropic.DefaultAsyncHttpxClient()),
         )
         self.info = ModelInfo(id=model, name=model, provider="anthropic", context_window=context_window_for(model))
 
@@ -92,8 +97,10 @@ class AnthropicProvider:
             model = request.model
             stopped = False
             params = self._params(request)
+            splitter = SSESplitter()
             async with self.client.messages.with_streaming_response.create(**params, stream=True) as response:
-                async for batch in sse_batches(response.http_response.aiter_bytes()):
+                async for read in response.http_response.aiter_bytes():
+                    batch = splitter.feed(read)
                     # What one read brought is handed over as one list: a generator step per token
                     # was a tenth of the SDK path's time per token (bench/stream.py --profile).
                     items: list[StreamEvent] = []

@@ -15,7 +15,6 @@ and an event cut off by the end of the stream is dropped.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 SSEEvent = tuple[bytes, bytes]  # (event name, b"" when absent; data), both as the bytes read
 
@@ -52,30 +51,32 @@ def _parse(frame: bytes) -> SSEEvent | None:
     return event, b"\n".join(data_lines)
 
 
-async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[SSEEvent]]:
-    """The whole events of each read of ``chunks``, as a list (empty when a read completes none)."""
-    rest = b""
-    held_cr = False  # a read that ended in CR: its LF may start the next read
-    async for chunk in chunks:
-        if held_cr or b"\r" in chunk:
-            if held_cr:
+class SSESplitter:
+    """Splits the reads of one stream into whole events: ``feed`` each read, in order, and take
+    back the events it completed (an empty list when it completes none). A plain call per read,
+    not an async generator around the reads: each generator level cost every token a step."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+        self._held_cr = False  # a read that ended in CR: its LF may start the next read
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._held_cr or b"\r" in chunk:
+            if self._held_cr:
                 chunk = b"\r" + chunk
-            held_cr = chunk.endswith(b"\r")
-            if held_cr:
+            self._held_cr = chunk.endswith(b"\r")
+            if self._held_cr:
                 chunk = chunk[:-1]
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        rest = self._rest
         buffer = rest + chunk if rest else chunk
         end = buffer.rfind(b"\n\n") + 2
         if end > 1 and _USUAL_EVENTS.fullmatch(buffer, 0, end):
-            rest = buffer[end:]
+            self._rest = buffer[end:]
             # findall's (name, data) pairs as they are: a tuple per event, not two.
-            yield _USUAL_EVENT.findall(buffer, 0, end)
-            continue
+            return _USUAL_EVENT.findall(buffer, 0, end)
         frames = buffer.split(b"\n\n")
-        rest = frames.pop()
-        events = []
-        for frame in frames:
-            if frame and (event := _parse(frame)) is not None:
-                events.append(event)
-        yield events
-    # What is left has no blank line after it: an incomplete event, which the SSE rules drop.
+        self._rest = frames.pop()
+        # What is left at the stream's end has no blank line after it: an incomplete event, which
+        # the SSE rules drop (it is never completed by a later feed).
+        return [event for frame in frames if frame and (event := _parse(frame)) is not None]

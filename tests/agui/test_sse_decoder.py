@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from anthropic._streaming import SSEDecoder
 
-from orchestrator.providers.sse import sse_batches
+from orchestrator.providers.sse import SSESplitter
 
 STREAM = (
     b'event: message_start\ndata: {"type":"message_start"}\n\n'
@@ -30,7 +30,8 @@ async def _reads(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
 
 
 async def _ours(data: bytes, cuts: list[int]) -> list[tuple[bytes, bytes]]:
-    return [event async for batch in sse_batches(_reads(data, cuts)) for event in batch]
+    splitter = SSESplitter()
+    return [event async for read in _reads(data, cuts) for event in splitter.feed(read)]
 
 
 async def _sdk(data: bytes) -> list[tuple[bytes, bytes]]:
