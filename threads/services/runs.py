@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -298,10 +299,18 @@ class Renewed:
 
 
 def leases_renew(*, run_ids: list[uuid.UUID]) -> Renewed:
-    """Extends this process's claim on the runs it is running and still owns."""
+    """Extends this process's claim on the runs it is running and still owns.
+
+    It runs on a connection of its own (runhost/registry.py), beside the database thread, whose
+    commits update several runs' rows in one transaction (threads/dbthread.py shared writes). So it
+    takes no row another transaction holds (SKIP LOCKED), and PostgreSQL never finds the two waiting
+    on each other (a rolling restart of 200 runs found such deadlocks). A run passed over is renewed
+    at the next round, a third of a lease later."""
     running = Run.objects.filter(id__in=run_ids, status__in=LIVE_STATUSES)
     owned = running.filter(owner=leases.owner_id())
-    owned.update(lease_expires_at=leases.lease_until())
+    with transaction.atomic():
+        free = owned.order_by("pk").select_for_update(skip_locked=True, no_key=True).values_list("pk", flat=True)
+        Run.objects.filter(pk__in=list(free)).update(lease_expires_at=leases.lease_until())
     lost = running.exclude(owner=leases.owner_id()).values_list("id", flat=True)
     return Renewed(list(owned.filter(cancel_requested=True).values_list("id", flat=True)), list(lost))
 
