@@ -157,21 +157,12 @@ def test_a_run_that_crashes_its_process_every_time_ends_after_run_max_takeovers(
     assert client["error"] is None, client["error"]
 
 
-def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(cluster: Cluster) -> None:
-    """A stalls (SIGSTOP, as a lost machine looks: its pid lives on) past its lease; B takes the run
-    over and finishes it. When A wakes, with its model's reply in hand, it commits no step, records
-    no end and adds nothing to the run's log: the run stays as B left it."""
+def _stall_a_while_b_finishes(cluster: Cluster, hanging: Turn, thread_id: str) -> None:
+    """Once A's model reply hangs mid-turn, A stalls (SIGSTOP, as a lost machine looks: its pid lives
+    on) past its lease until B has taken the run over and finished it; then the reply and A go on."""
     import os
     import signal
 
-    thread_id = "t-over-wakes"
-    hanging = text_turn(["stale ", "reply"]).pause(after_events=4, timeout=60)
-    cluster.fake.script([hanging, text_turn(["Answered by B."])])
-    headers = {**cluster.a.headers, "Content-Type": "application/json"}
-    with httpx.stream(
-        "POST", f"{cluster.a.url}/agui/coder", content=run_body("1", thread_id), headers=headers, timeout=30
-    ) as response:
-        next(response.iter_raw())
     assert hanging.paused.wait(30)
     assert cluster.a.proc is not None
     time.sleep(1.0)
@@ -181,6 +172,21 @@ def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(
     finally:
         hanging.resume.set()
         os.kill(cluster.a.proc.pid, signal.SIGCONT)
+
+
+def test_a_process_that_wakes_after_its_run_was_taken_over_writes_nothing_of_it(cluster: Cluster) -> None:
+    """A stalls (SIGSTOP, as a lost machine looks: its pid lives on) past its lease; B takes the run
+    over and finishes it. When A wakes, with its model's reply in hand, it commits no step, records
+    no end and adds nothing to the run's log: the run stays as B left it."""
+    thread_id = "t-over-wakes"
+    hanging = text_turn(["stale ", "reply"]).pause(after_events=4, timeout=60)
+    cluster.fake.script([hanging, text_turn(["Answered by B."])])
+    headers = {**cluster.a.headers, "Content-Type": "application/json"}
+    with httpx.stream(
+        "POST", f"{cluster.a.url}/agui/coder", content=run_body("1", thread_id), headers=headers, timeout=30
+    ) as response:
+        next(response.iter_raw())
+    _stall_a_while_b_finishes(cluster, hanging, thread_id)
     time.sleep(3.0)  # A's stale reply reaches it, and A has two lease renewals' time to write
     assert cluster.run_row(thread_id)[:3] == ("r1", "succeeded", 1)
     transcript = cluster.query(
@@ -203,8 +209,6 @@ def test_the_client_of_a_process_that_lost_its_run_ends_without_an_end_and_follo
     it. When A wakes and finds the run gone, its client's stream ends with no terminal event (not a
     RUN_ERROR: the run did not fail), showing nothing A's log did not keep; the client reattaches to B
     from its last id and sees one run its verifier accepts, ending with B's answer."""
-    import os
-    import signal
     import threading
 
     thread_id = "t-over-lost"
@@ -223,15 +227,7 @@ def test_the_client_of_a_process_that_lost_its_run_ends_without_an_end_and_follo
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    assert hanging.paused.wait(30)
-    assert cluster.a.proc is not None
-    time.sleep(1.0)
-    os.kill(cluster.a.proc.pid, signal.SIGSTOP)
-    try:
-        eventually(lambda: cluster.run_row(thread_id)[1] == "succeeded", seconds=30, what="B to finish the run")
-    finally:
-        hanging.resume.set()
-        os.kill(cluster.a.proc.pid, signal.SIGCONT)
+    _stall_a_while_b_finishes(cluster, hanging, thread_id)
     assert ended.wait(30), "A's stream did not end"
     shown = [e["type"] for e in events_of(bytes(seen))]
     assert shown[0] == "RUN_STARTED" and not {"RUN_FINISHED", "RUN_ERROR"} & set(shown), shown
