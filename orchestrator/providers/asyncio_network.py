@@ -229,16 +229,7 @@ class AsyncioNetworkBackend(AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[SOCKET_OPTION] | None = None,
     ) -> AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, reading = await _connect(loop, host, port, local_address)
-        except TimeoutError:
-            raise httpcore2.ConnectTimeout() from None
-        except OSError as exc:
-            raise httpcore2.ConnectError(exc) from exc
-        _set_options(transport, socket_options)
-        return AsyncioStream(transport, reading)
+        return await _opened(_connect(asyncio.get_running_loop(), host, port, local_address), timeout, socket_options)
 
     async def connect_unix_socket(
         self,
@@ -246,16 +237,8 @@ class AsyncioNetworkBackend(AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[SOCKET_OPTION] | None = None,
     ) -> AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, reading = await loop.create_unix_connection(_Reading, path)
-        except TimeoutError:
-            raise httpcore2.ConnectTimeout() from None
-        except OSError as exc:
-            raise httpcore2.ConnectError(exc) from exc
-        _set_options(transport, socket_options)
-        return AsyncioStream(transport, reading)
+        connecting = asyncio.get_running_loop().create_unix_connection(_Reading, path)
+        return await _opened(connecting, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -271,6 +254,23 @@ def _connect(
         return loop.create_connection(_Reading, host, port, local_addr=local_addr, happy_eyeballs_delay=delay)
     # uvloop's has no such argument: it tries them in turn.
     return loop.create_connection(_Reading, host, port, local_addr=local_addr)
+
+
+async def _opened(
+    connecting: Coroutine[Any, Any, tuple[asyncio.Transport, _Reading]],
+    timeout: float | None,
+    socket_options: Iterable[SOCKET_OPTION] | None,
+) -> AsyncioStream:
+    """The stream of a connection being made, within ``timeout``, with httpcore's errors."""
+    try:
+        async with asyncio.timeout(timeout):
+            transport, reading = await connecting
+    except TimeoutError:
+        raise httpcore2.ConnectTimeout() from None
+    except OSError as exc:
+        raise httpcore2.ConnectError(exc) from exc
+    _set_options(transport, socket_options)
+    return AsyncioStream(transport, reading)
 
 
 def _set_options(transport: asyncio.Transport, options: Iterable[SOCKET_OPTION] | None) -> None:
