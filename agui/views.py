@@ -243,14 +243,16 @@ RUN_STORED_SECONDS = 2.0
 
 
 async def _stored_run(*, agui_run_id: str, agui_thread_id: str) -> Any:
-    """The run, once stored; None when it is not within RUN_STORED_SECONDS."""
+    """The run, once stored; None when it is not within RUN_STORED_SECONDS (looked for about seven times)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + RUN_STORED_SECONDS
+    deadline, pause = loop.time() + RUN_STORED_SECONDS, 0.05
     while True:
         run = await on_db_thread(selectors.run_get, agui_run_id=agui_run_id, agui_thread_id=agui_thread_id)
         if run is not None or loop.time() >= deadline:
             return run
-        await asyncio.sleep(0.05)
+        # Doubling: a name that never comes costs a handful of reads, not forty.
+        await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+        pause *= 2
 
 
 @agui_endpoint("GET", "GET this URL to follow a run")
