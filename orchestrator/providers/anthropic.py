@@ -18,7 +18,6 @@ import anthropic
 import httpx2
 import orjson
 
-from orchestrator.providers.asyncio_network import on_asyncio_network
 from orchestrator.providers.base import (
     JOIN_PIECES_PAST,
     BlockDelta,
@@ -33,6 +32,7 @@ from orchestrator.providers.base import (
     context_window_for,
 )
 from orchestrator.providers.caching import mark_conversation
+from orchestrator.providers.http1 import model_http_client
 from orchestrator.providers.sse import SSESplitter
 
 _RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
@@ -53,7 +53,7 @@ class AnthropicProvider:
             base_url=base_url or None,
             max_retries=max_retries,
             timeout=timeout,
-            http_client=on_asyncio_network(anthropic.DefaultAsyncHttpxClient()),
+            http_client=model_http_client(anthropic.DefaultAsyncHttpxClient()),
         )
         self.info = ModelInfo(id=model, name=model, provider="anthropic", context_window=context_window_for(model))
 

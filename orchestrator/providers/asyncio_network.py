@@ -1,12 +1,14 @@
-"""The model API's connections on asyncio's own transports, under the SDK's httpx client.
+"""The model API's connections through a proxy on asyncio's own transports, under httpcore.
 
-The anthropic SDK reads through httpx and httpcore, whose default network backend is anyio's.
-At a model's pace every token is a read of its own, and anyio's read costs it a cancel scope for
-the timeout, two context managers, an ``asyncio.Event`` and a ``resume_reading`` and
-``pause_reading`` of the socket (two ``epoll_ctl`` calls): about a fifth of the server's CPU per
-token (bench/paced.py --profile, issue #50). Here a protocol keeps reading into a buffer (paused
-only past a high-water mark) and a read waits on one future with one timer. httpx, httpcore's
-connection pool and h11 are the SDK's, unchanged: only the bytes under them travel otherwise.
+Direct connections to the model API go through orchestrator/providers/http1.py. A proxy in the
+environment (``HTTPS_PROXY``) gets a pool of httpcore's from the SDK's httpx client, whose default
+network backend is anyio's: at a model's pace every token is a read of its own, and anyio's read
+costs it a cancel scope for the timeout, two context managers, an ``asyncio.Event`` and a
+``resume_reading`` and ``pause_reading`` of the socket (two ``epoll_ctl`` calls): about a fifth of
+the server's CPU per token (bench/paced.py --profile, issue #50). Here a protocol keeps reading
+into a buffer (paused only past a high-water mark) and a read waits on one future with one timer.
+httpx, httpcore's connection pool and h11 are the SDK's, unchanged: only the bytes under them
+travel otherwise.
 
 Each stream keeps httpcore's contract: ``ReadTimeout``, ``WriteTimeout`` and ``ConnectTimeout``
 when a timeout passes, ``ReadError``, ``WriteError`` and ``ConnectError`` when the connection
@@ -290,6 +292,8 @@ def on_asyncio_network(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
     the SDK's client still has such pools, so an httpx that renames them fails there, not in use."""
     backend = AsyncioNetworkBackend()
     for transport in (client._transport, *client._mounts.values()):
+        if transport is None:
+            continue  # a host NO_PROXY names: reached by the default transport
         pool = getattr(transport, "_pool", None)
         if pool is None or not hasattr(pool, "_network_backend"):
             raise TypeError(f"{type(transport).__name__} has no connection pool to put on asyncio's network")
