@@ -134,7 +134,6 @@ async def measure(server: ServerProc, args: argparse.Namespace, label: str, prof
     samples: list[tuple[float, float]] = []
     stop = asyncio.Event()
     sampler = asyncio.create_task(_cpu_sampler(server.proc.pid, samples, stop))
-    started = CLOCK()
     asked = [0.0] * args.streams  # when each stream was asked for
 
     async def one(i: int) -> _PacedStream:
@@ -152,6 +151,7 @@ async def measure(server: ServerProc, args: argparse.Namespace, label: str, prof
     if profile is not None:
         await asyncio.sleep(args.ramp)
         spy = start_py_spy(server.proc.pid, profile, PROFILE_RATE, nonblocking=True)
+    started = CLOCK()  # after py-spy's start: the streams start over the ramp, not all at once
     opened = await asyncio.gather(*(one(i) for i in range(args.streams)))
     result.streams = list(opened)
     budget = args.ramp + args.tokens * args.pace_ms / 1000 * 3 + 120
