@@ -444,8 +444,12 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             connection.close()
             return
         connection.parser = None
-        connection.idle_since = connection.loop.time()
-        self._idle.setdefault(connection.origin, deque()).append(connection)
+        now = connection.idle_since = connection.loop.time()
+        idle = self._idle.setdefault(connection.origin, deque())
+        expiry = self._expiry
+        while idle and expiry is not None and now - idle[0].idle_since >= expiry:
+            idle.popleft().close()  # idle past the keep-alive expiry: not kept open for nothing
+        idle.append(connection)
         self._wake_one()
 
     def _gone(self, connection: _Connection) -> None:

@@ -241,6 +241,19 @@ async def _large_request_and_reply(tls: ssl.SSLContext | None = None) -> None:
     assert "".join(item.text for item in items if type(item) is BlockDelta) == "".join(chunks)
 
 
+async def test_a_connection_idle_past_the_keepalive_expiry_is_not_reused():
+    with FakeAnthropic([text_turn(["one"]), text_turn(["two"]), text_turn(["three"])]) as fake:
+        limits = httpx2.Limits(max_connections=10, keepalive_expiry=0.3)
+        async with httpx2.AsyncClient(transport=Http1Transport(ssl_context=None, limits=limits)) as client:
+            body = {"model": MODEL, "max_tokens": 10, "stream": True, "messages": REQUEST.messages}
+            for pause in (0.0, 0.6):
+                await asyncio.sleep(pause)
+                assert (await client.post(f"{fake.base_url}/v1/messages", json=body)).status_code == 200
+            await client.post(f"{fake.base_url}/v1/messages", json=body)
+        first, second, third = (request.client_address for request in fake.requests)
+    assert second != first and third == second  # a fresh one after the expiry, kept for the next
+
+
 @contextlib.asynccontextmanager
 async def _forwarding_proxy() -> AsyncIterator[tuple[str, list[bytes]]]:
     """An HTTP proxy for http:// targets (the absolute-form request forwarded), and the targets it was asked for."""
