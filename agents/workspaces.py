@@ -12,8 +12,8 @@ A workspace is made on first use, on a worker thread, from ``AGENT_WORKSPACE_TEM
 directory that is copied (its links copied as links, never followed, so a link pointing outside
 stays a link the tools refuse and the sandbox cannot see through), or a git repository that is
 cloned (in ``thread`` mode on a branch named after the thread). It is made under a temporary name
-and renamed into place, so a process that dies half-way leaves no half-made workspace, and two
-processes making the same one at once end with one.
+and renamed into place, so a process that dies half-way leaves no half-made workspace; of several
+threads or processes making the same one at once, the first to put it in place wins.
 
 When the server runs as root, bash runs as the sandbox user (orchestrator/tools/sandbox.py), so a
 workspace is handed to that user: made by the server, its files are chowned to it, skipping the
@@ -22,6 +22,7 @@ data dir should it lie inside. A workspace that holds the server's checkout or v
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -98,17 +99,29 @@ def prepare(place: Place) -> bool:
     try:
         _fill(making, place)
         hand_over(making)
-        try:
-            making.rename(place.path)
-        except OSError:
-            if place.path.is_dir():  # another process made it first: theirs stands
-                return False
-            raise
+        if not _put_in_place(making, place.path):
+            return False  # another thread or process made it first: theirs stands
     finally:
         if making.exists():
             shutil.rmtree(making, ignore_errors=True)
     log.info("made the workspace %s", place.key)
     return True
+
+
+def _put_in_place(making: Path, path: Path) -> bool:
+    """Renames the workspace made at ``making`` to ``path``, unless one is there already (False).
+    Makers hold a lock on the directory that holds them for it: a rename onto an empty directory
+    replaces it, so each of eight runs making an empty workspace at once replaced the one put there
+    before, one a run may already have been working in."""
+    holder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # each open is its own: threads exclude each other too
+        if path.is_dir():
+            return False
+        making.rename(path)
+        return True
+    finally:
+        os.close(holder)  # and the lock with it
 
 
 def _clone_checkout_once(path: Path) -> bool:

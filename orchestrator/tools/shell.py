@@ -59,25 +59,54 @@ def command_environment(also: tuple[str, ...] = (), environ: dict[str, str] | No
     return env
 
 
-async def _pump(stream: asyncio.StreamReader, shaper: StreamShaper) -> None:
-    while chunk := await stream.read(_READ_CHUNK):
-        shaper.feed(chunk)
+class _Output:
+    """The command's output: a pipe of our own (Process.wait() would otherwise also wait for the
+    pipe to close, which a background child can hold open; this one we close when we are done),
+    read on the event loop into ``shaper``. ``ended`` is done once the output ends.
 
+    Its read end is watched with ``add_reader`` and closed here, once. A pipe transport
+    (``connect_read_pipe``) will not do on uvloop, the loop ``manage.py serve`` runs: libuv closes
+    the descriptor, then the file object around it closes the same number again
+    (MagicStack/uvloop#763). A worker thread handed that number in between lost its file to the
+    second close: with 200 runs' bash calls starting at once, the size walk of their shared
+    workspace read another call's pipe ("NotADirectoryError: ... ws") and, closing it, made libuv
+    refuse the pipe of the call after ("FileExistsError: File exists")."""
 
-async def _open_output() -> tuple[int, asyncio.StreamReader, asyncio.ReadTransport]:
-    """A pipe of our own for the command's output: Process.wait() would otherwise also wait for the
-    pipe to close, which a background child can hold open; this one we close when we are done."""
-    read_fd, write_fd = os.pipe()
-    stream = asyncio.StreamReader()
-    loop = asyncio.get_running_loop()
-    try:
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
-        )
-    except BaseException:
-        os.close(write_fd)
-        raise
-    return write_fd, stream, transport
+    def __init__(self, shaper: StreamShaper) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._shaper = shaper
+        self.ended: asyncio.Future[None] = self._loop.create_future()
+        self._read_fd, self.write_fd = os.pipe()
+        try:
+            os.set_blocking(self._read_fd, False)
+            self._loop.add_reader(self._read_fd, self._readable)
+        except BaseException:
+            os.close(self._read_fd)
+            os.close(self.write_fd)
+            raise
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._read_fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError as exc:  # for whoever awaits ``ended``: a reader left in place would fail again at once
+            self.close()
+            self.ended.set_exception(exc)
+            return
+        if chunk:
+            self._shaper.feed(chunk)
+            return
+        self.close()
+        self.ended.set_result(None)
+
+    def close(self) -> None:
+        """Stops reading and closes the read end; the write end is the caller's to close."""
+        if self._read_fd < 0:
+            return
+        self._loop.remove_reader(self._read_fd)
+        os.close(self._read_fd)
+        self._read_fd = -1
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -190,26 +219,25 @@ async def _run(
     sandbox: Sandbox | None,
     watch: SizeWatch | None,
 ) -> ShellResult:
-    write_fd, stream, transport = await _open_output()
+    shaper = StreamShaper(limits)
+    output = _Output(shaper)
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
+            stdout=output.write_fd,
+            stderr=output.write_fd,
             start_new_session=True,
             # bwrap's --die-with-parent does this for the sandbox.
             preexec_fn=_die_with_parent if sandbox is None else None,
         )
     except BaseException:
-        transport.close()
+        output.close()
         raise
     finally:
-        os.close(write_fd)  # the command has its copy; EOF comes when the last holder is gone
-    shaper = StreamShaper(limits)
-    reader = asyncio.create_task(_pump(stream, shaper))
+        os.close(output.write_fd)  # the command has its copy; EOF comes when the last holder is gone
     watcher = None if watch is None else asyncio.create_task(usage.watch_until_over(watch.root, watch.ceiling))
     timed_out = False
     over_limit: int | None = None
@@ -221,19 +249,20 @@ async def _run(
         if timed_out or over_limit is not None:
             _kill_group(process)
             await process.wait()
-        _, pending = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
+        _, pending = await asyncio.wait({output.ended}, timeout=DRAIN_SECONDS)
         if pending:  # something the command started still holds the output open
             _kill_group(process)
-            await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
+            await asyncio.wait({output.ended}, timeout=DRAIN_SECONDS)
     except asyncio.CancelledError:
         _kill_group(process)
         await asyncio.shield(process.wait())
         raise
     finally:
-        reader.cancel()
+        output.close()
         if watcher is not None:
             watcher.cancel()
-        transport.close()
+    if output.ended.done():
+        output.ended.result()  # raises the pipe's read error, if it had one
     stopped = timed_out or over_limit is not None
     return ShellResult(shaper.result(), None if stopped else process.returncode, timed_out, over_limit)
 
