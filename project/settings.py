@@ -172,6 +172,9 @@ EVENT_LOG_BATCH = env_int("EVENT_LOG_BATCH", 2000, minimum=1)
 # before writing it: a frame per EVENT_LOG_FLUSH_SECONDS held two events, and cost the database
 # more than the client was sent. A follower on another process sees its events this much later.
 EVENT_LOG_MAX_DELAY_SECONDS = env_float("EVENT_LOG_MAX_DELAY_SECONDS", 0.5, minimum=0.001)
+# How long the runs' chunks of their logs wait for others' to share one transaction with them
+# (threads/eventlog.py _GroupCommit); an event a client waits on to be shown never waits.
+EVENT_LOG_GROUP_SECONDS = env_float("EVENT_LOG_GROUP_SECONDS", 0.05, minimum=0.0, maximum=1.0)
 # Days a finished run's event log is kept; 0 keeps it for ever. `manage.py prune_event_logs`
 # removes the older ones (the run, its messages and approvals stay).
 EVENT_LOG_RETENTION_DAYS = env_float("EVENT_LOG_RETENTION_DAYS", 0.0, minimum=0.0, maximum=36_500.0)  # a century

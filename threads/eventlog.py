@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -75,6 +76,7 @@ class EventLogWriter:
         self._pending: Rows = []
         self._wake = asyncio.Event()
         self._hurried = asyncio.Event()  # write what is pending now: set by hurry() and by close()
+        self._writing = False  # a chunk of this run's is with the group commit
         self._closed = False
         # A fresh context, like the run's: the writer must not use (and keep
         # alive) the thread-sensitive executor of the request that started it.
@@ -98,6 +100,8 @@ class EventLogWriter:
         (agui/stream.py shows an event that opens or closes a part once the log holds it)."""
         self._hurried.set()
         self._wake.set()
+        if self._writing:
+            _group_commit().hurry()  # what it waits for is written without gathering more
 
     async def _writer(self) -> None:
         while True:
@@ -111,11 +115,13 @@ class EventLogWriter:
                 except TimeoutError:
                     pass
                 await self._gather_a_frame()
+            urgent = self._hurried.is_set()  # a client waits on it: it joins no gathering
             if not self._closed:
                 self._hurried.clear()  # a hurry from now on is for what comes next
             chunk, self._pending = self._pending, []
+            urgent = urgent or len(chunk) >= self.batch  # a fast run's full batch: nothing to wait for
             if chunk:
-                await self._write(chunk)
+                await self._write(chunk, urgent)
             if self._pending:
                 # What came during the write is gathered in turn: written at once, it made
                 # frames of the few events a slow database's write took (PostgreSQL, paced runs).
@@ -136,11 +142,15 @@ class EventLogWriter:
             pass
         self._wake.clear()
 
-    async def _write(self, chunk: Rows) -> None:
+    async def _write(self, chunk: Rows, urgent: bool) -> None:
         delay = 0.1
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
-                await _group_commit().write(self.run_pk, chunk, self.takeovers)
+                self._writing = True
+                try:
+                    await _group_commit().write(self.run_pk, chunk, self.takeovers, urgent=urgent)
+                finally:
+                    self._writing = False
             except RunTakenOver:
                 log.warning("run %s was taken over by another process: its log goes on there", self.run_pk)
                 self._pending, self._closed, self.on_durable = [], True, None  # abandon(), from within
@@ -189,29 +199,62 @@ class EventLogWriter:
 
 
 class _GroupCommit:
-    """The chunks every run's writer hands over while the database thread is busy, written
-    together in one transaction. With a hundred runs streaming at once, each writer's chunk
-    was a few rows, and a transaction per chunk kept the one database thread busy for most
-    of the runs' time (bench/stream.py --concurrent, py-spy)."""
+    """The chunks every run's writer hands over within ``gather_seconds`` of each other, or while
+    the database thread is busy, written together in one transaction. With a hundred runs
+    streaming at once, each writer's chunk was a few rows, and a transaction per chunk kept the
+    one database thread busy for most of the runs' time (bench/stream.py --concurrent, py-spy).
+    At a model's pace the runs' chunks come one by one, spread over each half second: written as
+    they came, 200 runs made about 400 transactions a second, and the hand-overs to the database
+    thread and back cost the event loop more than the writes (bench/paced.py). An urgent chunk
+    (an event a client waits to be shown, a run's end) is written at once, with what is gathered."""
 
-    def __init__(self) -> None:
+    def __init__(self, gather_seconds: float) -> None:
+        self.gather_seconds = gather_seconds
         self._queue: list[tuple[object, Rows, int | None, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
+        self._urgent = asyncio.Event()
+        self.transactions = 0  # for tests and the benchmark
 
-    async def write(self, run_pk: object, rows: Rows, takeovers: int | None = None) -> None:
+    async def write(self, run_pk: object, rows: Rows, takeovers: int | None = None, *, urgent: bool = True) -> None:
         """Returns once ``rows`` are committed; raises what writing them alone would have raised
-        (RunTakenOver, with ``takeovers``, when the run is no longer this process's)."""
+        (RunTakenOver, with ``takeovers``, when the run is no longer this process's). Not
+        ``urgent``: the rows may wait up to ``gather_seconds`` for other runs' to join them."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._queue.append((run_pk, rows, takeovers, done))
+        if urgent:
+            self._urgent.set()
         if self._task is None or self._task.done():
             # A fresh context, so the database work goes to asgiref's process-wide thread.
             self._task = loop.create_task(self._drain(), name="eventlog-group-commit", context=contextvars.Context())
         await done
 
+    def hurry(self) -> None:
+        """What is queued is written now, without waiting for more to gather."""
+        self._urgent.set()
+
+    async def _gather(self) -> None:
+        """Until other runs' chunks have had ``gather_seconds`` to come, or an urgent one comes."""
+        if self.gather_seconds <= 0 or self._urgent.is_set():
+            return
+        try:
+            async with asyncio.timeout(self.gather_seconds):
+                await self._urgent.wait()
+        except TimeoutError:
+            pass
+
     async def _drain(self) -> None:
         while self._queue:
+            try:
+                await self._gather()
+            except BaseException:
+                for *_, done in self._queue:
+                    done.cancel()  # the loop is going away: so are the writers waiting here
+                self._queue = []
+                raise
+            self._urgent.clear()
             queued, self._queue = self._queue, []
+            self.transactions += 1
             errors: list[Exception | None]
             try:
                 with sharing_the_gil():
@@ -241,7 +284,7 @@ def _group_commit() -> _GroupCommit:
     loop = asyncio.get_running_loop()
     group = _group_commits.get(loop)
     if group is None:
-        group = _group_commits[loop] = _GroupCommit()
+        group = _group_commits[loop] = _GroupCommit(settings.EVENT_LOG_GROUP_SECONDS)
     return group
 
 

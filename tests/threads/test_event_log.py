@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection
 
 from tests.eventlogs import logged
-from threads import logframes
+from threads import eventlog, logframes
 from threads.eventlog import EventLogWriter, insert_event_chunks, insert_events
 from threads.models import EventFrame, Run, Thread
 from threads.selectors import RunEventPages, run_events_after, run_events_total
@@ -124,6 +124,43 @@ async def test_writers_of_runs_streaming_at_once_all_become_durable(run):
     for r in [run, *others]:
         events = await sync_to_async(logged)(r)
         assert [e.seq for e in events] == list(range(1, 301))
+
+
+async def test_chunks_of_runs_that_come_within_the_gathering_share_one_transaction(run, settings):
+    # At a model's pace each run's chunk comes on its own, spread over its half second: six
+    # of them 10 ms apart are written together, not in six transactions.
+    settings.EVENT_LOG_GROUP_SECONDS = 0.3
+    others = [await Run.objects.acreate(thread_id=run.thread_id, agui_run_id=f"r-paced-{n}") for n in range(5)]
+    writers = [EventLogWriter(r.pk, flush_seconds=0.001, batch=2000) for r in [run, *others]]
+    durable = [asyncio.Event() for _ in writers]
+    for writer, logged_it in zip(writers, durable, strict=True):
+        writer.on_durable = lambda _seq, logged_it=logged_it: logged_it.set()
+        writer.append(1, "TEXT_MESSAGE_CONTENT", '{"delta":"a"}')
+        await asyncio.sleep(0.01)
+    async with asyncio.timeout(5):
+        await asyncio.gather(*(logged_it.wait() for logged_it in durable))
+    assert eventlog._group_commit().transactions == 1
+    await asyncio.gather(*(writer.close() for writer in writers))
+
+
+async def test_a_hurried_event_is_written_without_waiting_for_the_gathering(run, settings):
+    # A part's start is shown once it is logged (agui/stream.py): it does not wait out the gathering
+    # of the chunk before it, nor gather one of its own.
+    settings.EVENT_LOG_GROUP_SECONDS = 1.0
+    loop = asyncio.get_running_loop()
+    writer = EventLogWriter(run.pk, flush_seconds=0.001, batch=2000)
+    writer.append(1, "TEXT_MESSAGE_CONTENT", '{"delta":"a"}')
+    await asyncio.sleep(0.05)  # its chunk is with the group commit, gathering
+    started_logged = asyncio.Event()
+    writer.on_durable = lambda seq: started_logged.set() if seq >= 2 else None
+    writer.append(2, "TEXT_MESSAGE_START", '{"type":"TEXT_MESSAGE_START"}')
+    writer.hurry()
+    asked = loop.time()
+    async with asyncio.timeout(5):
+        await started_logged.wait()
+    assert loop.time() - asked < 0.5
+    await writer.close()
+    assert [e.seq for e in await sync_to_async(logged)(run)] == [1, 2]
 
 
 def test_sqlite_copies_the_wal_back_every_4000_pages_and_cuts_it_to_64_mib(db):
