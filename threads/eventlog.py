@@ -101,7 +101,7 @@ class EventLogWriter:
         self._hurried.set()
         self._wake.set()
         if self._writing:
-            _group_commit().hurry()  # what it waits for is written without gathering more
+            _group_commit().hurry()  # the chunk ahead of it is written without gathering more
 
     async def _writer(self) -> None:
         while True:
@@ -188,8 +188,7 @@ class EventLogWriter:
 
     async def close(self) -> None:
         self._closed = True
-        self._hurried.set()
-        self._wake.set()
+        self.hurry()  # the run's end is held until its log is durable (agui/stream.py)
         try:
             await asyncio.shield(self._task)
         finally:

@@ -163,6 +163,20 @@ async def test_a_hurried_event_is_written_without_waiting_for_the_gathering(run,
     assert [e.seq for e in await sync_to_async(logged)(run)] == [1, 2]
 
 
+async def test_a_close_does_not_wait_out_the_gathering_of_the_chunk_before_it(run, settings):
+    # A run's end is shown once its log is durable: the close cuts the gathering short.
+    settings.EVENT_LOG_GROUP_SECONDS = 1.0
+    loop = asyncio.get_running_loop()
+    writer = EventLogWriter(run.pk, flush_seconds=0.001, batch=2000)
+    writer.append(1, "TEXT_MESSAGE_CONTENT", '{"delta":"a"}')
+    await asyncio.sleep(0.05)  # its chunk is with the group commit, gathering
+    writer.append(2, "RUN_FINISHED", '{"type":"RUN_FINISHED"}')
+    asked = loop.time()
+    await writer.close()
+    assert loop.time() - asked < 0.5
+    assert [e.seq for e in await sync_to_async(logged)(run)] == [1, 2]
+
+
 def test_sqlite_copies_the_wal_back_every_4000_pages_and_cuts_it_to_64_mib(db):
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's own settings")
