@@ -31,7 +31,8 @@ REQUEST = ModelRequest(model=MODEL, system="", messages=[{"role": "user", "conte
 
 
 def _provider(base_url: str, **kwargs: object) -> AnthropicProvider:
-    options: dict[str, object] = {"max_retries": 0, **kwargs}
+    # A reply that never comes fails the test in a minute, not the SDK's ten.
+    options: dict[str, object] = {"max_retries": 0, "timeout": 60.0, **kwargs}
     return AnthropicProvider(api_key="k", model=MODEL, base_url=base_url, **options)  # type: ignore[arg-type]
 
 
@@ -324,4 +325,8 @@ def test_on_uvloop_a_large_reply_tls_and_a_stalled_model_behave_as_on_asyncio(tm
         await test_the_pool_bounds_its_connections_and_a_request_past_them_waits_for_one()
         await test_through_a_proxy_a_request_and_reply_larger_than_the_buffers_arrive_whole(monkeypatch)
 
-    uvloop.run(scenarios())
+    async def within_a_limit() -> None:
+        async with asyncio.timeout(300):
+            await scenarios()
+
+    uvloop.run(within_a_limit())
