@@ -38,48 +38,32 @@ HIGH_WATER = 256 * 1024
 HAPPY_EYEBALLS_DELAY = 0.25
 
 
-class _Reading(asyncio.Protocol):
-    """What a connection received and how it ended, for ``AsyncioStream``."""
+class WatchedProtocol(asyncio.Protocol):
+    """What both transports' connections keep of the socket (this module's and http1.py's): what
+    was received, counted against a high-water mark past which reading pauses; one read waiting at
+    a time, its deadline watched by one timer; and a write waiting for the send buffer to drain.
+    Each raises its own library's timeouts (``read_timeout``, ``write_timeout``)."""
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
-        self.received: list[bytes] = []
-        self.size = 0
+        self.size = 0  # bytes received and not yet taken
         self.paused = False
-        self.ended = False  # the peer closed, or the connection was lost
-        self.error: Exception | None = None
-        self.waiter: asyncio.Future[None] | None = None  # a read waiting for data
+        self.waiter: asyncio.Future[None] | None = None  # a read waiting for something to arrive
         # The waiting read's deadline, watched by one timer moved only when it fires: a timer set
         # and cancelled per read cost 1.7 µs a token on uvloop.
         self.deadline = 0.0
         self.timer: asyncio.TimerHandle | None = None
         self.drained: asyncio.Future[None] | None = None  # a write waiting for the buffer to drain
 
+    def read_timeout(self) -> Exception:
+        raise NotImplementedError
+
+    def write_timeout(self) -> Exception:
+        raise NotImplementedError
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.received.append(data)
-        self.size += len(data)
-        if self.size > HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        self._wake()
-
-    def eof_received(self) -> bool:
-        self.ended = True
-        self._wake()
-        return False  # the transport closes itself: an HTTP/1.1 peer that stopped sending is done
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.ended = True
-        self.error = exc
-        self._wake()
-        self._drain_done()
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
 
     def pause_writing(self) -> None:
         if self.drained is None:
@@ -88,15 +72,54 @@ class _Reading(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._drain_done()
 
-    def watch(self, timeout: float) -> None:
-        """The waiting read fails with ReadTimeout if nothing arrives within ``timeout`` seconds."""
-        loop = self.loop
-        self.deadline = deadline = loop.time() + timeout
-        timer = self.timer
-        if timer is None or timer.when() > deadline:
-            if timer is not None:
-                timer.cancel()
-            self.timer = loop.call_at(deadline, self._check_deadline)
+    def _received(self, size: int) -> None:
+        """``size`` more bytes wait to be taken: reading pauses past the high-water mark."""
+        self.size += size
+        if self.size > HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def _taken(self, left: int, resume_at: int) -> None:
+        """What waits is now ``left`` bytes: reading resumes once that is at most ``resume_at``."""
+        self.size = left
+        if self.paused and left <= resume_at and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def _stopped(self) -> None:
+        """The connection is gone: what waits on it is woken, its timer dropped."""
+        self._wake()
+        self._drain_done()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    async def waited(self, timeout: float | None) -> None:
+        """Until something arrives or the connection ends; ``read_timeout()`` past ``timeout``."""
+        waiter = self.waiter = self.loop.create_future()
+        if timeout is not None:
+            self.deadline = deadline = self.loop.time() + timeout
+            timer = self.timer
+            if timer is None or timer.when() > deadline:
+                if timer is not None:
+                    timer.cancel()
+                self.timer = self.loop.call_at(deadline, self._check_deadline)
+        try:
+            await waiter
+        finally:
+            self.waiter = None
+
+    async def drained_within(self, timeout: float | None) -> None:
+        """Until the send buffer has room again (at once when it has); ``write_timeout()`` past ``timeout``."""
+        drained = self.drained
+        if drained is None:
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(drained)
+        except TimeoutError:
+            raise self.write_timeout() from None
 
     def _check_deadline(self) -> None:
         self.timer = None
@@ -104,7 +127,7 @@ class _Reading(asyncio.Protocol):
         if waiter is None or waiter.done():
             return  # no read waits: the next one sets the timer again
         if self.loop.time() >= self.deadline:
-            waiter.set_exception(httpcore2.ReadTimeout())
+            waiter.set_exception(self.read_timeout())
         else:
             self.timer = self.loop.call_at(self.deadline, self._check_deadline)
 
@@ -118,19 +141,46 @@ class _Reading(asyncio.Protocol):
         if drained is not None and not drained.done():
             drained.set_result(None)
 
+
+class _Reading(WatchedProtocol):
+    """What a connection received and how it ended, for ``AsyncioStream``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[bytes] = []
+        self.ended = False  # the peer closed, or the connection was lost
+        self.error: Exception | None = None
+
+    def read_timeout(self) -> Exception:
+        return httpcore2.ReadTimeout()
+
+    def write_timeout(self) -> Exception:
+        return httpcore2.WriteTimeout()
+
+    def data_received(self, data: bytes) -> None:
+        self.received.append(data)
+        self._received(len(data))
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._wake()
+        return False  # the transport closes itself: an HTTP/1.1 peer that stopped sending is done
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        self.error = exc
+        self._stopped()
+
     def take(self, max_bytes: int) -> bytes:
         received = self.received
         data = received[0] if len(received) == 1 else b"".join(received)
         if len(data) > max_bytes:
             data, rest = data[:max_bytes], data[max_bytes:]
             self.received = [rest]
-            self.size = len(rest)
+            self._taken(len(rest), HIGH_WATER // 4)
         else:
             self.received = []
-            self.size = 0
-        if self.paused and self.size <= HIGH_WATER // 4 and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
+            self._taken(0, HIGH_WATER // 4)
         return data
 
 
@@ -148,13 +198,7 @@ class AsyncioStream(AsyncNetworkStream):
                 if reading.error is not None:
                     raise httpcore2.ReadError(reading.error)
                 return b""
-            waiter = reading.waiter = reading.loop.create_future()
-            if timeout is not None:
-                reading.watch(timeout)
-            try:
-                await waiter
-            finally:
-                reading.waiter = None
+            await reading.waited(timeout)
             if not reading.received:
                 if reading.error is not None:
                     raise httpcore2.ReadError(reading.error)
@@ -168,15 +212,9 @@ class AsyncioStream(AsyncNetworkStream):
         if reading.ended or self._transport.is_closing():
             raise httpcore2.WriteError(reading.error or "the connection is closed")
         self._transport.write(buffer)
-        drained = reading.drained
-        if drained is not None:
-            try:
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(drained)
-            except TimeoutError:
-                raise httpcore2.WriteTimeout() from None
-            if reading.error is not None:
-                raise httpcore2.WriteError(reading.error)
+        await reading.drained_within(timeout)
+        if reading.error is not None:
+            raise httpcore2.WriteError(reading.error)
 
     async def aclose(self) -> None:
         self._transport.close()

@@ -34,37 +34,31 @@ import httptools
 import httpx2
 from httpcore2._types import SOCKET_OPTION
 
-from orchestrator.providers.asyncio_network import on_asyncio_network
+from orchestrator.providers.asyncio_network import HAPPY_EYEBALLS_DELAY, WatchedProtocol, on_asyncio_network
 
 Origin = tuple[str, str, int]  # scheme, host, port
 
-# A reply that arrives faster than it is read pauses the socket past this much buffered, and
-# resumes once the reader has taken it: memory stays bounded.
-HIGH_WATER = 256 * 1024
-# As anyio's connect_tcp: the next address of a host is tried if one has not answered in this long.
-HAPPY_EYEBALLS_DELAY = 0.25
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(WatchedProtocol):
     """One keep-alive connection, its reply being read (``reply``) or idle in the pool."""
 
     def __init__(self, pool: Http1Transport, origin: Origin) -> None:
+        super().__init__()
         self.pool = pool
         self.origin = origin
-        self.loop = asyncio.get_running_loop()
-        self.transport: asyncio.Transport | None = None
         self.parser: httptools.HttpResponseParser | None = None  # None while idle
         self.idle_since = 0.0
         self.closed = False  # the connection is gone, or going
         self.error: Exception | None = None  # why it ended, when it ended badly
-        self.waiter: asyncio.Future[None] | None = None  # a read waiting for something to arrive
-        # The waiting read's deadline, watched by one timer moved only when it fires: a timer set
-        # and cancelled per read would cost every token one.
-        self.deadline = 0.0
-        self.timer: asyncio.TimerHandle | None = None
-        self.drained: asyncio.Future[None] | None = None  # a write waiting for the buffer to drain
         self._reset()
+
+    def read_timeout(self) -> Exception:
+        return httpx2.ReadTimeout("the model API sent nothing in time")
+
+    def write_timeout(self) -> Exception:
+        return httpx2.WriteTimeout("the model API took no more of the request in time")
 
     def _reset(self) -> None:
         self.status = 0
@@ -75,8 +69,6 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         self.framed = False  # a length or chunks say where the body ends (not the connection's close)
         self.body: list[bytes] = []
-        self.size = 0
-        self.paused = False
         self.complete = False
 
     # -- the reply, as llhttp parses it
@@ -112,11 +104,7 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
-        self.size += len(body)
-        if self.size > HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        self._wake()
+        self._received(len(body))
 
     def on_message_complete(self) -> None:
         if self.informational:
@@ -128,7 +116,7 @@ class _Connection(asyncio.Protocol):
     # -- the socket
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        super().connection_made(transport)
         self.pool._open.add(self)  # counted from here: connection_lost may come before the connect returns
 
     def data_received(self, data: bytes) -> None:
@@ -156,23 +144,8 @@ class _Connection(asyncio.Protocol):
         if exc is not None and self.error is None:
             self.error = httpx2.ReadError(str(exc) or type(exc).__name__)
         self.closed = True
-        self._wake()
-        drained, self.drained = self.drained, None
-        if drained is not None and not drained.done():
-            drained.set_result(None)
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self._stopped()
         self.pool._gone(self)
-
-    def pause_writing(self) -> None:
-        if self.drained is None:
-            self.drained = self.loop.create_future()
-
-    def resume_writing(self) -> None:
-        drained, self.drained = self.drained, None
-        if drained is not None and not drained.done():
-            drained.set_result(None)
 
     def _end(self, error: Exception | None) -> None:
         if error is not None and self.error is None:
@@ -185,62 +158,27 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         self._end(None)
 
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     # -- what the transport asks of it
 
     async def write(self, data: bytes, timeout: float | None) -> None:
         if self.closed or self.transport is None or self.transport.is_closing():
             raise httpx2.WriteError(str(self.error or "the connection is closed"))
         self.transport.write(data)
-        drained = self.drained
-        if drained is not None:
-            try:
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(drained)
-            except TimeoutError:
-                raise httpx2.WriteTimeout("the model API took no more of the request in time") from None
-            if self.closed:
-                raise httpx2.WriteError(str(self.error or "the connection closed while the request was written"))
+        await self.drained_within(timeout)
+        if self.closed:
+            raise httpx2.WriteError(str(self.error or "the connection closed while the request was written"))
 
     async def wait(self, timeout: float | None) -> None:
         """Until something more of the reply arrives, or the connection ends (ReadTimeout past ``timeout``)."""
         if self.closed:
             raise self.error or httpx2.RemoteProtocolError("the server closed the connection before its reply ended")
-        waiter = self.waiter = self.loop.create_future()
-        if timeout is not None:
-            self.deadline = deadline = self.loop.time() + timeout
-            timer = self.timer
-            if timer is None or timer.when() > deadline:
-                if timer is not None:
-                    timer.cancel()
-                self.timer = self.loop.call_at(deadline, self._check_deadline)
-        try:
-            await waiter
-        finally:
-            self.waiter = None
-
-    def _check_deadline(self) -> None:
-        self.timer = None
-        waiter = self.waiter
-        if waiter is None or waiter.done():
-            return  # no read waits: the next one sets the timer again
-        if self.loop.time() >= self.deadline:
-            waiter.set_exception(httpx2.ReadTimeout("the model API sent nothing in time"))
-        else:
-            self.timer = self.loop.call_at(self.deadline, self._check_deadline)
+        await self.waited(timeout)
 
     def take(self) -> bytes:
         body = self.body
         data = body[0] if len(body) == 1 else b"".join(body)
         self.body = []
-        self.size = 0
-        if self.paused and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
+        self._taken(0, 0)
         return data
 
     def reusable(self, loop: asyncio.AbstractEventLoop, now: float, expiry: float | None) -> bool:
