@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sqlite3
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -143,14 +144,20 @@ async def test_chunks_of_runs_that_come_within_the_gathering_share_one_transacti
     await asyncio.gather(*(writer.close() for writer in writers))
 
 
+async def _a_chunk_gathering_for_a_second(run: Run, settings: Any) -> EventLogWriter:
+    """A writer whose first chunk is with the group commit, gathering for up to a second."""
+    settings.EVENT_LOG_GROUP_SECONDS = 1.0
+    writer = EventLogWriter(run.pk, flush_seconds=0.001, batch=2000)
+    writer.append(1, "TEXT_MESSAGE_CONTENT", '{"delta":"a"}')
+    await asyncio.sleep(0.05)
+    return writer
+
+
 async def test_a_hurried_event_is_written_without_waiting_for_the_gathering(run, settings):
     # A part's start is shown once it is logged (agui/stream.py): it does not wait out the gathering
     # of the chunk before it, nor gather one of its own.
-    settings.EVENT_LOG_GROUP_SECONDS = 1.0
     loop = asyncio.get_running_loop()
-    writer = EventLogWriter(run.pk, flush_seconds=0.001, batch=2000)
-    writer.append(1, "TEXT_MESSAGE_CONTENT", '{"delta":"a"}')
-    await asyncio.sleep(0.05)  # its chunk is with the group commit, gathering
+    writer = await _a_chunk_gathering_for_a_second(run, settings)
     started_logged = asyncio.Event()
     writer.on_durable = lambda seq: started_logged.set() if seq >= 2 else None
     writer.append(2, "TEXT_MESSAGE_START", '{"type":"TEXT_MESSAGE_START"}')
@@ -165,11 +172,8 @@ async def test_a_hurried_event_is_written_without_waiting_for_the_gathering(run,
 
 async def test_a_close_does_not_wait_out_the_gathering_of_the_chunk_before_it(run, settings):
     # A run's end is shown once its log is durable: the close cuts the gathering short.
-    settings.EVENT_LOG_GROUP_SECONDS = 1.0
     loop = asyncio.get_running_loop()
-    writer = EventLogWriter(run.pk, flush_seconds=0.001, batch=2000)
-    writer.append(1, "TEXT_MESSAGE_CONTENT", '{"delta":"a"}')
-    await asyncio.sleep(0.05)  # its chunk is with the group commit, gathering
+    writer = await _a_chunk_gathering_for_a_second(run, settings)
     writer.append(2, "RUN_FINISHED", '{"type":"RUN_FINISHED"}')
     asked = loop.time()
     await writer.close()
