@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import ssl
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -35,3 +38,32 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return cert_file, key_file
+
+
+class TLSServer(ThreadingHTTPServer):
+    """A threaded HTTP server, speaking TLS with ``tls`` when it is set.
+
+    Each connection's handshake is made in that connection's thread, and bounded. Made where
+    ``serve_forever`` accepts (the listening socket wrapped whole), one client that connected and
+    went quiet held every later connection, and ``shutdown()``, forever: a test whose client sat
+    on the event loop that the server's shutdown then held never finished."""
+
+    daemon_threads = True
+    tls: ssl.SSLContext | None = None
+    handshake_timeout = 10.0
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        conn = self.tls.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        try:
+            conn.settimeout(self.handshake_timeout)
+            try:
+                conn.do_handshake()
+            except OSError:
+                return  # refused, cut short or timed out: as if never accepted
+            conn.settimeout(None)
+            super().finish_request(conn, client_address)
+        finally:
+            conn.close()  # it took the accepted socket over: shutdown_request closes nothing

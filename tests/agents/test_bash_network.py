@@ -26,6 +26,7 @@ from agents.workspaces import hand_over
 from orchestrator.tools.base import ToolOutput, ToolRegistry
 from orchestrator.tools.egress import parse_host_patterns
 from orchestrator.tools.mutating import BASH
+from tests.certs import TLSServer
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("curl") is None,
@@ -77,8 +78,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(TLSServer):
     hits = 0
 
 
@@ -105,7 +105,7 @@ def tls_web(tmp_path: Path) -> Iterator[tuple[_Server, Path]]:
     server = _Server((ALLOWED_ADDRESS, 0), _Handler)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.tls = context
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server, cert
     server.shutdown()

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.certs import TLSServer
 from tests.fakes.anthropic_api import text_turn, tool_turn
 from tests.network import HOST, YES, YES_ALWAYS, answered_chat, tool_results
 from tests.network import allowlist as bash_allowlist
@@ -44,15 +45,13 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 def served(tmp_path: Path) -> Iterator[Any]:
     """Serves a directory on 127.0.0.2 (plain HTTP, or HTTPS with ``tls=True``); yields a function
     that starts one and returns its port."""
-    servers: list[http.server.ThreadingHTTPServer] = []
+    servers: list[TLSServer] = []
 
     def serve(root: Path, tls: bool = False) -> int:
-        server = http.server.ThreadingHTTPServer((HOST, 0), functools.partial(_Quiet, directory=str(root)))
-        server.daemon_threads = True
+        server = TLSServer((HOST, 0), functools.partial(_Quiet, directory=str(root)))
         if tls:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-            server.socket = context.wrap_socket(server.socket, server_side=True)
+            server.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server.tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return int(server.server_address[1])

@@ -19,7 +19,7 @@ import ssl
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from cryptography.x509.oid import NameOID
 from orchestrator.tools.base import ToolContext, ToolOutput, ToolRegistry, Workspace
 from orchestrator.tools.netguard import WebConfig, is_public
 from orchestrator.tools.web import WEB_TOOLS
+from tests.certs import TLSServer
 from tests.fakes.web_site import FakeWeb
 
 PUBLIC = "93.184.215.14"  # a globally routable address; the connection guard below never lets it out
@@ -234,17 +235,8 @@ def tls_site(tmp_path: Path, network: Network, monkeypatch: pytest.MonkeyPatch) 
             self.end_headers()
             self.wfile.write(body)
 
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-
-        def get_request(self) -> tuple[socket.socket, Any]:
-            conn, address = super().get_request()
-            return context.wrap_socket(conn, server_side=True), address
-
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            pass  # a handshake the client refused
-
-    server = Server(("127.0.0.1", 0), Handler)
+    server = TLSServer(("127.0.0.1", 0), Handler)
+    server.tls = context
     site.port = int(server.server_address[1])
     network.open_ports.add(site.port)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

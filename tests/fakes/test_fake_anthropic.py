@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
+import threading
 import time
 
 import anthropic
 import httpx2
 import pytest
 import pytest_asyncio
+
+from tests.certs import self_signed
 
 from .anthropic_api import (
     FakeAnthropic,
@@ -491,3 +496,18 @@ async def test_many_concurrent_streams_and_keepalive(fake):
     for _ in range(5):
         await stream_final(fresh)
     assert len({r.client_address for r in fake.requests}) == 1
+
+
+def test_a_tls_client_that_connects_and_goes_quiet_does_not_hold_stop(tmp_path):
+    # A client on an event loop that stop() then holds (a test's `with FakeAnthropic(...)` ending)
+    # may not have sent or closed anything yet: its handshake must not keep stop() waiting.
+    cert, key = self_signed(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    fake = FakeAnthropic(tls=tls).start()
+    with socket.create_connection(("127.0.0.1", fake.port)):
+        time.sleep(0.2)  # accepted, its handshake awaited
+        stopping = threading.Thread(target=fake.stop, daemon=True)
+        stopping.start()
+        stopping.join(10)
+        assert not stopping.is_alive()

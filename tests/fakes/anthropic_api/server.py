@@ -17,9 +17,10 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.certs import TLSServer
 from tests.fakes.anthropic_api.script import (
     DEFAULT_MODEL,
     STATUS_FOR_ERROR,
@@ -66,8 +67,7 @@ class _ClientGone(Exception):
     pass
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(TLSServer):
     request_queue_size = 1024
     allow_reuse_address = True
     fake: FakeAnthropic
@@ -158,9 +158,7 @@ class FakeAnthropic:
             return self
         server = _Server((self._host, self._port), _Handler)
         server.fake = self
-        if self._tls is not None:
-            # Each accepted connection is wrapped and its handshake made in the accepting thread.
-            server.socket = self._tls.wrap_socket(server.socket, server_side=True)
+        server.tls = self._tls
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="FakeAnthropic", daemon=True
