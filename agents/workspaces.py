@@ -22,12 +22,14 @@ data dir should it lie inside. A workspace that holds the server's checkout or v
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,13 +115,20 @@ def _put_in_place(making: Path, path: Path) -> bool:
     Makers hold a lock on the directory that holds them for it: a rename onto an empty directory
     replaces it, so each of eight runs making an empty workspace at once replaced the one put there
     before, one a run may already have been working in."""
-    holder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(holder, fcntl.LOCK_EX)  # each open is its own: threads exclude each other too
+    with _makers_lock(path):
         if path.is_dir():
             return False
         making.rename(path)
         return True
+
+
+@contextlib.contextmanager
+def _makers_lock(path: Path) -> Iterator[None]:
+    """Held by whoever puts a workspace in place at ``path``, across threads and processes."""
+    holder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # each open is its own: threads exclude each other too
+        yield
     finally:
         os.close(holder)  # and the lock with it
 
@@ -134,7 +143,12 @@ def _clone_checkout_once(path: Path) -> bool:
     making = path.parent / f".making-{path.name}-{uuid.uuid4().hex[:8]}"
     try:
         _clone(str(checkout), making, "")
-        making.rename(path)  # onto the empty directory; another process's clone may have won
+        with _makers_lock(path):
+            # Onto the empty directory, unless another run's clone was put there first: a rename
+            # replaces an empty directory, one a run may be working in already.
+            if any(path.iterdir()):
+                return False
+            making.rename(path)
     except (WorkspaceError, OSError) as exc:
         log.warning("the default workspace %s stays empty: %s", path, exc)
         return False
@@ -202,16 +216,32 @@ def hand_over(path: Path) -> None:
                 f"the workspace {root} holds or lies inside the server's code {code}: it is not handed to the "
                 "sandbox user; give the agent a directory of its own"
             )
-    keep = {Path(settings.DATA_DIR).resolve()}
+    try:
+        keep: os.stat_result | None = os.stat(settings.DATA_DIR)
+    except OSError:
+        keep = None
     log.info("handing the workspace %s to uid %d, the user bash runs as", path, uid)
-    for directory, subdirs, files in os.walk(path, followlinks=False):
-        here = Path(directory)
-        subdirs[:] = [name for name in subdirs if (here / name).resolve() not in keep]
-        os.lchown(here, uid, uid)
+    # Through each directory's descriptor: in the shared workspace another run's commands may work
+    # while this walk goes on, and swap a directory it listed for a link to root's files. fwalk
+    # enters only the directory it listed (lstat, open, fstat), and each chown is by descriptor.
+    for _directory, subdirs, files, here in os.fwalk(path, follow_symlinks=False):
+        if keep is not None:
+            subdirs[:] = [name for name in subdirs if not _is(keep, name, here)]
+        try:
+            os.fchown(here, uid, uid)
+        except OSError:
+            continue  # gone meanwhile
         for name in files:
             try:
                 # A file with another name elsewhere keeps its owner: a chown would reach that name too.
-                if (here / name).lstat().st_nlink == 1:
-                    os.lchown(here / name, uid, uid)
+                if os.stat(name, dir_fd=here, follow_symlinks=False).st_nlink == 1:
+                    os.chown(name, uid, uid, dir_fd=here, follow_symlinks=False)
             except OSError:
                 continue
+
+
+def _is(kept: os.stat_result, name: str, directory: int) -> bool:
+    try:
+        return os.path.samestat(kept, os.stat(name, dir_fd=directory, follow_symlinks=False))
+    except OSError:
+        return False

@@ -6,6 +6,7 @@ in (a command in it then wrote into a directory gone from the tree)."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from pathlib import Path
 
@@ -45,3 +46,22 @@ def test_of_the_runs_that_make_a_workspace_at_once_one_makes_it_and_it_stands(tm
             assert seen == {place.path.stat().st_ino}
             # No maker's half is left behind (the losers' are removed).
             assert {path.name for path in (tmp_path / "users").iterdir()} == {str(n) for n in range(1, owner_id + 1)}
+
+
+def test_of_the_runs_that_clone_the_default_workspace_at_once_one_clones_it_and_none_warns(tmp_path: Path, caplog):
+    # The default workspace, empty, becomes a clone of the server's checkout at the first run: runs
+    # starting together each clone it, and the first clone put in place stands.
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "README").write_text("the server's checkout\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["init", "--quiet"], ["add", "README"], ["commit", "--quiet", "-m", "first"]):
+        subprocess.run([*git, *command], check=True, capture_output=True)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with override_settings(BASE_DIR=checkout, AGENT_WORKSPACE=workspace, AGENT_WORKSPACE_IS_DEFAULT=True):
+        made, seen = make_at_once(place_of(owner_id=None, thread_pk=None))
+    assert made.count(True) == 1
+    assert seen == {workspace.stat().st_ino} and (workspace / "README").is_file()
+    assert not [record for record in caplog.records if record.levelname == "WARNING"], caplog.text
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".making")] == []

@@ -9,12 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from django.test import override_settings
 
-from agents.workspaces import WorkspaceError, place_of, prepare
+from agents.workspaces import WorkspaceError, hand_over, place_of, prepare, sandbox_uid
 from tests.procs import ROOT
 
 
@@ -75,3 +76,49 @@ def test_the_servers_code_is_never_handed_to_the_sandbox_user(tmp_path, where):
         with pytest.raises(WorkspaceError, match="the server's code"):
             prepare(place)
     assert _owners(tmp_path) == {0}
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("bwrap") is None, reason="a workspace is handed over only by a root server"
+)
+def test_a_directory_swapped_for_a_link_while_the_workspace_is_handed_over_is_not_followed(tmp_path):
+    # In the shared workspace a run's commands may start while another run's hand-over still walks it
+    # (its root is the sandbox user's already). A hostile command swaps each directory the walk listed
+    # but has not entered yet for a link to root's files: they must keep their owner.
+    outside = tmp_path / "root-owned"
+    outside.mkdir()
+    for i in range(50):
+        (outside / f"secret-{i}").write_text("root's\n")
+    workspace = tmp_path / "workspace"
+    directories = [workspace / f"d{i:02d}" for i in range(20)]
+    for directory in directories:
+        directory.mkdir(parents=True)
+        for i in range(200):
+            (directory / f"f{i:03d}").write_text("x")
+    with override_settings(AGENT_WORKSPACE=workspace, AGENT_BASH_SANDBOX="on"):
+        uid = sandbox_uid()
+        assert uid is not None and uid != 0
+        done = threading.Event()
+        swapped: list[Path] = []
+
+        def hostile() -> None:
+            while not done.is_set():
+                entered = [d for d in directories if os.lstat(d / "f000").st_uid == uid]
+                if entered:  # the walk is inside one: it listed them all
+                    for directory in directories:
+                        if directory not in entered and os.lstat(directory).st_uid == 0:
+                            directory.rename(directory.with_name(directory.name + ".moved"))
+                            directory.symlink_to(outside)
+                            swapped.append(directory)
+                    return
+
+        swapper = threading.Thread(target=hostile)
+        swapper.start()
+        try:
+            hand_over(workspace)
+        finally:
+            done.set()
+            swapper.join()
+    assert swapped, "the walk ended before the swap: make the tree larger"
+    assert _owners(outside) == {0}
+    assert os.lstat(workspace).st_uid == uid
