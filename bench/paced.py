@@ -5,11 +5,14 @@
     DATABASE_URL=postgresql://... .venv/bin/python bench/paced.py   # the full stack on PostgreSQL
     .venv/bin/python bench/paced.py --profile /tmp/paced.txt        # and py-spy on the server
 
-Two servers, each pinned to the same core (``taskset``, ``--core``), measured one after the other
+Three servers, each pinned to the same core (``taskset``, ``--core``), measured one after the other
 in the same run:
 
   bare        a bare ASGI app under uvicorn (uvloop, httptools; bench/servers.py ``bare``) sending
               the same paced tokens, one send each (frame k due at the start + k * pace)
+  relay       the bare app with its tokens read from the paced model (bench/servers.py ``relay``):
+              a frame sent for each text delta a read brings, nothing parsed or logged; the least
+              any server streaming a model's reply does a token, one read and one send
   threadline  ``manage.py serve`` as ``make run`` starts it, the real ``anthropic`` SDK reading from
               a fake model that paces each SSE event (bench/paced_model.py: FakeAnthropic's replies,
               event k due at its start + k * pace, whether the reader keeps up or not)
@@ -21,8 +24,8 @@ whole measurement, run starts and ends included, and the steady window where the
 open: from 95% of them started to 5% of them done), the gap between a stream's tokens as the
 clients read them (p50, p99, max, the worst stream's p99), how long the streams took against
 their paced length, and whether they kept their pace (gap p99 within 50 ms of the pace and no
-stream more than 5% late); then the ratio of Threadline's CPU per token to the bare app's.
-Targets (#50): at most 1.5x, and the pace kept.
+stream more than 5% late); then the ratio of Threadline's CPU per token to the bare app's, and
+the relay's to both. Targets (#50): at most 1.5x the bare app, and the pace kept.
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ from processes import BENCH, PYTHON, REPO, FakeModel, Lab, ServerProc, base_env
 from profiling import start_py_spy, stop_py_spy, summarize_py_spy
 
 GAP_SLACK_MS = 50.0
+LABELS = {
+    "bare": "bare ASGI app (uvicorn)",
+    "relay": "relay (bare, reads the model)",
+    "threadline": "Threadline (manage.py serve, SDK)",
+}
 LATE_SHARE = 0.05  # a stream that takes 5% longer than its paced length fell behind
 TARGET_RATIO = 1.5
 PROFILE_RATE = 250
@@ -225,12 +233,16 @@ def report(results: list[Paced], args: argparse.Namespace, database: str) -> str
             f"{r.tokens} tokens in {r.wall_s:.1f} s; server CPU {r.cpu_s:.2f} s "
             f"({r.steady_s:.1f} s steady at {r.steady_cpu_s / max(r.steady_s, 1e-9):.0%} of a core)"
         )
-    bare, threadline = (per_token.get(r.label, float("nan")) for r in results[:2])
+    bare, relay, threadline = (per_token.get(r.label, float("nan")) for r in results[:3])
     ratio = threadline / bare if bare else float("nan")
     lines.append(
         f"  CPU per token, steady, Threadline / bare: {ratio:.2f}x "
         f"(target <= {TARGET_RATIO}x: {'MET' if ratio <= TARGET_RATIO else 'MISSED'}); "
         f"load average {os.getloadavg()[0]:.1f}"
+    )
+    lines.append(
+        f"  the floor of reading a model, a read and a send a token (relay / bare): {relay / bare:.2f}x; "
+        f"Threadline / relay: {threadline / relay:.2f}x"
     )
     return "\n".join(lines)
 
@@ -243,26 +255,26 @@ async def run(args: argparse.Namespace, lab: Lab) -> int:
     extra = {"SERVER_MAX_CONNECTIONS_PER_CLIENT": "0", "ANTHROPIC_BASE_URL": model.base_url}
     threadline = lab.start("sdk", extra, tag="paced", serve=True)
     bare = lab.start("bare")
-    for server in (threadline, bare):
+    relay = lab.start("relay", {"BENCH_MODEL_URL": model.base_url})
+    for server in (threadline, bare, relay):
         pin(server.proc.pid, str(args.core))
-    targets = {"bare": Target(bare), "threadline": Target(threadline)}
+    targets = {"bare": Target(bare), "relay": Target(relay), "threadline": Target(threadline)}
     for target in targets.values():
         await target.wait_ready()
         pin(target.server.proc.pid, str(args.core))  # the threads started since, too
         await target.warm_up(10, 5)
     database = "PostgreSQL" if lab.database_url else "SQLite"
-    results: dict[str, list[Paced]] = {"bare": [], "threadline": []}
+    results: dict[str, list[Paced]] = {name: [] for name in LABELS}
     for round_ in range(args.rounds):
-        for name in ("bare", "threadline"):
+        for name, label in LABELS.items():
             server = targets[name].server
-            label = "bare ASGI app (uvicorn)" if name == "bare" else "Threadline (manage.py serve, SDK)"
             profile = args.profile if name == "threadline" and round_ == args.rounds - 1 else None
             results[name].append(await measure(server, args, label, profile))
     for target in targets.values():
         target.close()
     out = []
     for i in range(args.rounds):
-        out.append(report([results["bare"][i], results["threadline"][i]], args, database))
+        out.append(report([results[name][i] for name in LABELS], args, database))
     print("\n".join(out), flush=True)
     return 0 if all(not r.errors for rs in results.values() for r in rs) else 1
 

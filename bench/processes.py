@@ -274,7 +274,7 @@ class Lab:
         as ``make run`` starts it (``manage.py serve``), not under bench/servers.py."""
         fake = None
         label = f"{name}-{tag}" if tag else name
-        if name == "bare":
+        if name in ("bare", "relay"):
             env = base_env()
         elif name == "django":
             env = base_env() | {"BENCH_TMP": str(self.tmp)}  # where django_min puts its (unused) SQLite file

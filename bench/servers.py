@@ -4,6 +4,8 @@
 
 NAME is one of
   bare      baseline 1: a bare ASGI app writing pre-encoded SSE frames (bench/frames.py)
+  relay     baseline 1 that reads its tokens from a model (BENCH_MODEL_URL, bench/paced_model.py):
+            a frame per text delta, sent as each read brings them; no SDK, no parse, no log
   django    baseline 2: a plain Django async view (StreamingHttpResponse), Django's ASGIHandler
   sdk       the full stack (project.asgi:application) as configured by the environment
             (bench/processes.py points ANTHROPIC_BASE_URL at FakeAnthropic)
@@ -46,33 +48,40 @@ for entry in (BENCH_DIR, REPO):
 # --------------------------------------------------------------------------- baseline 1
 
 
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+async def _bare_request(scope: dict[str, Any], receive: Any, send: Any) -> bool:
+    """Answers lifespan messages and reads an HTTP request's body: True when there is a request to answer."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return False
+    if scope["type"] != "http":
+        return False
+    while True:  # read the request body, as any server app must
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return True
+
+
 def bare_app() -> Any:
     from frames import YIELD_EVERY, frames_for, tokens_from_query
 
-    headers = [
-        (b"content-type", b"text/event-stream; charset=utf-8"),
-        (b"cache-control", b"no-cache"),
-        (b"x-accel-buffering", b"no"),
-    ]
-
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] != "http":
+        if not await _bare_request(scope, receive, send):
             return
-        while True:  # read the request body, as any server app must
-            message = await receive()
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
         query = scope.get("query_string", b"")
         frames = frames_for(tokens_from_query(query))
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         pace = tokens_from_query(query, default=0, name="pace") / 1000
         if pace:
             # ``pace=MS``: one frame every MS milliseconds, one send each, frame k due at the start
@@ -90,6 +99,45 @@ def bare_app() -> Any:
             if i % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def relay_app() -> Any:
+    """The bare app's frames, a token's sent as the model's text delta arrives: what any server
+    that streams a model's reply must at least do for each token (a read, a send), and no more."""
+    from urllib.parse import urlsplit
+
+    from frames import frames_for, tokens_from_query
+
+    model = urlsplit(os.environ["BENCH_MODEL_URL"])
+    delta = b"text_delta"
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not await _bare_request(scope, receive, send):
+            return
+        query = scope.get("query_string", b"")
+        tokens = tokens_from_query(query)
+        frames = frames_for(tokens)
+        asked = b"bench-tokens=%d bench-slow=%d" % (tokens, tokens_from_query(query, default=0, name="pace"))
+        reader, writer = await asyncio.open_connection(model.hostname, model.port)
+        writer.write(b"POST /v1/messages HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(asked), asked))
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send({"type": "http.response.body", "body": frames[0], "more_body": True})
+        sent, carry = 1, b""
+        try:
+            while data := await reader.read(65536):
+                seen = carry + data
+                carry = seen[-len(delta) :]
+                if count := seen.count(delta):
+                    body = frames[sent] if count == 1 else b"".join(frames[sent : sent + count])
+                    sent += count
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                if seen.endswith(b"\r\n0\r\n\r\n"):
+                    break  # the reply's last chunk
+        finally:
+            writer.close()
+        await send({"type": "http.response.body", "body": frames[-1], "more_body": False})
 
     return app
 
@@ -359,7 +407,7 @@ def _exit_with_parent() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=["bare", "django", "sdk", "scripted", "serve"])
+    parser.add_argument("name", choices=["bare", "relay", "django", "sdk", "scripted", "serve"])
     parser.add_argument("--fd", type=int, required=True, help="inherited listening socket")
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="uvicorn's event loop")
@@ -376,6 +424,8 @@ def main() -> None:
         return
     if args.name == "bare":
         app, lifespan = bare_app(), "on"
+    elif args.name == "relay":
+        app, lifespan = relay_app(), "on"
     elif args.name == "django":
         app, lifespan = django_app(), "off"  # Django's ASGIHandler does not speak lifespan
     else:
