@@ -224,7 +224,9 @@ def hand_over(path: Path) -> None:
     # Through each directory's descriptor: in the shared workspace another run's commands may work
     # while this walk goes on, and swap a directory it listed for a link to root's files. fwalk
     # enters only the directory it listed (lstat, open, fstat), and each chown is by descriptor.
-    for _directory, subdirs, files, here in os.fwalk(path, follow_symlinks=False):
+    # From the resolved root: a workspace configured through a link is still walked (fwalk enters
+    # no link, its first directory included).
+    for _directory, subdirs, files, here in os.fwalk(root, follow_symlinks=False):
         if keep is not None:
             subdirs[:] = [name for name in subdirs if not _is(keep, name, here)]
         try:

@@ -122,3 +122,17 @@ def test_a_directory_swapped_for_a_link_while_the_workspace_is_handed_over_is_no
     assert swapped, "the walk ended before the swap: make the tree larger"
     assert _owners(outside) == {0}
     assert os.lstat(workspace).st_uid == uid
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("bwrap") is None, reason="a workspace is handed over only by a root server"
+)
+def test_a_workspace_configured_through_a_link_is_handed_over_whole(tmp_path):
+    real = tmp_path / "real"
+    (real / "src").mkdir(parents=True)
+    (real / "src" / "main.py").write_text("print()\n")
+    (tmp_path / "linked").symlink_to(real)
+    with override_settings(AGENT_WORKSPACE=tmp_path / "linked", AGENT_BASH_SANDBOX="on"):
+        uid = sandbox_uid()
+        hand_over(tmp_path / "linked")
+    assert _owners(real) == {uid}
