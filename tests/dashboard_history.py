@@ -16,25 +16,33 @@ from threads.models import Approval, Run, Thread
 from threads.services.tallies import ToolCount, approval_tallies_add, tallies_add
 
 
-def midnight(days_ago: int) -> dt.datetime:
-    today = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=days_ago)
-    return dt.datetime(today.year, today.month, today.day, tzinfo=dt.UTC)
+def today_utc() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()
 
 
-def _run(agent: Agent, days_ago: int, outcome: str, seconds: float, first: float | None, **tools: ToolCount) -> None:
+def midnight(days_ago: int, today: dt.date) -> dt.datetime:
+    day = today - dt.timedelta(days=days_ago)
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+
+
+def _run(
+    today: dt.date, agent: Agent, days_ago: int, outcome: str, seconds: float, first: float | None, **tools: ToolCount
+) -> None:
     tallies_add(
         agent_id=agent.pk,
         outcome=outcome,
-        ended_at=midnight(days_ago) + dt.timedelta(minutes=1),
+        ended_at=midnight(days_ago, today) + dt.timedelta(minutes=1),
         duration_seconds=seconds,
         first_token_seconds=first,
         tools=tools,
     )
 
 
-def _spend(days_ago: int, agent: Agent, user: User | None, cost: float, tokens: tuple[int, int, int, int]) -> None:
+def _spend(
+    today: dt.date, days_ago: int, agent: Agent, user: User | None, cost: float, tokens: tuple[int, int, int, int]
+) -> None:
     DailySpend.objects.create(
-        day=midnight(days_ago).date(),
+        day=midnight(days_ago, today).date(),
         agent=agent,
         user=user,
         cost_usd=cost,
@@ -46,8 +54,8 @@ def _spend(days_ago: int, agent: Agent, user: User | None, cost: float, tokens: 
     )
 
 
-def _approval(run: Run, key: str, days_ago: int, decision: str, waited: float | None) -> None:
-    asked = midnight(days_ago)
+def _approval(today: dt.date, run: Run, key: str, days_ago: int, decision: str, waited: float | None) -> None:
+    asked = midnight(days_ago, today)
     Approval.objects.create(
         id=key, run=run, tool_call_id=f"call-{key}", tool="bash", message="run it?", expires_at=asked, decision=decision
     )
@@ -57,76 +65,89 @@ def _approval(run: Run, key: str, days_ago: int, decision: str, waited: float | 
         approval_tallies_add(closed=[(decision, asked)], now=answered)
 
 
-def seed_history(coder: Agent) -> None:
+def seed_history(coder: Agent) -> dt.date:
+    """Seeds the history on the days before today (UTC) and returns that today: what the dashboard
+    shows is worked out from it (``expected``), so a test that runs across midnight stays right."""
+    today = today_utc()
     reviewer = Agent.objects.create(name="reviewer", model="claude-test")
     alice = User.objects.create_user("alice")
     bob = User.objects.create_user("bob")
     # Today: four runs of 1-4 s with a first token at 0.2 s; one failed after 30 s with none.
     for seconds in (1, 2, 3, 4):
-        _run(coder, 0, "success", seconds, 0.2)
-    _run(coder, 0, "error", 30, None, glob=ToolCount(3, 0), bash=ToolCount(2, 1))
+        _run(today, coder, 0, "success", seconds, 0.2)
+    _run(today, coder, 0, "error", 30, None, glob=ToolCount(3, 0), bash=ToolCount(2, 1))
     # Three days ago.
-    _run(reviewer, 3, "success", 10, 1, bash=ToolCount(4, 2))
-    _run(reviewer, 3, "success", 20, 1)
-    _run(reviewer, 3, "cancelled", 5, 0.5)
+    _run(today, reviewer, 3, "success", 10, 1, bash=ToolCount(4, 2))
+    _run(today, reviewer, 3, "success", 20, 1)
+    _run(today, reviewer, 3, "cancelled", 5, 0.5)
     # Twenty days ago.
     for _ in range(3):
-        _run(coder, 20, "success", 60, 2, file_read=ToolCount(1, 0))
-    _run(coder, 20, "success", 60, 2, file_read=ToolCount(2, 0))  # a fourth run
+        _run(today, coder, 20, "success", 60, 2, file_read=ToolCount(1, 0))
+    _run(today, coder, 20, "success", 60, 2, file_read=ToolCount(2, 0))  # a fourth run
     # Forty days ago: in no period.
     for _ in range(7):
-        _run(coder, 40, "success", 500, 9, web_fetch=ToolCount(9, 9))
+        _run(today, coder, 40, "success", 500, 9, web_fetch=ToolCount(9, 9))
 
-    _spend(0, coder, alice, 1.50, (100, 1000, 200, 50))
-    _spend(0, coder, None, 0.25, (10, 0, 0, 5))
-    _spend(3, reviewer, bob, 3.00, (300, 3000, 0, 30))
-    _spend(20, reviewer, alice, 10.00, (1000, 0, 500, 100))
-    _spend(40, coder, bob, 99.00, (9, 9, 9, 9))
+    _spend(today, 0, coder, alice, 1.50, (100, 1000, 200, 50))
+    _spend(today, 0, coder, None, 0.25, (10, 0, 0, 5))
+    _spend(today, 3, reviewer, bob, 3.00, (300, 3000, 0, 30))
+    _spend(today, 20, reviewer, alice, 10.00, (1000, 0, 500, 100))
+    _spend(today, 40, coder, bob, 99.00, (9, 9, 9, 9))
 
     thread = Thread.objects.create(agui_thread_id="t-history", agent=coder)
     run = Run.objects.create(thread=thread, agui_run_id="r-history", status=Run.Status.WAITING)
-    _approval(run, "a-pending", 0, "pending", None)
-    _approval(run, "a-today", 0, "approved", 30)
-    _approval(run, "a-3", 3, "denied", 120)
-    _approval(run, "a-20", 20, "timeout", 600)
-    _approval(run, "a-40", 40, "approved", 5000)
+    _approval(today, run, "a-pending", 0, "pending", None)
+    _approval(today, run, "a-today", 0, "approved", 30)
+    _approval(today, run, "a-3", 3, "denied", 120)
+    _approval(today, run, "a-20", 20, "timeout", 600)
+    _approval(today, run, "a-40", 40, "approved", 5000)
 
     McpServerEntry.objects.create(name="tracker", command="tracker-mcp", enabled=False)
     McpServerEntry.objects.create(name="docs", transport="http", url="http://127.0.0.1:9/mcp")
+    return today
 
 
-def _days(days: int) -> list[tuple[str, str]]:
+def _days(days: int, today: dt.date) -> list[tuple[str, str]]:
     costs = {0: "$1.75", 3: "$3.00", 20: "$10.00"}
-    return [(midnight(n).date().isoformat(), costs.get(n, "$0.00")) for n in reversed(range(days))]
+    return [(midnight(n, today).date().isoformat(), costs.get(n, "$0.00")) for n in reversed(range(days))]
 
 
-# What each chart's table holds for each period, row by row (the percentiles apart: see LATENCY).
-EXPECTED: dict[str, dict[str, list[tuple[str, ...]]]] = {
-    "day": {
-        "runs-by-outcome": [("success", "4"), ("error", "1"), ("all", "5")],
-        "spend-by-day": [*_days(1), ("all", "$1.75")],
-        "spend-by-agent": [("coder", "$1.75")],
-        "spend-by-user": [("alice", "$1.50"), ("shared token", "$0.25")],
-        "tokens": [("input (uncached)", "110"), ("cache read", "1,000"), ("cache write", "200"), ("output", "55")],
-        "tools": [("glob", "3", "0", "0%"), ("bash", "2", "1", "50%")],
-    },
-    "week": {
-        "runs-by-outcome": [("success", "6"), ("cancelled", "1"), ("error", "1"), ("all", "8")],
-        "spend-by-day": [*_days(7), ("all", "$4.75")],
-        "spend-by-agent": [("reviewer", "$3.00"), ("coder", "$1.75")],
-        "spend-by-user": [("bob", "$3.00"), ("alice", "$1.50"), ("shared token", "$0.25")],
-        "tokens": [("input (uncached)", "410"), ("cache read", "4,000"), ("cache write", "200"), ("output", "85")],
-        "tools": [("bash", "6", "3", "50%"), ("glob", "3", "0", "0%")],
-    },
-    "month": {
-        "runs-by-outcome": [("success", "10"), ("cancelled", "1"), ("error", "1"), ("all", "12")],
-        "spend-by-day": [*_days(30), ("all", "$14.75")],
-        "spend-by-agent": [("reviewer", "$13.00"), ("coder", "$1.75")],
-        "spend-by-user": [("alice", "$11.50"), ("bob", "$3.00"), ("shared token", "$0.25")],
-        "tokens": [("input (uncached)", "1,410"), ("cache read", "4,000"), ("cache write", "700"), ("output", "185")],
-        "tools": [("bash", "6", "3", "50%"), ("file_read", "5", "0", "0%"), ("glob", "3", "0", "0%")],
-    },
-}
+def expected(today: dt.date) -> dict[str, dict[str, list[tuple[str, ...]]]]:
+    """What each chart's table holds for each period, row by row (the percentiles apart: see
+    LATENCY), for a history seeded on ``today``."""
+    return {
+        "day": {
+            "runs-by-outcome": [("success", "4"), ("error", "1"), ("all", "5")],
+            "spend-by-day": [*_days(1, today), ("all", "$1.75")],
+            "spend-by-agent": [("coder", "$1.75")],
+            "spend-by-user": [("alice", "$1.50"), ("shared token", "$0.25")],
+            "tokens": [("input (uncached)", "110"), ("cache read", "1,000"), ("cache write", "200"), ("output", "55")],
+            "tools": [("glob", "3", "0", "0%"), ("bash", "2", "1", "50%")],
+        },
+        "week": {
+            "runs-by-outcome": [("success", "6"), ("cancelled", "1"), ("error", "1"), ("all", "8")],
+            "spend-by-day": [*_days(7, today), ("all", "$4.75")],
+            "spend-by-agent": [("reviewer", "$3.00"), ("coder", "$1.75")],
+            "spend-by-user": [("bob", "$3.00"), ("alice", "$1.50"), ("shared token", "$0.25")],
+            "tokens": [("input (uncached)", "410"), ("cache read", "4,000"), ("cache write", "200"), ("output", "85")],
+            "tools": [("bash", "6", "3", "50%"), ("glob", "3", "0", "0%")],
+        },
+        "month": {
+            "runs-by-outcome": [("success", "10"), ("cancelled", "1"), ("error", "1"), ("all", "12")],
+            "spend-by-day": [*_days(30, today), ("all", "$14.75")],
+            "spend-by-agent": [("reviewer", "$13.00"), ("coder", "$1.75")],
+            "spend-by-user": [("alice", "$11.50"), ("bob", "$3.00"), ("shared token", "$0.25")],
+            "tokens": [
+                ("input (uncached)", "1,410"),
+                ("cache read", "4,000"),
+                ("cache write", "700"),
+                ("output", "185"),
+            ],
+            "tools": [("bash", "6", "3", "50%"), ("file_read", "5", "0", "0%"), ("glob", "3", "0", "0%")],
+        },
+    }
+
+
 # The MCP servers by standing, whatever the period: neither has been started in this process.
 MCP = {"docs": "not started", "tracker": "disabled"}
 # (runs counted, p50, p95) in seconds, by nearest rank, for time to first token and run duration.

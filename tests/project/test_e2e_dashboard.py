@@ -9,14 +9,14 @@ import json
 from django.contrib.auth.models import User
 
 from tests.admin_browser import drive
-from tests.dashboard_history import EXPECTED, MCP, check_approvals, check_latency, seed_history
+from tests.dashboard_history import MCP, check_approvals, check_latency, expected, seed_history
 
 PASSWORD = "a-long-operator-password"
 PERIODS = {"Today (UTC)": "day", "Last 7 days": "week", "Last 30 days": "month"}
 
 
 def test_each_chart_shows_the_seeded_figures_for_each_period(browser, server, coder, tmp_path):
-    seed_history(coder)
+    today = seed_history(coder)
     User.objects.create_user("ops", password=PASSWORD, is_staff=True)
     profile = tmp_path / "chromium-profile"
     profile.mkdir()
@@ -44,7 +44,7 @@ def test_each_chart_shows_the_seeded_figures_for_each_period(browser, server, co
             assert section["width"] > 300 and section["height"] > 20, name
             drawn = [(width, height) for _, figure, width, height in section["bars"] if figure not in ("0", "$0.00")]
             assert drawn and all(width > 0 and height > 0 for width, height in drawn), name
-        for name, rows in EXPECTED[period].items():
+        for name, rows in expected(today)[period].items():
             assert [tuple(row) for row in sections[name]["rows"]] == rows, (period, name)
             figures = [figure.split(" (")[0] for _, figure, _, _ in sections[name]["bars"]]
             assert figures == [row[1] for row in rows if row[0] != "all"], (period, name)

@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from agents.models import DailySpend
 from tests.dashboard_history import (
-    EXPECTED,
     MCP,
     check_approvals,
     check_latency,
+    expected,
     read_sections,
     seconds_of,
     seed_history,
@@ -31,7 +31,7 @@ def staff(client, transactional_db):
 
 @pytest.mark.parametrize("period", ["day", "week", "month"])
 def test_each_chart_and_table_shows_what_the_database_holds(staff, coder, period):
-    seed_history(coder)
+    today = seed_history(coder)
     page = staff.get(f"/admin/dashboard/?period={period}")
     assert page.status_code == 200
     sections = read_sections(page.content.decode())
@@ -46,7 +46,7 @@ def test_each_chart_and_table_shows_what_the_database_holds(staff, coder, period
         "approvals",
         "mcp-servers",
     ]
-    for name, rows in EXPECTED[period].items():
+    for name, rows in expected(today)[period].items():
         assert [tuple(row) for row in sections[name]["rows"]] == rows, name
         # The chart draws a bar for each row of its table (the total aside), with its figure.
         bars = [(label, figure.split(" (")[0]) for label, figure in sections[name]["bars"]]
