@@ -369,7 +369,7 @@ class UserBudget(models.Model):
 
 class DailySpend(models.Model):
     """What one user (none: the shared AGUI_TOKEN) spent with one agent on one UTC day, added to on
-    every settle of a run's spend (agents/spending.py): a cap's check sums at most a month of these
+    every settle of a run's spend (threads/services/spending.py): a cap's check sums at most a month of these
     rows for one user or one agent, through the two indexes, whatever the number of runs."""
 
     day = models.DateField()

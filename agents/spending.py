@@ -1,4 +1,5 @@
-"""What users and agents spend, and the caps on it (issue #48): the writes, and where the caps stand.
+"""What users and agents spend, and the caps on it (issue #48): where the caps stand (the writes are
+threads/services/spending.py's).
 
 Spend is what model calls cost at list prices (orchestrator/pricing.py), every call of a run: its
 own, its sub-agents' and its compactions'. It is kept per UTC day, user and agent in ``DailySpend``,
@@ -12,19 +13,16 @@ A run is paid for by its thread's owner; a thread with no owner was started with
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import F, Q, Sum
+from django.db.models import Q, Sum
 from django.db.models.functions import Coalesce
 
 from agents.models import Agent, DailySpend
 from orchestrator.budget import BudgetStanding, CapStanding
-from orchestrator.events import Usage
-from orchestrator.pricing import cost_of
 
 SHARED_TOKEN = "the shared token"
 
@@ -120,37 +118,4 @@ def spend_standing(*, agent: Agent, user_id: int | None, caps: list[Cap], now: d
             )
             for cap in caps
         )
-    )
-
-
-def spend_add(*, agent_id: int, user_id: int | None, usages: Iterable[Usage], now: dt.datetime) -> None:
-    """Adds what ``usages`` cost to the day's row of the user and agent (made on first use). Added in
-    the database (``F()``), so two runs settling at once both count; two first writes of one day at
-    once may make two rows, which every read sums."""
-    usages = list(usages)
-    if not usages:
-        return
-    added = {
-        "cost_usd": F("cost_usd") + sum(cost_of(usage) for usage in usages),
-        "calls": F("calls") + len(usages),
-        "input_tokens": F("input_tokens") + sum(u.input_tokens for u in usages),
-        "output_tokens": F("output_tokens") + sum(u.output_tokens for u in usages),
-        "cache_read_tokens": F("cache_read_tokens") + sum(u.cache_read_tokens for u in usages),
-        "cache_write_tokens": F("cache_write_tokens") + sum(u.cache_write_tokens for u in usages),
-    }
-    day = now.astimezone(dt.UTC).date()
-    payer = Q(user__isnull=True) if user_id is None else Q(user_id=user_id)
-    row = DailySpend.objects.filter(payer, day=day, agent_id=agent_id).order_by("pk")[:1]
-    if DailySpend.objects.filter(pk__in=list(row.values_list("pk", flat=True))).update(**added):
-        return
-    DailySpend.objects.create(
-        day=day,
-        agent_id=agent_id,
-        user_id=user_id,
-        cost_usd=sum(cost_of(usage) for usage in usages),
-        calls=len(usages),
-        input_tokens=sum(u.input_tokens for u in usages),
-        output_tokens=sum(u.output_tokens for u in usages),
-        cache_read_tokens=sum(u.cache_read_tokens for u in usages),
-        cache_write_tokens=sum(u.cache_write_tokens for u in usages),
     )

@@ -21,7 +21,8 @@ Each gets N streams of ``--tokens`` tokens, one every ``--pace-ms`` (800 at 25 m
 their starts spread over ``--ramp`` seconds as people's are. This process (the clients) and the
 fake model run on the other cores. Printed for each: the server's CPU per token from /proc (the
 whole measurement, run starts and ends included, and the steady window where the streams are
-open: from 95% of them started to 5% of them done), the gap between a stream's tokens as the
+open: from 95% of them started to 5% of them done) and per stream (with ``--tokens 10``, mostly
+what a run's start and end cost), the gap between a stream's tokens as the
 clients read them (p50, p99, max, the worst stream's p99), how long the streams took against
 their paced length, and whether they kept their pace (gap p99 within 50 ms of the pace and no
 stream more than 5% late); then the ratio of Threadline's CPU per token to the bare app's, and
@@ -232,7 +233,8 @@ def report(results: list[Paced], args: argparse.Namespace, database: str) -> str
         first = r.first_token_s
         lines.append(
             f"  {'':34} first token after {_q(first, 50) * 1e3:.0f} ms (p50), {_q(first, 99) * 1e3:.0f} ms (p99); "
-            f"{r.tokens} tokens in {r.wall_s:.1f} s; server CPU {r.cpu_s:.2f} s "
+            f"{r.tokens} tokens in {r.wall_s:.1f} s; server CPU {r.cpu_s:.2f} s, "
+            f"{r.cpu_s * 1e3 / max(len(r.streams), 1):.2f} ms a stream "
             f"({r.steady_s:.1f} s steady at {r.steady_cpu_s / max(r.steady_s, 1e-9):.0%} of a core)"
         )
     bare, relay, threadline = (per_token.get(r.label, float("nan")) for r in results[:3])

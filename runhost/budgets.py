@@ -3,9 +3,9 @@
 The door: a request that brings a new message is refused (RUN_ERROR ``budget_exceeded``) before
 anything is stored or the model is called, when a cap of its thread's payer or its agent is reached.
 The meter: every model call of the run is heard (``on_usage``: its own, its sub-agents', its
-compactions'); at each step the loop asks it to settle (agents/spending.py adds what was spent to the
-day's row and reads where the caps stand) and stops the run when one is reached. At the run's end the
-host settles what is left, before the run's end is recorded.
+compactions'); at each step the loop asks it to settle (threads/services/spending.py adds what was
+spent to the day's row, agents/spending.py reads where the caps stand) and stops the run when one is
+reached. At the run's end the host settles what is left, before the run's end is recorded.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import logging
 from django.utils import timezone
 
 from agents.models import Agent
-from agents.spending import Cap, budget_caps, spend_add, spend_standing
+from agents.spending import Cap, budget_caps, spend_standing
 from orchestrator.budget import BudgetStanding, CapStanding
 from orchestrator.events import BaseListener, Usage
+from threads import fastsql
 from threads.dbthread import on_db_thread
 from threads.models import Thread
 from threads.selectors import agent_get
+from threads.services.spending import spend_add
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +33,8 @@ def budget_reached(*, agent_name: str, agui_thread_id: str, owner_id: int | None
     agent = agent_get(name=agent_name)
     if agent is None:
         return None  # the run's opening says there is no such agent
-    found = list(Thread.objects.filter(agui_thread_id=agui_thread_id).values_list("owner_id", flat=True)[:1])
-    payer = found[0] if found else owner_id
+    found = fastsql.first_values(Thread, ("owner",), agui_thread_id=agui_thread_id)
+    payer = found[0] if found is not None else owner_id
     caps = budget_caps(agent=agent, user_id=payer)
     return spend_standing(agent=agent, user_id=payer, caps=caps, now=timezone.now()).reached()
 

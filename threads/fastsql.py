@@ -12,7 +12,7 @@ On PostgreSQL the statements of one write go to the server as one query (``execu
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -99,7 +99,9 @@ def _update_statement(model: type[Model], setting: tuple[str, ...], adding: tupl
     return f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} WHERE {key} = %s"
 
 
-def update_statement(model: type[Model], pk: Any, *, setting: dict[str, Any], adding: dict[str, int]) -> Statement:
+def update_statement(
+    model: type[Model], pk: Any, *, setting: dict[str, Any], adding: Mapping[str, int | float]
+) -> Statement:
     """``UPDATE`` of one row by primary key: ``setting`` its fields to values (prepared as ``save()``
     prepares them) and ``adding`` to its counters in the database, so two writers adding at once
     both count."""
@@ -135,6 +137,67 @@ def exists(model: type[Model], **equal: Any) -> bool:
     ``filter(...).exists()`` without its compilation, which cost 185 µs of the database
     thread's time (holding the GIL) where the statement costs 15 µs."""
     return bool(execute(exists_statement(model, **equal)))
+
+
+@cache
+def _select_statement(
+    model: type[Model],
+    names: tuple[str, ...],
+    where: tuple[tuple[str, bool], ...],
+    order_by: tuple[str, ...],
+    vendor: str,
+) -> str:
+    columns = ", ".join(_column(model, name) for name in names)
+    conditions = " AND ".join(f"{_column(model, name)} {'IS NULL' if null else '= %s'}" for name, null in where)
+    order = f" ORDER BY {', '.join(_column(model, name) for name in order_by)}" if order_by else ""
+    table = connection.ops.quote_name(model._meta.db_table)
+    return f"SELECT {columns} FROM {table}{f' WHERE {conditions}' if conditions else ''}{order} LIMIT 1"
+
+
+def _first_row(
+    model: type[Model], names: tuple[str, ...], order_by: tuple[str, ...], equal: dict[str, Any]
+) -> tuple[Any, ...] | None:
+    where = tuple((name, value is None) for name, value in equal.items())
+    statement = _select_statement(model, names, where, order_by, connection.vendor)
+    values = [db_value(model, name, value) for name, value in equal.items() if value is not None]
+    rows = execute((statement, values))
+    return rows[0] if rows else None
+
+
+def _from_db(model: type[Model], fields: Sequence[Any], row: tuple[Any, ...]) -> list[Any]:
+    """``row``'s values as the ORM reads them: each through the backend's and the field's converters,
+    in that order (as ``SQLCompiler.apply_converters`` does: a JSON text parsed, a SQLite 0 made
+    False, a decimal's places kept)."""
+    values = list(row)
+    for i, field in enumerate(fields):
+        column = field.get_col(model._meta.db_table)
+        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        for converter in converters:
+            values[i] = converter(values[i], column, connection)
+    return values
+
+
+def first[M: Model](model: type[M], *, order_by: tuple[str, ...] = (), **equal: Any) -> M | None:
+    """The first row (by the fields ``order_by``; any, without) whose fields equal the values given
+    (None: IS NULL), as an instance of ``model``: the ORM's ``filter(...).first()`` without its
+    compilation, which cost 0.57 ms of the database thread's time a lookup of an agent (holding the
+    GIL) where this costs 0.15 ms, the fields' converters included. No ``order_by`` is for a lookup
+    that finds one row."""
+    fields = model._meta.concrete_fields
+    row = _first_row(model, tuple(field.name for field in fields), order_by, equal)
+    if row is None:
+        return None
+    return model.from_db(connection.alias, [field.attname for field in fields], _from_db(model, fields, row))
+
+
+def first_values(
+    model: type[Model], names: tuple[str, ...], *, order_by: tuple[str, ...] = (), **equal: Any
+) -> tuple[Any, ...] | None:
+    """The fields ``names`` of the row ``first`` finds (a foreign key's as its id), or None."""
+    row = _first_row(model, names, order_by, equal)
+    if row is None:
+        return None
+    return tuple(_from_db(model, [model._meta.get_field(name) for name in names], row))
 
 
 # Rows per multi-row INSERT on SQLite, largest first: a chunk goes in as statements of these

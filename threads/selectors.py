@@ -24,7 +24,7 @@ from django.http import HttpRequest
 from rest_framework.authtoken.models import Token
 
 from agents.models import Agent, DailySpend, PermissionRule
-from threads import leases
+from threads import fastsql, leases
 from threads.jsonlimits import MAX_JSON_DEPTH, clip_depth
 from threads.logframes import LoggedEvent, events_of
 from threads.models import Approval, Attachment, EventFrame, Message, Run, SubAgentTask, Thread
@@ -34,7 +34,9 @@ _MAX_INT_KEY = 2**63 - 1
 
 
 def agent_get(*, name: str) -> Agent | None:
-    return Agent.objects.filter(name=name, enabled=True).first()
+    """The enabled agent named ``name`` (names are unique). Read on every run's way to its first
+    byte, twice: by fastsql, not the ORM (threads/fastsql.py ``first``)."""
+    return fastsql.first(Agent, name=name, enabled=True)
 
 
 def thread_get(*, agui_thread_id: str) -> Thread | None:

@@ -4,6 +4,7 @@ tests/threads/test_event_log_postgres.py)."""
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 import pytest
 
@@ -61,3 +62,19 @@ def test_appended_messages_follow_the_last_stored_position(thread):
     )
     assert stored == [(0, "m1", "user"), (1, "m2", "assistant"), (2, "m3", "tool")]
     assert Message.objects.get(message_id="m3").body == {"id": "m3", "role": "tool", "content": "c"}
+
+
+def test_first_reads_a_row_as_the_orm_does(transactional_db):
+    from tests.fastsql_reads import fastsql_reads_against_the_orm
+
+    report = fastsql_reads_against_the_orm()
+    assert report["agent"] and report["thread"], report
+    values = dict((name, (value, kind)) for name, value, kind in report["agent_values"])
+    # Converted as the ORM converts them: JSON parsed, a decimal with its places, SQLite's 0 as False.
+    assert values["mcp_servers"] == (["files", "web"], "list")
+    assert values["budget_daily_usd"] == (Decimal("1.25"), "Decimal")
+    assert values["environment_block"] == (False, "bool") and values["enabled"] == (True, "bool")
+    assert report["disabled"] is None and report["missing"] is None
+    assert report["owner"] == [True, True, True]
+    # None is IS NULL, not "= NULL"; the order is the lowest id first; no row is None.
+    assert report["spend"] == report["spend_expected"]

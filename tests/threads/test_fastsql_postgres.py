@@ -116,3 +116,26 @@ def test_a_runs_writes_take_one_round_trip_each_on_postgresql(postgres_url, tmp_
     assert report["finished"] == ["succeeded", 3, {"k": 1}, True]
     assert report["duplicate"] == "IntegrityError"
     assert report["kept"] == 0
+
+
+READS = """
+import json
+import django
+django.setup()
+from tests.fastsql_reads import fastsql_reads_against_the_orm
+report = fastsql_reads_against_the_orm()
+report["agent_values"] = {name: [str(value), kind] for name, value, kind in report["agent_values"]}
+print(json.dumps(report, default=str))
+"""
+
+
+def test_first_reads_a_row_as_the_orm_does_on_postgresql(postgres_url, tmp_path: Path):
+    report = script_report(READS, postgres_env(postgres_url, tmp_path))
+    assert report["agent"] and report["thread"], report
+    values = report["agent_values"]
+    assert values["mcp_servers"] == ["['files', 'web']", "list"]
+    assert values["budget_daily_usd"] == ["1.25", "Decimal"]
+    assert values["environment_block"] == ["False", "bool"]
+    assert report["disabled"] is None and report["missing"] is None
+    assert report["owner"] == [True, True, True]
+    assert report["spend"] == report["spend_expected"]
