@@ -118,18 +118,12 @@ def db_value(model: type[Model], name: str, value: Any) -> Any:
     return model._meta.get_field(name).get_db_prep_save(value, connection)  # type: ignore[union-attr]
 
 
-@cache
-def _exists_statement(model: type[Model], names: tuple[str, ...], vendor: str) -> str:
-    where = " AND ".join(f"{_column(model, name)} = %s" for name in names)
-    return f"SELECT 1 FROM {connection.ops.quote_name(model._meta.db_table)} WHERE {where} LIMIT 1"
-
-
 def exists_statement(model: type[Model], **equal: Any) -> Statement:
     """A query whose one row says that a row has each field ``name`` equal to the value given for
     it (no row: none has)."""
-    names = tuple(equal)
+    where = tuple((name, False) for name in equal)
     values = [db_value(model, name, value) for name, value in equal.items()]
-    return _exists_statement(model, names, connection.vendor), values
+    return _select_statement(model, (), where, (), connection.vendor), values
 
 
 def exists(model: type[Model], **equal: Any) -> bool:
@@ -147,7 +141,9 @@ def _select_statement(
     order_by: tuple[str, ...],
     vendor: str,
 ) -> str:
-    columns = ", ".join(_column(model, name) for name in names)
+    """SELECT of the fields ``names`` (none: ``1``) of the first row whose fields ``where`` are each
+    ``= %s``, or ``IS NULL`` where marked so."""
+    columns = ", ".join(_column(model, name) for name in names) or "1"
     conditions = " AND ".join(f"{_column(model, name)} {'IS NULL' if null else '= %s'}" for name, null in where)
     order = f" ORDER BY {', '.join(_column(model, name) for name in order_by)}" if order_by else ""
     table = connection.ops.quote_name(model._meta.db_table)
